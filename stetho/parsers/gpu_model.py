@@ -1,0 +1,168 @@
+"""What nvidia-smi says about a node's GPUs, whichever format it said it in.
+
+`nvidia-smi -q -x` (XML) and `nvidia-smi -q` (text) carry the same facts under different names
+and across several driver generations. Both parsers return these frozen dataclasses, so a check
+never cares which format a node produced, and the simulator can render one from the other. Every
+field is None where the output says N/A, leaves it out, or was elided.
+
+The small value helpers at the bottom are shared by both parsers; they raise ValueError, which
+the parsers turn into `ParseError`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+
+from stetho.parsers._text import is_na
+
+
+@dataclass(frozen=True)
+class ClockEventReasons:
+    """Why clocks are below maximum ('Clocks Event Reasons', formerly 'Clocks Throttle Reasons')."""
+
+    idle: bool | None = None
+    applications_clocks_setting: bool | None = None
+    sw_power_cap: bool | None = None
+    hw_slowdown: bool | None = None
+    hw_thermal_slowdown: bool | None = None
+    hw_power_brake_slowdown: bool | None = None
+    sync_boost: bool | None = None
+    sw_thermal_slowdown: bool | None = None
+    display_clocks_setting: bool | None = None
+
+    def active(self) -> tuple[str, ...]:
+        """Names of the reasons reported Active, in nvidia-smi's order."""
+        return tuple(f.name for f in fields(self) if getattr(self, f.name) is True)
+
+
+@dataclass(frozen=True)
+class RemappedRows:
+    """Ampere+ HBM/GDDR row remapping. A pending remap needs a GPU reset to take effect."""
+
+    correctable: int | None = None
+    uncorrectable: int | None = None
+    pending: bool | None = None
+    failure: bool | None = None
+
+
+@dataclass(frozen=True)
+class EccCounts:
+    """ECC error counts. SRAM uncorrectable is the sum of parity and SEC-DED where split."""
+
+    sram_correctable: int | None = None
+    sram_uncorrectable: int | None = None
+    dram_correctable: int | None = None
+    dram_uncorrectable: int | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU section. `index` is its position in the output (0-based), not the minor number."""
+
+    index: int
+    pci_bus_id: str
+    product_name: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    vbios_version: str | None = None
+    persistence_mode: bool | None = None
+    mig_enabled: bool | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replays: int | None = None
+    graphics_mhz: int | None = None
+    sm_mhz: int | None = None
+    mem_mhz: int | None = None
+    app_graphics_mhz: int | None = None
+    app_mem_mhz: int | None = None
+    default_app_graphics_mhz: int | None = None
+    default_app_mem_mhz: int | None = None
+    max_sm_mhz: int | None = None
+    max_mem_mhz: int | None = None
+    reasons: ClockEventReasons = field(default_factory=ClockEventReasons)
+    gpu_temp_c: float | None = None
+    memory_temp_c: float | None = None
+    slowdown_temp_c: float | None = None
+    shutdown_temp_c: float | None = None
+    tlimit_temp_c: float | None = None
+    tlimit_slowdown_c: float | None = None
+    tlimit_shutdown_c: float | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    ecc_enabled: bool | None = None
+    ecc_volatile: EccCounts = field(default_factory=EccCounts)
+    ecc_aggregate: EccCounts = field(default_factory=EccCounts)
+    retired_single_bit: int | None = None
+    retired_double_bit: int | None = None
+    retired_pending: bool | None = None
+    remapped_rows: RemappedRows | None = None
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+
+
+@dataclass(frozen=True)
+class SmiReport:
+    """A whole `nvidia-smi -q` report. `attached_gpus` can exceed len(gpus) (`-i`, excerpts)."""
+
+    timestamp: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    attached_gpus: int
+    gpus: tuple[Gpu, ...]
+
+
+# ---- value helpers shared by the two parsers -------------------------------------------------
+
+_TRUE = {"enabled", "yes", "active"}
+_FALSE = {"disabled", "no", "not active"}
+_BUS_ID = re.compile(
+    r"^(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})\.([0-7])$"
+)
+
+
+def unbracket(text: str | None) -> str | None:
+    """Strip and drop the brackets of old spellings like '[Not Supported]'; None stays None."""
+    if text is None:
+        return None
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        t = t[1:-1].strip()
+    return t
+
+
+def string(text: str | None) -> str | None:
+    """A free-text value, or None for the N/A family."""
+    t = unbracket(text)
+    return None if is_na(t) else t
+
+
+def flag(text: str | None) -> bool | None:
+    """Enabled/Disabled, Yes/No, Active/Not Active -> bool; N/A -> None; else ValueError."""
+    t = unbracket(text)
+    if is_na(t):
+        return None
+    assert t is not None
+    word = " ".join(t.lower().split())
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError(f"not a yes/no value: {text!r}")
+
+
+def bus_id(text: str) -> str:
+    """'0000:19:00.0' or '00000000:19:00.0' -> '00000000:19:00.0' (upper-case hex)."""
+    m = _BUS_ID.match(text.strip())
+    if not m:
+        raise ValueError(f"not a PCI bus id: {text!r}")
+    domain, bus, dev, fn = m.groups()
+    return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(dev, 16):02X}.{fn}"
+
+
+def total(*parts: int | None) -> int | None:
+    """Sum of the parts that are known; None when none is."""
+    known = [p for p in parts if p is not None]
+    return sum(known) if known else None

@@ -1,0 +1,345 @@
+"""Kernel log parser: the GPU and PCIe faults a node reports only in dmesg or the journal.
+
+Xid events, PCIe AER errors, GPUs that fell off the bus and OOM kills are what a technician
+greps for; this does it once, for every timestamp style seen in the field (`[uptime]`, ctime,
+ISO with a comma, `dmesg --decode` prefixes, syslog/journal, raw /dev/kmsg, none at all), and
+joins the indented continuation lines of multi-line NVRM messages.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import Literal
+
+from stetho.parsers import ParseError
+from stetho.parsers._text import require_text
+
+TOOL = "kernel log"
+
+AerSeverity = Literal["corrected", "uncorrected-nonfatal", "uncorrected-fatal"]
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    pci_id: str  # "0000:19:00": domain:bus:device, lower case, as NVRM prints it
+    code: int
+    pid: int | None
+    process: str | None
+    message: str
+    timestamp: str | None
+    line: str
+
+
+@dataclass(frozen=True)
+class AerEvent:
+    device: str  # "0000:00:02.0": the device that logged it (often the root port)
+    severity: AerSeverity
+    error_type: str  # "Data Link Layer", "Transaction Layer", "Physical Layer"
+    errors: tuple[str, ...]  # ("Replay Timer Timeout",) from the "[12] ..." detail lines
+    vendor_device: str | None  # "8086:6f04"
+    timestamp: str | None
+    line: str
+
+
+@dataclass(frozen=True)
+class BusLoss:
+    """One message saying a GPU fell off the bus: an Xid 79, or NVRM's multi-line text without
+    an Xid. The driver often logs both for one loss, so count GPUs, not BusLoss entries."""
+
+    pci_id: str  # normalised like XidEvent.pci_id
+    line: str
+
+
+@dataclass(frozen=True)
+class OomKill:
+    pid: int
+    process: str
+    line: str
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    xids: tuple[XidEvent, ...]
+    aer: tuple[AerEvent, ...]
+    fallen_off_bus: tuple[BusLoss, ...]
+    oom_kills: tuple[OomKill, ...]
+    lines: int  # log records read (continuation lines joined, journal markers left out)
+
+    def xids_for(self, pci_bus_id: str) -> tuple[XidEvent, ...]:
+        """Xids of one GPU, given e.g. nvidia-smi's "00000000:19:00.0" (or "0000:19:00")."""
+        key = _bdf(pci_bus_id)[:3]
+        return tuple(x for x in self.xids if _bdf(x.pci_id)[:3] == key)
+
+    def aer_for(self, pci: str) -> tuple[AerEvent, ...]:
+        """AER events logged by one device; a function number is matched only when given."""
+        want = _bdf(pci)
+        out = []
+        for e in self.aer:
+            have = _bdf(e.device)
+            if have[:3] == want[:3] and (want[3] is None or want[3] == have[3]):
+                out.append(e)
+        return tuple(out)
+
+    def fallen_off_bus_for(self, pci_bus_id: str) -> tuple[BusLoss, ...]:
+        """Bus-loss messages of one GPU, matched like `xids_for`."""
+        key = _bdf(pci_bus_id)[:3]
+        return tuple(b for b in self.fallen_off_bus if _bdf(b.pci_id)[:3] == key)
+
+
+# --- PCI addresses -------------------------------------------------------------------------
+
+_BDF = re.compile(
+    r"^(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
+    r"(?:\.(?P<fn>[0-7]))?$"
+)
+
+
+def _bdf(text: str) -> tuple[int, int, int, int | None]:
+    """(domain, bus, device, function or None); raises ValueError on a malformed address."""
+    m = _BDF.match(text.strip().removeprefix("PCI:"))
+    if m is None:
+        raise ValueError(f"not a PCI address: {text!r}")
+    fn = m.group("fn")
+    return (
+        int(m.group("dom") or "0", 16),
+        int(m.group("bus"), 16),
+        int(m.group("dev"), 16),
+        None if fn is None else int(fn),
+    )
+
+
+def _norm_pci(text: str) -> str:
+    dom, bus, dev, _ = _bdf(text)
+    return f"{dom:04x}:{bus:02x}:{dev:02x}"
+
+
+# --- line prefixes -------------------------------------------------------------------------
+
+_ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[,.]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_FACILITY = "kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7]"
+_LEVEL = "emerg|alert|crit|err|warn|notice|info|debug"
+_PREFIXES: tuple[tuple[re.Pattern[str], bool], ...] = (
+    # (pattern, group "ts" is a timestamp worth keeping)
+    (re.compile(rf"^(?:{_FACILITY})\s*:(?:{_LEVEL})\s*:\s"), False),  # dmesg --decode
+    (re.compile(r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: "),
+     True),  # syslog / journalctl short
+    (re.compile(rf"^(?P<ts>{_ISO}) \S+ [\w./-]+(?:\[\d+\])?: "), True),  # journalctl short-iso
+    (re.compile(rf"^(?P<ts>{_ISO})\s"), True),  # dmesg --time-format=iso
+    (re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s?"), True),  # dmesg [uptime]
+    (re.compile(r"^\[(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s?"),
+     True),  # dmesg -T
+    (re.compile(r"^\d+,\d+,(?P<us>\d+),[^;]*;"), True),  # raw /dev/kmsg
+    (re.compile(r"^kernel: "), False),
+)
+_JOURNAL_MARKER = re.compile(r"^-- .* --$|^-- No entries --$")
+# Messages that are kernel log lines even without any prefix (kmsg excerpts, dmesg -t).
+_KERNEL_MESSAGE = re.compile(
+    r"^(?:NVRM: |nvidia-\w+ |\S+ [0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: |"
+    r"Out of memory|Memory cgroup out of memory|oom-kill:|oom_reaper:|Killed process )"
+)
+
+
+def _peel(line: str) -> tuple[str, str | None, bool]:
+    """Strip the known prefixes: (message, first timestamp, whether any prefix was found)."""
+    ts: str | None = None
+    found = False
+    progress = True
+    while progress:
+        progress = False
+        for pattern, keeps_ts in _PREFIXES:
+            m = pattern.match(line)
+            if m is None:
+                continue
+            if keeps_ts and ts is None:
+                groups = m.groupdict()
+                ts = groups.get("ts") or f"{int(groups['us']) / 1e6:.6f}"
+            line = line[m.end():]
+            found = progress = True
+            break
+    return line, ts, found
+
+
+@dataclass
+class _Record:
+    message: str
+    timestamp: str | None
+    raw: list[str]
+
+
+def _records(text: str) -> tuple[list[_Record], int]:
+    """Log records with continuation lines joined, and how many lines looked like kernel log."""
+    records: list[_Record] = []
+    looking = 0
+    for raw in textwrap.dedent(text.replace("\r\n", "\n")).split("\n"):
+        stripped = raw.rstrip()
+        if not stripped.strip():
+            continue
+        if _JOURNAL_MARKER.match(stripped.strip()):
+            looking += 1
+            continue
+        message, ts, found = _peel(stripped)
+        if not found and raw[:1] in (" ", "\t") and records:
+            cont = message.strip().removeprefix("NVRM: ")
+            records[-1].message += " " + cont
+            records[-1].raw.append(stripped)
+            continue
+        if found or _KERNEL_MESSAGE.match(message):
+            looking += 1
+        records.append(_Record(message.strip(), ts, [stripped]))
+    return records, looking
+
+
+# --- events --------------------------------------------------------------------------------
+
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?\)"
+    r": (?P<code>\d+),\s*(?P<rest>.*)$"
+)
+_PID = re.compile(r"^pid=(?P<q>'?)(?P<pid><unknown>|\d+)(?P=q),\s*")
+_NAME = re.compile(r"^name=(?P<name><unknown>|[^,]*),\s*")
+_DEVICE = re.compile(
+    r"^\S+ (?P<dev>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): (?:AER: )?(?P<rest>.*)$"
+)
+_AER = re.compile(r"^PCIe Bus Error: severity=(?P<sev>[^,]+), type=(?P<type>[^,]+)")
+_AER_DEVICE = re.compile(r"^\s*device \[(?P<vd>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\]")
+_AER_DETAIL = re.compile(r"^\s*\[\s*\d+\]\s*(?P<err>.*?)\s*(?:\(First\))?\s*$")
+_FALLEN = re.compile(r"fallen off the bus", re.IGNORECASE)
+_ANY_PCI = re.compile(
+    r"(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?"
+)
+_OOM_KILLED = re.compile(r"\bKilled process (?P<pid>\d+) \((?P<name>[^)]*)\)")
+_OOM_KILL = re.compile(r"^oom-kill:.*?\btask=(?P<name>[^,]*),pid=(?P<pid>\d+)")
+
+
+def _aer_severity(text: str) -> AerSeverity | None:
+    t = text.strip().lower()
+    if t.startswith(("corrected", "correctable")):
+        return "corrected"
+    if not t.startswith("uncorrect"):
+        return None
+    if "non-fatal" in t or "nonfatal" in t:
+        return "uncorrected-nonfatal"
+    return "uncorrected-fatal" if "fatal" in t else None
+
+
+def _xid(rec: _Record, m: re.Match[str]) -> XidEvent:
+    rest = m.group("rest").strip()
+    pid: int | None = None
+    process: str | None = None
+    pm = _PID.match(rest)
+    if pm is not None:
+        pid = None if pm.group("pid") == "<unknown>" else int(pm.group("pid"))
+        rest = rest[pm.end():]
+    nm = _NAME.match(rest)
+    if nm is not None:
+        name = nm.group("name").strip()
+        process = None if name in ("<unknown>", "") else name
+        rest = rest[nm.end():]
+    return XidEvent(
+        pci_id=_norm_pci(m.group("pci")),
+        code=int(m.group("code")),
+        pid=pid,
+        process=process,
+        message=rest.strip(),
+        timestamp=rec.timestamp,
+        line="\n".join(rec.raw),
+    )
+
+
+@dataclass
+class _Aer:
+    device: str
+    severity: AerSeverity
+    error_type: str
+    timestamp: str | None
+    line: str
+    vendor_device: str | None = None
+    errors: list[str] | None = None
+
+    def freeze(self) -> AerEvent:
+        return AerEvent(self.device, self.severity, self.error_type, tuple(self.errors or ()),
+                        self.vendor_device, self.timestamp, self.line)
+
+
+def _oom(message: str, line: str, kills: list[OomKill]) -> None:
+    m = _OOM_KILLED.search(message) or _OOM_KILL.match(message)
+    if m is None:
+        return
+    kill = OomKill(pid=int(m.group("pid")), process=m.group("name"), line=line)
+    if kills and kills[-1].pid == kill.pid:
+        # One kill prints an "oom-kill:" summary and a "Killed process" line: keep the latter.
+        if _OOM_KILLED.search(message):
+            kills[-1] = kill
+        return
+    kills.append(kill)
+
+
+def parse(data: str | bytes) -> KernelLog:
+    """Parse dmesg / journalctl -k / syslog text into Xid, AER, bus-loss and OOM events."""
+    text = require_text(TOOL, data)
+    try:
+        records, looking = _records(text)
+        if looking == 0:
+            raise ParseError(TOOL, "no kernel log lines (no dmesg/journal prefix or NVRM message)")
+        xids: list[XidEvent] = []
+        lost: list[BusLoss] = []
+        kills: list[OomKill] = []
+        aer: list[_Aer] = []
+        open_aer: dict[str, _Aer] = {}  # device -> its latest event, for the detail lines
+        for rec in records:
+            msg, line = rec.message, "\n".join(rec.raw)
+            xm = _XID.search(msg)
+            if xm is not None:
+                event = _xid(rec, xm)
+                xids.append(event)
+                if event.code == 79:
+                    lost.append(BusLoss(event.pci_id, line))
+                continue
+            if _FALLEN.search(msg):
+                pm = _ANY_PCI.search(msg)
+                if pm is not None:
+                    lost.append(BusLoss(_norm_pci(pm.group("pci")), line))
+                continue
+            dm = _DEVICE.match(msg)
+            if dm is not None:
+                _aer_line(dm.group("dev").lower(), dm.group("rest"), rec, aer, open_aer)
+                continue
+            _oom(msg, line, kills)
+        return KernelLog(
+            xids=tuple(xids),
+            aer=tuple(a.freeze() for a in aer),
+            fallen_off_bus=tuple(lost),
+            oom_kills=tuple(kills),
+            lines=len(records),
+        )
+    except (ValueError, KeyError, IndexError, AttributeError) as exc:
+        if isinstance(exc, ParseError):
+            raise
+        raise ParseError(TOOL, f"unexpected kernel log content: {exc}") from None
+
+
+def _aer_line(
+    dev: str, rest: str, rec: _Record, aer: list[_Aer], open_aer: dict[str, _Aer]
+) -> None:
+    """A device line: a new AER event, or the vendor id / error names of the device's last one."""
+    am = _AER.match(rest)
+    if am is not None:
+        severity = _aer_severity(am.group("sev"))
+        if severity is None:
+            return
+        event = _Aer(dev, severity, am.group("type").strip(), rec.timestamp, "\n".join(rec.raw))
+        aer.append(event)
+        open_aer[dev] = event
+        return
+    current = open_aer.get(dev)
+    if current is None:
+        return
+    vm = _AER_DEVICE.match(rest)
+    if vm is not None:
+        current.vendor_device = vm.group("vd").lower()
+        return
+    em = _AER_DETAIL.match(rest)
+    if em is not None and em.group("err"):
+        current.errors = [*(current.errors or []), em.group("err")]

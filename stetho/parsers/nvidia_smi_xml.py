@@ -1,0 +1,208 @@
+"""Parse `nvidia-smi -q -x` into an `SmiReport`.
+
+The XML is the stable interface, but its element names drift between DTD versions: v10/v11 (and
+some 525 v12 files) say `clocks_throttle_reason_*` where 535+ says `clocks_event_reason_*`;
+v10 counts ECC errors per structure under `single_bit`/`double_bit`; Hopper splits SRAM
+uncorrectable into parity and SEC-DED; driver 595 (v13) replaces `power_draw` with
+`average_power_draw`/`instant_power_draw`; Ada+ reports T.Limit margins (negative values)
+instead of absolute thresholds. Values carry units and may be N/A or a sentence. All of it maps
+onto the same `Gpu` fields here.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from stetho.parsers import ParseError
+from stetho.parsers._text import integer, quantity, require_text
+from stetho.parsers.gpu_model import (
+    ClockEventReasons,
+    EccCounts,
+    Gpu,
+    RemappedRows,
+    SmiReport,
+    bus_id,
+    flag,
+    string,
+    total,
+    unbracket,
+)
+
+TOOL = "nvidia-smi -q -x"
+
+_REASONS = {
+    "idle": "gpu_idle",
+    "applications_clocks_setting": "applications_clocks_setting",
+    "sw_power_cap": "sw_power_cap",
+    "hw_slowdown": "hw_slowdown",
+    "hw_thermal_slowdown": "hw_thermal_slowdown",
+    "hw_power_brake_slowdown": "hw_power_brake_slowdown",
+    "sync_boost": "sync_boost",
+    "sw_thermal_slowdown": "sw_thermal_slowdown",
+    "display_clocks_setting": "display_clocks_setting",
+}
+_LEGACY_SRAM = ("register_file", "l1_cache", "l2_cache", "texture_memory", "texture_shm", "cbu")
+
+
+def parse(text: str | bytes) -> SmiReport:
+    """Parse the XML nvidia-smi prints for `-q -x`. Raises ParseError on anything else."""
+    data = require_text(TOOL, text).lstrip("\ufeff")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise ParseError(TOOL, f"not well-formed XML ({exc})") from None
+    if root.tag != "nvidia_smi_log":
+        raise ParseError(TOOL, f"root element is <{root.tag}>, not <nvidia_smi_log>")
+    try:
+        gpus = tuple(_gpu(i, el) for i, el in enumerate(root.findall("gpu")))
+        driver = string(_text(root, "driver_version"))
+        if driver is None and not gpus:
+            raise ParseError(TOOL, "no driver_version and no <gpu> element")
+        attached = integer(unbracket(_text(root, "attached_gpus")))
+        return SmiReport(
+            timestamp=string(_text(root, "timestamp")),
+            driver_version=driver,
+            cuda_version=string(_text(root, "cuda_version")),
+            attached_gpus=len(gpus) if attached is None else attached,
+            gpus=gpus,
+        )
+    except ParseError:
+        raise
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        raise ParseError(TOOL, str(exc)) from None
+
+
+def _text(el: ET.Element | None, path: str) -> str | None:
+    """Stripped text of the element at path, or None where it is absent."""
+    if el is None:
+        return None
+    found = el.find(path)
+    if found is None or found.text is None:
+        return None
+    return found.text.strip()
+
+
+def _int(el: ET.Element | None, path: str) -> int | None:
+    return integer(unbracket(_text(el, path)))
+
+
+def _num(el: ET.Element | None, path: str) -> float | None:
+    return quantity(unbracket(_text(el, path)))
+
+
+def _first_num(el: ET.Element | None, *paths: str) -> float | None:
+    """The first of several drifting element names that holds a value."""
+    for path in paths:
+        value = _num(el, path)
+        if value is not None:
+            return value
+    return None
+
+
+def _gpu(index: int, el: ET.Element) -> Gpu:
+    raw_id = el.get("id") or _text(el, "pci/pci_bus_id")
+    if not raw_id:
+        raise ParseError(TOOL, f"<gpu> number {index} has no id attribute and no pci_bus_id")
+    link = el.find("pci/pci_gpu_link_info")
+    temp = el.find("temperature")
+    power = el.find("gpu_power_readings")
+    if power is None:
+        power = el.find("power_readings")
+    return Gpu(
+        index=index,
+        pci_bus_id=bus_id(raw_id),
+        product_name=string(_text(el, "product_name")),
+        uuid=string(_text(el, "uuid")),
+        serial=string(_text(el, "serial")),
+        vbios_version=string(_text(el, "vbios_version")),
+        persistence_mode=flag(_text(el, "persistence_mode")),
+        mig_enabled=flag(_text(el, "mig_mode/current_mig")),
+        pcie_gen_current=_int(link, "pcie_gen/current_link_gen"),
+        pcie_gen_max=_int(link, "pcie_gen/max_link_gen"),
+        pcie_width_current=_int(link, "link_widths/current_link_width"),
+        pcie_width_max=_int(link, "link_widths/max_link_width"),
+        pcie_replays=_int(el, "pci/replay_counter"),
+        graphics_mhz=_int(el, "clocks/graphics_clock"),
+        sm_mhz=_int(el, "clocks/sm_clock"),
+        mem_mhz=_int(el, "clocks/mem_clock"),
+        app_graphics_mhz=_int(el, "applications_clocks/graphics_clock"),
+        app_mem_mhz=_int(el, "applications_clocks/mem_clock"),
+        default_app_graphics_mhz=_int(el, "default_applications_clocks/graphics_clock"),
+        default_app_mem_mhz=_int(el, "default_applications_clocks/mem_clock"),
+        max_sm_mhz=_int(el, "max_clocks/sm_clock"),
+        max_mem_mhz=_int(el, "max_clocks/mem_clock"),
+        reasons=_reasons(el),
+        gpu_temp_c=_num(temp, "gpu_temp"),
+        memory_temp_c=_num(temp, "memory_temp"),
+        slowdown_temp_c=_num(temp, "gpu_temp_slow_threshold"),
+        shutdown_temp_c=_num(temp, "gpu_temp_max_threshold"),
+        tlimit_temp_c=_num(temp, "gpu_temp_tlimit"),
+        tlimit_slowdown_c=_num(temp, "gpu_temp_slow_tlimit_threshold"),
+        tlimit_shutdown_c=_num(temp, "gpu_temp_max_tlimit_threshold"),
+        power_draw_w=_first_num(power, "power_draw", "average_power_draw"),
+        power_limit_w=_first_num(
+            power, "current_power_limit", "enforced_power_limit", "power_limit"
+        ),
+        ecc_enabled=flag(_text(el, "ecc_mode/current_ecc")),
+        ecc_volatile=_ecc(el.find("ecc_errors/volatile")),
+        ecc_aggregate=_ecc(el.find("ecc_errors/aggregate")),
+        retired_single_bit=_int(el, "retired_pages/multiple_single_bit_retirement/retired_count"),
+        retired_double_bit=_int(el, "retired_pages/double_bit_retirement/retired_count"),
+        retired_pending=_retired_pending(el.find("retired_pages")),
+        remapped_rows=_remapped(el.find("remapped_rows")),
+        fabric_state=string(_text(el, "fabric/state")),
+        fabric_status=string(_text(el, "fabric/status")),
+    )
+
+
+def _reasons(el: ET.Element) -> ClockEventReasons:
+    for section, prefix in (
+        ("clocks_event_reasons", "clocks_event_reason_"),
+        ("clocks_throttle_reasons", "clocks_throttle_reason_"),
+    ):
+        block = el.find(section)
+        if block is not None:
+            return ClockEventReasons(
+                **{name: flag(_text(block, prefix + tag)) for name, tag in _REASONS.items()}
+            )
+    return ClockEventReasons()
+
+
+def _ecc(block: ET.Element | None) -> EccCounts:
+    if block is None:
+        return EccCounts()
+    if block.find("single_bit") is not None or block.find("double_bit") is not None:
+        # DTD v10 and older: per-structure counts; device memory is the DRAM.
+        return EccCounts(
+            sram_correctable=total(*(_int(block, f"single_bit/{s}") for s in _LEGACY_SRAM)),
+            sram_uncorrectable=total(*(_int(block, f"double_bit/{s}") for s in _LEGACY_SRAM)),
+            dram_correctable=_int(block, "single_bit/device_memory"),
+            dram_uncorrectable=_int(block, "double_bit/device_memory"),
+        )
+    return EccCounts(
+        sram_correctable=_int(block, "sram_correctable"),
+        sram_uncorrectable=total(
+            _int(block, "sram_uncorrectable"),
+            _int(block, "sram_uncorrectable_parity"),
+            _int(block, "sram_uncorrectable_secded"),
+        ),
+        dram_correctable=_int(block, "dram_correctable"),
+        dram_uncorrectable=_int(block, "dram_uncorrectable"),
+    )
+
+
+def _retired_pending(block: ET.Element | None) -> bool | None:
+    retirement = flag(_text(block, "pending_retirement"))
+    return flag(_text(block, "pending_blacklist")) if retirement is None else retirement
+
+
+def _remapped(block: ET.Element | None) -> RemappedRows | None:
+    """None where the element is missing or the literal N/A (Turing, consumer, MIG A100)."""
+    if block is None or len(block) == 0:
+        return None
+    return RemappedRows(
+        correctable=_int(block, "remapped_row_corr"),
+        uncorrectable=_int(block, "remapped_row_unc"),
+        pending=flag(_text(block, "remapped_row_pending")),
+        failure=flag(_text(block, "remapped_row_failure")),
+    )

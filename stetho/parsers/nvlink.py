@@ -1,0 +1,162 @@
+"""nvidia-smi nvlink -s / -e parsers: which NVLinks are up, at what speed, and their error counters.
+
+A link that trained down or went inactive, or whose replay/recovery/CRC counters climb, costs
+collective bandwidth long before anything crashes. Both commands print a `GPU n: name (UUID: ..)`
+header (no UUID on GB300) followed by indented `Link k: ...` lines; indents are tabs, spaces or a
+mix, blank lines and `[...]` elisions (in excerpts) can fall between links.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stetho.parsers import ParseError
+from stetho.parsers._text import is_na, require_text
+
+TOOL_STATUS = "nvidia-smi nvlink -s"
+TOOL_ERRORS = "nvidia-smi nvlink -e"
+
+
+@dataclass(frozen=True)
+class NvlinkLink:
+    link: int
+    speed_gbps: float | None  # GB/s as printed; None when inactive
+    active: bool
+    raw: str  # the value as printed: "25 GB/s", "<inactive>"
+
+
+@dataclass(frozen=True)
+class NvlinkGpu:
+    index: int
+    name: str
+    uuid: str | None
+    links: tuple[NvlinkLink, ...]  # empty when the GPU has no NVLink
+
+    @property
+    def inactive_links(self) -> tuple[int, ...]:
+        return tuple(link.link for link in self.links if not link.active)
+
+
+@dataclass(frozen=True)
+class NvlinkLinkErrors:
+    link: int
+    counters: dict[str, int]  # {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0}
+
+
+@dataclass(frozen=True)
+class NvlinkErrorsGpu:
+    index: int
+    name: str
+    uuid: str | None
+    links: tuple[NvlinkLinkErrors, ...]
+
+
+_GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?)(?: \(UUID: (?P<uuid>[^)]+)\))?\s*$")
+_LINK = re.compile(r"^Link (?P<link>\d+): (?P<value>.*?)\s*$")
+_SPEED = re.compile(r"^(?P<speed>\d+(?:\.\d+)?) GB/s$")
+_COUNTER = re.compile(r"^(?P<name>[A-Za-z][\w ./-]*?): (?P<value>\S+)$")
+# Indented lines under a GPU that say it has no usable NVLink rather than listing links.
+_NO_NVLINK = re.compile(r"not supported|inactive|no nvlink|unable to", re.IGNORECASE)
+_ELISION = re.compile(r"^\[\s*(?:\.\.\.|…)\s*\]$")
+
+
+def _blocks(tool: str, text: str) -> list[tuple[re.Match[str], list[tuple[int, str]]]]:
+    """Split into (GPU header match, [(line number, stripped indented line)]) blocks."""
+    blocks: list[tuple[re.Match[str], list[tuple[int, str]]]] = []
+    for number, raw in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
+        line = raw.strip()
+        if not line or _ELISION.match(line):
+            continue
+        header = _GPU.match(raw)
+        if header is not None:
+            blocks.append((header, []))
+        elif not blocks:
+            raise ParseError(tool, f"line {number}: expected a 'GPU n: ...' header: {line[:80]!r}")
+        elif raw[:1] not in (" ", "\t") and not _NO_NVLINK.search(line):
+            raise ParseError(tool, f"line {number}: unexpected unindented line: {line[:80]!r}")
+        else:
+            blocks[-1][1].append((number, line))
+    if not blocks:
+        raise ParseError(tool, "no 'GPU n: ...' header found")
+    return blocks
+
+
+def _header(m: re.Match[str]) -> tuple[int, str, str | None]:
+    return int(m.group("index")), m.group("name").strip(), m.group("uuid")
+
+
+def _link_line(tool: str, number: int, line: str) -> re.Match[str] | None:
+    """The `Link k: ...` match, None for a 'no NVLink' note; ParseError for anything else."""
+    m = _LINK.match(line)
+    if m is not None:
+        return m
+    if _NO_NVLINK.search(line):
+        return None
+    raise ParseError(tool, f"line {number}: not a 'Link n: ...' line: {line[:80]!r}")
+
+
+def parse_status(data: str | bytes) -> tuple[NvlinkGpu, ...]:
+    """Parse `nvidia-smi nvlink -s` (`--status`)."""
+    text = require_text(TOOL_STATUS, data)
+    try:
+        gpus = []
+        for header, lines in _blocks(TOOL_STATUS, text):
+            links = []
+            for number, line in lines:
+                m = _link_line(TOOL_STATUS, number, line)
+                if m is None:
+                    continue
+                value = m.group("value")
+                speed = _SPEED.match(value)
+                if speed is not None:
+                    links.append(NvlinkLink(int(m.group("link")), float(speed.group("speed")),
+                                            True, value))
+                elif "inactive" in value.lower() or is_na(value):
+                    links.append(NvlinkLink(int(m.group("link")), None, False, value))
+                else:
+                    raise ParseError(TOOL_STATUS, f"line {number}: unknown link state {value!r}")
+            gpus.append(NvlinkGpu(*_header(header), links=tuple(links)))
+        return tuple(gpus)
+    except ParseError:
+        raise
+    except (ValueError, KeyError, IndexError, AttributeError) as exc:
+        raise ParseError(TOOL_STATUS, f"unexpected content: {exc}") from None
+
+
+def parse_errors(data: str | bytes) -> tuple[NvlinkErrorsGpu, ...]:
+    """Parse `nvidia-smi nvlink -e` (`--errorcounters`).
+
+    N/A counters are left out; an inactive link is listed with no counters.
+    """
+    text = require_text(TOOL_ERRORS, data)
+    try:
+        gpus = []
+        for header, lines in _blocks(TOOL_ERRORS, text):
+            links: dict[int, dict[str, int]] = {}
+            for number, line in lines:
+                m = _link_line(TOOL_ERRORS, number, line)
+                if m is None:
+                    continue
+                if "inactive" in m.group("value").lower():
+                    links.setdefault(int(m.group("link")), {})
+                    continue
+                counter = _COUNTER.match(m.group("value"))
+                if counter is None:
+                    raise ParseError(TOOL_ERRORS, f"line {number}: not a counter: {line[:80]!r}")
+                counters = links.setdefault(int(m.group("link")), {})
+                value = counter.group("value")
+                if is_na(value):
+                    continue
+                if not value.isdigit():
+                    raise ParseError(TOOL_ERRORS, f"line {number}: counter is not a number")
+                counters[counter.group("name")] = int(value)
+            gpus.append(NvlinkErrorsGpu(
+                *_header(header),
+                links=tuple(NvlinkLinkErrors(k, v) for k, v in links.items()),
+            ))
+        return tuple(gpus)
+    except ParseError:
+        raise
+    except (ValueError, KeyError, IndexError, AttributeError) as exc:
+        raise ParseError(TOOL_ERRORS, f"unexpected content: {exc}") from None

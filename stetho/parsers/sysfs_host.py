@@ -1,0 +1,73 @@
+"""Host sysfs facts: the cpufreq governor of each CPU and the queue flags of each block device.
+
+Input is the mapping {node path: file content} the collector read (paths as on the node,
+e.g. "/sys/block/nvme0n1/queue/rotational"), so these stay pure and replayable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from stetho.parsers import ParseError
+
+_CPU = re.compile(r"/cpu(\d+)/cpufreq/scaling_governor$")
+_BLOCK = re.compile(r"/sys/block/([^/]+)/queue/(rotational|scheduler)$")
+_GOVERNOR = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class CpuGovernor:
+    cpu: int
+    governor: str
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    name: str
+    rotational: bool | None
+    scheduler: str | None  # the active one, shown in [brackets] by the kernel
+    schedulers: tuple[str, ...] = ()
+
+
+def parse_governors(files: Mapping[str, str]) -> tuple[CpuGovernor, ...]:
+    out = []
+    for path, text in files.items():
+        m = _CPU.search(path)
+        if not m:
+            raise ParseError("cpufreq", f"unexpected path {path}")
+        gov = text.strip()
+        if not _GOVERNOR.match(gov):
+            raise ParseError("cpufreq", f"{path}: not a governor name: {gov[:40]!r}")
+        out.append(CpuGovernor(int(m.group(1)), gov))
+    return tuple(sorted(out, key=lambda g: g.cpu))
+
+
+def parse_block(files: Mapping[str, str]) -> tuple[BlockDevice, ...]:
+    rot: dict[str, bool] = {}
+    sched: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+    for path, text in files.items():
+        m = _BLOCK.search(path)
+        if not m:
+            raise ParseError("sysfs block", f"unexpected path {path}")
+        dev, attr = m.groups()
+        value = text.strip()
+        if attr == "rotational":
+            if value not in ("0", "1"):
+                raise ParseError("sysfs block", f"{path}: expected 0 or 1, got {value[:40]!r}")
+            rot[dev] = value == "1"
+        else:
+            sched[dev] = _scheduler(path, value)
+    names = sorted(set(rot) | set(sched))
+    return tuple(BlockDevice(n, rot.get(n), *sched.get(n, (None, ()))) for n in names)
+
+
+def _scheduler(path: str, value: str) -> tuple[str | None, tuple[str, ...]]:
+    words = value.split()
+    if not all(re.match(r"^\[?[a-z][a-z0-9_-]*\]?$", w) for w in words):
+        raise ParseError("sysfs block", f"{path}: not a scheduler list: {value[:40]!r}")
+    active = next((w.strip("[]") for w in words if w.startswith("[")), None)
+    if active is None and len(words) == 1:
+        active = words[0]
+    return active, tuple(w.strip("[]") for w in words)

@@ -1,0 +1,251 @@
+"""Kernel log parser: every real dmesg/journal sample, each with the values read from the file."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from stetho.parsers import ParseError
+from stetho.parsers.kernel_log import KernelLog, parse
+from tests.conftest import REAL, real_files, real_ids
+
+FOLDER = "05-kernel-log"
+FILES = real_files(FOLDER)
+OTHER_TOOLS = [
+    p for d in sorted(REAL.iterdir()) if d.is_dir() and d.name != FOLDER for p in real_files(d.name)
+]
+
+
+def _real(name: str) -> KernelLog:
+    return parse((REAL / FOLDER / name).read_text())
+
+
+def test_there_are_real_samples() -> None:
+    assert len(FILES) == 5
+
+
+@pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
+def test_every_real_file_parses(path: Path) -> None:
+    text = path.read_text()
+    log = parse(text)
+    assert log.lines > 0
+    assert log.xids or log.aer or log.fallen_off_bus
+    for x in log.xids:
+        assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}", x.pci_id)
+        assert x.code > 0 and x.message
+        assert x.line.splitlines()[0] in text
+    for a in log.aer:
+        assert a.errors, "every AER event in the samples has detail lines"
+        assert a.line in text
+    # bytes in, same result out
+    assert parse(path.read_bytes()) == log
+
+
+def test_xid79_after_aer_fatal_surprise_down() -> None:
+    log = _real("dmesg-aer-fatal-surprise-down-then-xid79-EXCERPT.log")
+    assert log.lines == 13
+    assert len(log.xids) == 1
+    xid = log.xids[0]
+    assert (xid.pci_id, xid.code, xid.pid, xid.process) == ("0000:02:00", 79, None, None)
+    assert xid.message == "GPU has fallen off the bus."
+    assert xid.timestamp == "74889.644138"
+    assert [b.pci_id for b in log.fallen_off_bus] == ["0000:02:00"]
+
+    corrected, fatal = log.aer
+    assert corrected.device == "0000:00:02.0"
+    assert corrected.severity == "corrected"
+    assert corrected.error_type == "Data Link Layer"
+    assert corrected.errors == ("Replay Timer Timeout",)
+    assert corrected.vendor_device == "8086:6f04"
+    assert corrected.timestamp == "74785.660380"
+    assert fatal.device == "0000:00:02.0"
+    assert fatal.severity == "uncorrected-fatal"
+    assert fatal.error_type == "Transaction Layer"
+    assert fatal.errors == ("Surprise Down Error",)  # "(First)" marker dropped
+    assert fatal.vendor_device == "8086:6f04"
+    assert log.oom_kills == ()
+
+
+def test_decode_iso_xid13_and_xid43_counts() -> None:
+    log = _real("dmesg-decode-iso-xid13-xid43-sm-exceptions.log")
+    assert log.lines == 636
+    codes = Counter(x.code for x in log.xids)
+    assert codes == {13: 629, 43: 7}
+    assert {x.pci_id for x in log.xids} == {"0000:38:00"}
+    first = log.xids[0]
+    assert first.timestamp == "2025-01-21T02:21:33,498559+00:00"  # ISO with a comma, no prefix
+    assert first.pid is None and first.process is None  # pid='<unknown>', name=<unknown>
+    assert first.message == (
+        "Graphics SM Warp Exception on (GPC 8, TPC 5, SM 0): Out Of Range Address"
+    )
+    xid43 = [x for x in log.xids if x.code == 43]
+    assert xid43[0].pid == 2815167
+    assert xid43[0].process == "pt_main_thread"
+    assert xid43[0].message == "Ch 00000008"
+    assert xid43[-1].pid == 2924364
+    assert {x.process for x in xid43} == {"pt_main_thread"}
+    assert log.aer == () and log.fallen_off_bus == ()
+
+
+def test_iso_xid48_63_94() -> None:
+    log = _real("dmesg-iso-xid48-63-94-dbe-rowremap-contained.log")
+    assert log.lines == 41  # 40 newlines, the last line has none
+    assert [x.code for x in log.xids] == [48, 63] + [94] * 9
+    assert {x.pci_id for x in log.xids} == {"0000:19:00"}
+    dbe, remap, contained = log.xids[:3]
+    assert dbe.pid is None
+    assert "double bit error (DBE)" in dbe.message
+    assert dbe.timestamp == "2024-11-15T12:02:03,470068+00:00"
+    assert remap.message.startswith("Row Remapper: New row (0x00000012bac1c3e0)")
+    assert contained.message == "Contained: SM (0x1). RST: No, D-RST: No"
+    with_pid = [x for x in log.xids if x.pid is not None]
+    assert len(with_pid) == 8
+    assert {(x.pid, x.process) for x in with_pid} == {(1248209, "python3.10")}
+    assert [x.message for x in with_pid][:2] == ["Ch 00000008", "Ch 00000009"]
+    # the nvidia-peermem noise is read but yields nothing
+    assert log.aer == () and log.fallen_off_bus == () and log.oom_kills == ()
+
+
+def test_kmsg_nvlink_xids_and_fallen_off_bus_without_xid() -> None:
+    log = _real("kmsg-xid-nvlink-144-145-149-and-45-EXCERPT.log")
+    assert log.lines == 9  # 11 lines, 2 of them continuation lines
+    assert [(x.pci_id, x.code) for x in log.xids] == [
+        ("0000:01:00", 144),
+        ("0000:00:00", 149),
+        ("0019:01:00", 149),
+        ("0018:01:00", 145),
+        ("0000:dc:00", 45),
+        ("0000:ed:00", 45),
+        ("0000:ba:00", 45),
+    ]
+    assert log.xids[0].message.startswith("SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001")
+    assert log.xids[0].timestamp is None  # kmsg lines with no timestamp at all
+    xid45 = log.xids[4:]
+    assert [(x.pid, x.process) for x in xid45] == [
+        (1818990, "python3"), (1818992, "python3"), (1818989, "python3")
+    ]
+    assert xid45[0].message == "Ch 00000001 caused by previous Xid 149"
+    assert not any(x.code == 79 for x in log.xids)
+    (lost,) = log.fallen_off_bus
+    assert lost.pci_id == "0000:b3:00"
+    assert lost.line.count("\n") == 2  # the three physical lines of the message
+    assert "not responding to commands" in lost.line
+
+
+def test_journal_correctable_aer() -> None:
+    log = _real("journal-aer-correctable-badtlp-baddllp-EXCERPT.log")
+    assert log.lines == 10
+    port, gpu = log.aer
+    assert port.device == "0000:00:03.1"
+    assert port.severity == "corrected"  # "Correctable" spelling
+    assert port.error_type == "Data Link Layer"
+    assert port.errors == ("BadTLP", "BadDLLP", "Rollover", "Timeout")
+    assert port.vendor_device == "1022:1453"
+    assert port.timestamp == "Sep 19 16:18:04"
+    assert gpu.device == "0000:07:00.0"
+    assert gpu.errors == ("Timeout",)
+    assert gpu.vendor_device == "10de:2184"
+    assert log.xids == ()
+    assert log.aer_for("00000000:07:00.0") == (gpu,)
+    assert log.aer_for("0000:00:03.1") == (port,)
+    assert log.aer_for("0000:00:03") == (port,)  # no function given: any function
+    assert log.aer_for("0000:00:03.0") == ()
+
+
+def test_xids_for_matches_nvidia_smi_bus_ids() -> None:
+    log = _real("dmesg-iso-xid48-63-94-dbe-rowremap-contained.log")
+    for bus_id in ("00000000:19:00.0", "0000:19:00.0", "0000:19:00", "19:00.0", "0:19:00.0"):
+        assert len(log.xids_for(bus_id)) == 11
+    assert log.xids_for("00000000:1A:00.0") == ()
+    kmsg = _real("kmsg-xid-nvlink-144-145-149-and-45-EXCERPT.log")
+    assert [x.code for x in kmsg.xids_for("00000019:01:00.0")] == [149]
+    assert [x.code for x in kmsg.xids_for("00000000:DC:00.0")] == [45]  # case-insensitive
+    assert [x.code for x in kmsg.xids_for("00000000:01:00.0")] == [144]  # domain 0 only
+    assert len(kmsg.fallen_off_bus_for("00000000:B3:00.0")) == 1
+    with pytest.raises(ValueError):
+        log.xids_for("GPU-0")
+
+
+# --- formats and events with no real sample: hand-written lines, marked as such -------------
+
+def test_journal_no_entries_is_an_empty_log() -> None:
+    log = parse("-- No entries --\n")
+    assert log == KernelLog(xids=(), aer=(), fallen_off_bus=(), oom_kills=(), lines=0)
+
+
+def test_oom_kill_hand_written() -> None:
+    # HAND-WRITTEN (no real OOM sample): the lines a kernel prints for one OOM kill, then a
+    # memory-cgroup kill of another process.
+    text = (
+        "[ 9001.000001] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,"
+        "mems_allowed=0-1,global_oom,task_memcg=/user.slice,task=python3,pid=1234,uid=1000\n"
+        "[ 9001.000002] Out of memory: Killed process 1234 (python3) total-vm:9000kB, "
+        "anon-rss:8000kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:100kB oom_score_adj:0\n"
+        "[ 9002.000000] Memory cgroup out of memory: Killed process 4321 (pt_main_thread) "
+        "total-vm:1kB\n"
+    )
+    log = parse(text)
+    assert [(k.pid, k.process) for k in log.oom_kills] == [
+        (1234, "python3"), (4321, "pt_main_thread")
+    ]
+    assert log.oom_kills[0].line.startswith("[ 9001.000002] Out of memory: Killed process 1234")
+
+
+def test_other_timestamp_styles_hand_written() -> None:
+    # HAND-WRITTEN: dmesg -T, raw /dev/kmsg and journalctl -o short-iso versions of real lines.
+    text = (
+        "[Tue Jan 21 02:21:33 2025] NVRM: Xid (PCI:0000:38:00): 43, pid=7, name=a b, Ch 08\n"
+        "4,1234,74889644138,-;NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.\n"
+        "2024-09-19T16:18:04+0200 host1 kernel: nvidia 0000:07:00.0: AER: PCIe Bus Error: "
+        "severity=Uncorrectable (Non-Fatal), type=Transaction Layer, (Requester ID)\n"
+        "2024-09-19T16:18:04+0200 host1 kernel: nvidia 0000:07:00.0: AER:   device [10de:2330] "
+        "error status/mask=00004000/00000000\n"
+        "2024-09-19T16:18:04+0200 host1 kernel: nvidia 0000:07:00.0: AER:    [14] CmpltTO\n"
+        "[ 30.1] NVRM: GPU at 0000:3B:00.0 has fallen off the bus.\n"
+    )
+    log = parse(text)
+    ctime, kmsg = log.xids
+    assert ctime.timestamp == "Tue Jan 21 02:21:33 2025"
+    assert (ctime.pid, ctime.process, ctime.message) == (7, "a b", "Ch 08")
+    assert kmsg.timestamp == "74889.644138"
+    assert (kmsg.code, kmsg.pci_id) == (79, "0000:02:00")
+    (aer,) = log.aer
+    assert aer.severity == "uncorrected-nonfatal"
+    assert aer.errors == ("CmpltTO",)
+    assert aer.vendor_device == "10de:2330"
+    assert aer.timestamp == "2024-09-19T16:18:04+0200"
+    assert [b.pci_id for b in log.fallen_off_bus] == ["0000:02:00", "0000:3b:00"]
+
+
+# --- garbage -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data", ["", "   \n\t\n", b"", b"\x00\x01\x02"], ids=repr)
+def test_empty_and_binary_raise(data: str | bytes) -> None:
+    with pytest.raises(ParseError) as info:
+        parse(data)
+    assert info.value.tool == "kernel log"
+
+
+def test_random_bytes_raise() -> None:
+    rng = random.Random(0)
+    for _ in range(20):
+        with pytest.raises(ParseError):
+            parse(rng.randbytes(rng.randint(1, 4096)))
+
+
+def test_random_text_raises() -> None:
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghij :=,.") for _ in range(40)) for _ in range(30)]
+    with pytest.raises(ParseError, match="no kernel log lines"):
+        parse("\n".join(words))
+
+
+@pytest.mark.parametrize("path", OTHER_TOOLS, ids=real_ids(OTHER_TOOLS))
+def test_other_tools_output_raises(path: Path) -> None:
+    with pytest.raises(ParseError) as info:
+        parse(path.read_bytes())
+    assert info.value.tool == "kernel log"
