@@ -1,0 +1,29 @@
+"""GPU inventory: the node has the GPUs its profile says, of the right model.
+
+A GPU that fell off the bus simply vanishes from nvidia-smi; counting is how it is noticed.
+"""
+
+
+def test_gpu_count(node, facts, profile, verdict):
+    expected = profile.gpu.count
+    report = facts.smi()
+    found = len(report.gpus)
+    verdict.measure(found, "GPUs", expected=expected)
+    verdict.cite(f"nvidia-smi: attached_gpus={report.attached_gpus}, "
+                 f"listed {found}: {', '.join(g.pci_bus_id for g in report.gpus)}",
+                 "nvidia-smi -q -x")
+    if expected is None:
+        verdict.ok(f"{found} GPUs (profile {profile.name} sets no count)")
+        return
+    if found != expected:
+        verdict.fail(f"{found} GPUs visible, profile {profile.name} expects {expected}",
+                     remediation="check `nvidia-smi -L` and the kernel log for Xid 79 / 'fallen "
+                     "off the bus'; reseat or replace the missing GPU, then reboot")
+    model = profile.gpu.model
+    wrong = [g for g in report.gpus if model and g.product_name != model]
+    if wrong:
+        verdict.fail(f"{len(wrong)} GPUs are not {model}: "
+                     + ", ".join(f"gpu{g.index}={g.product_name}" for g in wrong),
+                     remediation=f"this node does not match profile {profile.name}; "
+                     "fix the inventory's profile assignment")
+    verdict.ok(f"{found} x {model or 'GPU'}")

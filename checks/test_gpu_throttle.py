@@ -1,0 +1,34 @@
+"""Throttle (clock event) reasons: hardware slowdown, thermal slowdown and power brake.
+
+These cap clocks whatever the locked target, and point at cooling, power delivery or the
+baseboard's power-brake signal. Software power capping is reported as a warning.
+"""
+
+_FAIL = {
+    "hw_slowdown": "HW slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown",
+    "hw_power_brake_slowdown": "HW power brake slowdown",
+}
+_WARN = {"sw_thermal_slowdown": "SW thermal slowdown", "sw_power_cap": "SW power cap"}
+
+
+def test_gpu_throttle(gpu, verdict):
+    active = gpu.reasons.active()
+    verdict.measure(", ".join(active) or "none", expected="no HW slowdown, thermal or power brake")
+    verdict.cite(f"{gpu.pci_bus_id}: clocks event reasons active: {', '.join(active) or 'none'}; "
+                 f"temp {gpu.gpu_temp_c} C, power {gpu.power_draw_w} W of {gpu.power_limit_w} W",
+                 "nvidia-smi -q -x")
+    hard = [_FAIL[r] for r in active if r in _FAIL]
+    if hard:
+        cause = ("power brake asserted by the baseboard/PSU: check PSUs and the power-brake "
+                 "signal with the vendor" if gpu.reasons.hw_power_brake_slowdown else
+                 "check inlet temperature, fans and heatsink contact")
+        verdict.fail("clocks throttled by " + ", ".join(hard),
+                     remediation=f"{cause}; `nvidia-smi -q -d PERFORMANCE -i {gpu.index}` to "
+                     "confirm; drain the node until it clears")
+    soft = [_WARN[r] for r in active if r in _WARN]
+    if soft:
+        verdict.warn("clocks limited by " + ", ".join(soft),
+                     remediation="check the power limit (`nvidia-smi -q -d POWER`) and cooling")
+        return
+    verdict.ok("no hardware throttling")

@@ -1,0 +1,65 @@
+"""PCIe health: GPU and HCA links at their capability, and AER errors in the kernel log.
+
+A link that trained at x8 instead of x16, or Gen4 instead of Gen5, halves host<->device and
+GPUDirect RDMA bandwidth. An idle GPU may lower its link *speed* to save power, so a GPU's speed
+downgrade only warns (recheck under load); a width downgrade, or any HCA downgrade, fails.
+"""
+
+
+def test_pcie_link(pcie_device, profile, verdict):
+    d = pcie_device
+    cap, sta = d.link_cap, d.link_sta
+    if d.caps_denied:
+        verdict.error("lspci could not read the PCIe capabilities (run stetho as root)")
+    if cap is None or sta is None:
+        verdict.error(f"lspci shows no LnkCap/LnkSta for {d.address}")
+    is_gpu = d.is_nvidia_gpu
+    want_gen = profile.gpu.pcie_gen if is_gpu and profile.gpu.pcie_gen else cap.gen
+    want_width = profile.gpu.pcie_width if is_gpu and profile.gpu.pcie_width else cap.width
+    verdict.measure(f"Gen{sta.gen} x{sta.width}", expected=f"Gen{want_gen} x{want_width}",
+                    threshold=f"capability Gen{cap.gen} x{cap.width}")
+    verdict.cite(f"{d.address} {d.description}\n  LnkCap: Speed {cap.speed_gts:g}GT/s, Width "
+                 f"x{cap.width}\n  LnkSta: Speed {sta.speed_gts:g}GT/s, Width x{sta.width}",
+                 "lspci -vvv")
+    fix = ("reseat the card and its riser/cable, check the slot's BIOS link settings; "
+           f"`lspci -vvv -s {d.address} | grep Lnk` to recheck after a reboot")
+    if sta.width < want_width or cap.width < want_width:
+        verdict.fail(f"link width x{sta.width} below x{want_width}", remediation=fix)
+    if cap.gen < want_gen:
+        verdict.fail(f"link capability Gen{cap.gen} below Gen{want_gen} (slot or retimer)",
+                     remediation=fix)
+    if sta.gen < want_gen:
+        if is_gpu:
+            verdict.warn(f"link at Gen{sta.gen}, capable of Gen{want_gen}: an idle GPU may "
+                         "lower its link speed; recheck under load",
+                         remediation="run a load (nccl-tests) and recheck `nvidia-smi -q -d PCI`"
+                         "; if it stays low: " + fix)
+            return
+        verdict.fail(f"link at Gen{sta.gen}, capable of Gen{want_gen}", remediation=fix)
+    verdict.ok(f"Gen{sta.gen} x{sta.width}")
+
+
+def test_pcie_aer(node, facts, verdict):
+    log = facts.kernel_log()
+    fatal = [e for e in log.aer if e.severity == "uncorrected-fatal"]
+    nonfatal = [e for e in log.aer if e.severity == "uncorrected-nonfatal"]
+    corrected = [e for e in log.aer if e.severity == "corrected"]
+    verdict.measure(f"{len(fatal)} fatal, {len(nonfatal)} non-fatal, {len(corrected)} corrected",
+                    expected="no uncorrected AER errors")
+    events = fatal + nonfatal + corrected
+    verdict.cite("\n".join(e.line for e in events[:6]) or
+                 f"no AER line in {log.lines} kernel log lines", "kernel_log")
+    fix = ("find the device behind the port (`lspci -t`), reseat its riser/cable, check the slot; "
+           "correlate with the GPU's Xid and busbw")
+    if fatal:
+        devs = sorted({e.device for e in fatal})
+        verdict.fail(f"uncorrected fatal PCIe errors on {', '.join(devs)}: "
+                     + ", ".join(sorted({x for e in fatal for x in e.errors})), remediation=fix)
+    if nonfatal:
+        verdict.warn(f"uncorrected non-fatal PCIe errors on "
+                     f"{', '.join(sorted({e.device for e in nonfatal}))}", remediation=fix)
+        return
+    if len(corrected) > 100:
+        verdict.warn(f"{len(corrected)} corrected PCIe errors: a marginal link", remediation=fix)
+        return
+    verdict.ok("no uncorrected PCIe errors")

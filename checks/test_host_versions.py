@@ -1,0 +1,48 @@
+"""Versions: driver, VBIOS, CUDA, NCCL, HCA firmware, kernel and OFED against the profile.
+
+Compared with real version ordering (535.161.08 > 535.54.03), never as strings. A component the
+profile pins that cannot be found is an error: an unknown version is not a good version.
+"""
+
+from stetho.facts import Unavailable
+from stetho.versioning import Version
+
+_HOW = {
+    "driver": "install the required NVIDIA driver branch (and reboot)",
+    "vbios": "flash the VBIOS with the vendor's firmware bundle (nvfwupd / OEM tool)",
+    "cuda": "install the required CUDA toolkit / driver-bundled CUDA version",
+    "nccl": "install the required NCCL (libnccl2) version",
+    "hca_firmware": "update the ConnectX firmware: `sudo mlxfwmanager -u` (MFT) then reset "
+                    "the HCA or reboot",
+    "kernel": "boot the required kernel",
+    "ofed": "install the required MLNX_OFED / DOCA-OFED release",
+}
+
+
+def test_versions(version_component, facts, profile, verdict):
+    comp = version_component
+    rule = profile.versions[comp]
+    expected = (f">= {rule.minimum}" if rule.minimum else "") + \
+        (f" one of {', '.join(rule.allowed)}" if rule.allowed else "")
+    try:
+        found, source = facts.version(comp)
+    except Unavailable as u:
+        verdict.error(f"{comp} version unknown: {u.reason} (profile {profile.name} requires "
+                      f"{expected.strip()})")
+    verdict.measure(", ".join(found) or None, expected=expected.strip())
+    verdict.cite(f"{comp}: {', '.join(found) or 'not found'} (from {source})", source)
+    if not found:
+        verdict.error(f"{comp} version not reported by {source}")
+    bad = []
+    for v in found:
+        if rule.minimum and Version(v) < Version(rule.minimum):
+            bad.append(f"{v} < {rule.minimum}")
+        elif rule.allowed and not any(Version(v) == Version(a) for a in rule.allowed):
+            bad.append(f"{v} not in {', '.join(rule.allowed)}")
+    if bad:
+        verdict.fail(f"{comp} {'; '.join(bad)}", remediation=_HOW.get(comp))
+    if len(found) > 1:
+        verdict.warn(f"{comp} differs across devices on this node: {', '.join(found)}",
+                     remediation=_HOW.get(comp))
+        return
+    verdict.ok(f"{comp} {found[0]}")

@@ -1,0 +1,85 @@
+"""NCCL all_reduce: the run completed with correct results, and busbw holds up to the baseline.
+
+busbw per message size, from the profile's minimum up, is compared with the baseline; a drop
+over the tolerance fails. `#wrong` > 0 is data corruption. A failed or truncated run is an error,
+never a pass. A baseline measured on other driver/CUDA/NCCL versions is reported stale.
+"""
+
+from stetho.facts import Unavailable
+from stetho.versioning import Version
+
+
+def test_nccl_run(node, facts, verdict):
+    run = facts.nccl_run()
+    verdict.measure(run.avg_busbw_gbps, "GB/s avg busbw")
+    tail = "\n".join(filter(None, [run.failure] + [
+        f"{r.size_bytes:>12} B busbw {r.oop_busbw_gbps} GB/s #wrong {r.oop_wrong}"
+        for r in run.rows[-3:]]))
+    verdict.cite(tail or "no result rows", "nccl-tests")
+    if run.failed and not run.total_wrong:
+        verdict.error(f"nccl-tests failed: {run.failure or 'no result table'}")
+    if run.total_wrong:
+        bad = [r for r in run.rows if (r.oop_wrong or 0) + (r.ip_wrong or 0) > 0]
+        verdict.fail(f"nccl-tests reports {run.total_wrong:g} wrong elements in {len(bad)} "
+                     f"sizes (first at {bad[0].size_bytes} B): data corruption",
+                     remediation="drain the node now; run `dcgmi diag -r 3` and check Xid/ECC "
+                     "and NVLink errors; a GPU or link is corrupting data")
+    if run.truncated or not run.rows:
+        verdict.error("nccl-tests output is truncated: the table stops before maxBytes "
+                      "with no Avg bus bandwidth line")
+    verdict.ok(f"{len(run.rows)} sizes, 0 wrong, avg busbw {run.avg_busbw_gbps} GB/s")
+
+
+def test_nccl_busbw(nccl_size, facts, profile, verdict):
+    spec = profile.nccl
+    base = spec.baseline
+    want = base.busbw_gbps[nccl_size]
+    floor = want * (1 - spec.tolerance_pct / 100)
+    run = facts.nccl_run()
+    if run.failed or not run.rows:
+        verdict.error(f"no busbw: nccl-tests failed ({run.failure or 'no result table'})")
+    row = run.row(nccl_size)
+    if row is None:
+        verdict.error(f"nccl-tests output has no row for {nccl_size} B "
+                      f"(maxBytes {run.max_bytes}; truncated={run.truncated})")
+    got = run.busbw(nccl_size)
+    drop = (want - got) / want * 100
+    verdict.measure(got, "GB/s", expected=f"{want:g} GB/s (baseline)",
+                    threshold=f">= {floor:.1f} GB/s (-{spec.tolerance_pct:g}%)")
+    stale = _stale(facts, base.measured_with)
+    verdict.cite(f"size {nccl_size} B: busbw {got} GB/s out-of-place, {row.ip_busbw_gbps} "
+                 f"in-place; baseline {want:g} GB/s measured with "
+                 + ", ".join(f"{k} {v}" for k, v in base.measured_with.items())
+                 + (f"; node runs {stale}" if stale else ""), "nccl-tests")
+    stale_note = f" (baseline stale: measured with {stale})" if stale else ""
+    if got < floor:
+        verdict.fail(f"busbw {got:g} GB/s is {drop:.1f}% below the baseline {want:g} GB/s"
+                     + stale_note,
+                     remediation="check NVLink (`nvidia-smi nvlink -s`), clocks and throttle "
+                     "reasons, PCIe AER and NCCL's transport (NCCL_DEBUG=INFO: NET/IB, not "
+                     "NET/Socket); rerun to confirm, then drain")
+    if stale:
+        verdict.warn(f"busbw {got:g} GB/s within {spec.tolerance_pct:g}% of baseline, but the "
+                     f"baseline is stale: measured with {stale}",
+                     remediation="re-record the baseline on healthy nodes: "
+                     f"`stetho baseline record --profile {profile.name}`")
+        return
+    verdict.ok(f"busbw {got:g} GB/s ({-drop:+.1f}% vs baseline)")
+
+
+def _stale(facts, measured_with):
+    """'driver 535.161.08 vs 550.54.15; nccl ...' for components that differ, else ''."""
+    diffs = []
+    for comp, base_v in measured_with.items():
+        try:
+            found, _ = facts.version(comp)
+        except Unavailable:
+            continue
+        for v in found:
+            try:
+                same = Version(v) == Version(base_v)
+            except ValueError:
+                same = v == base_v
+            if not same:
+                diffs.append(f"{comp} {base_v} (baseline) vs {v} (node)")
+    return "; ".join(diffs)

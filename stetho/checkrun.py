@@ -1,0 +1,93 @@
+"""Run the checks: pytest in-process over `checks/` (and a site's own), with the plugin fed
+the bundles, returning the Result records. This is what `stetho check` and the sweep's replay
+call; the plugin alone is what `pytest checks/` uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+from stetho.errors import ConfigError, EvaluationError
+from stetho.resources import shipped
+from stetho.results import Result
+
+
+def check_dirs(extra: tuple[str, ...] = ()) -> list[Path]:
+    """Shipped checks, then $STETHO_CHECKS (os.pathsep list), then --checks folders."""
+    dirs = [shipped("checks")]
+    env = [p for p in os.environ.get("STETHO_CHECKS", "").split(os.pathsep) if p]
+    for d in [*env, *extra]:
+        path = Path(d)
+        if not path.exists():
+            raise ConfigError(f"checks folder {d} does not exist")
+        dirs.append(path)
+    return dirs
+
+
+class _Inject:
+    """Hands the already-loaded bundles to the plugin's session state."""
+
+    def __init__(self, bundles: list[Any] | None, profile: str | None) -> None:
+        self.bundles = bundles
+        self.profile = profile
+        self.config: Any = None
+
+    def pytest_configure(self, config: Any) -> None:
+        from stetho.plugin import state
+
+        self.config = config
+        st = state(config)
+        st.bundles = self.bundles
+        st.profile_override = self.profile
+
+
+def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
+        profile: str | None = None, extra_checks: tuple[str, ...] = (),
+        select: str | None = None, workers: int | str | None = None,
+        verbose: bool = False) -> list[Result]:
+    """Evaluate the checks over in-memory `bundles` or bundle files/folders `evidence`.
+
+    `workers` spreads the checks over processes with pytest-xdist (replay of many nodes).
+    """
+    import pytest
+
+    args = [str(d) for d in check_dirs(extra_checks)]
+    args += ["-p", "no:cacheprovider", "-p", "no:terminal", "--rootdir",
+             str(shipped("checks")), "-c", os.devnull, "-W", "ignore::DeprecationWarning"]
+    for e in evidence or []:
+        args += ["--stetho-evidence", e]
+    if profile and evidence:
+        args += ["--stetho-profile", profile]
+    if select:
+        args += ["-k", select]
+    # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
+    # a node check does not need, and keeps a site's unrelated plugins out of the verdict.
+    env_autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    args += ["-p", "stetho.plugin"]
+    if workers:
+        args += ["-p", "xdist.plugin", "-n", str(workers)]
+    inject = _Inject(bundles, profile)
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink) if not verbose else contextlib.nullcontext():
+            code = pytest.main(args, plugins=[inject])
+    finally:
+        if env_autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = env_autoload
+    if inject.config is None:
+        raise EvaluationError(f"pytest could not start (exit {int(code)}): "
+                              f"{sink.getvalue().strip()[-500:]}")
+    from stetho.plugin import state
+
+    results = state(inject.config).results
+    if int(code) in (3, 4) and not results:  # internal error, usage error
+        raise EvaluationError(f"pytest exited {int(code)} before any check ran: "
+                              f"{sink.getvalue().strip()[-500:]}")
+    return results

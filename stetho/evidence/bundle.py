@@ -1,0 +1,140 @@
+"""The evidence bundle: one versioned JSON document per node, the raw truth of a run.
+
+A bundle keeps every probe's argv, rc, stdout, stderr, duration and status (or, for file
+probes, the files read and the errors met), so that checks can be replayed later over the same
+evidence with newer parsers or policies (`stetho check --evidence`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stetho.errors import EvaluationError
+
+SCHEMA = "stetho.evidence"
+SCHEMA_VERSION = 1
+
+#: Probe statuses. `ok`: ran and exited 0 / files read. `failed`: exited non-zero (its output
+#: is kept and may still parse). `missing`: the command is not on PATH. `absent`: no file
+#: matched (no such hardware). `timeout`: killed at its timeout. `denied`: permission denied.
+#: `error`: any other reason it could not run. `skipped`: not collected on purpose.
+STATUSES = ("ok", "failed", "missing", "absent", "timeout", "denied", "error", "skipped")
+
+
+class BundleError(EvaluationError):
+    """A bundle file that cannot be read: not JSON, another schema, or a newer version."""
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    name: str
+    kind: str  # "command" | "files"
+    status: str
+    argv: tuple[str, ...] = ()
+    rc: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    binary: bool = False
+    files: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+
+    def describe(self) -> str:
+        """How this probe is named to a person: its command line or its globs."""
+        return " ".join(self.argv) if self.argv else self.name
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["argv"] = list(self.argv)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProbeRecord:
+        return cls(
+            name=str(d["name"]), kind=str(d["kind"]), status=str(d["status"]),
+            argv=tuple(d.get("argv", ())), rc=d.get("rc"), stdout=d.get("stdout", ""),
+            stderr=d.get("stderr", ""), duration_s=float(d.get("duration_s", 0.0)),
+            binary=bool(d.get("binary", False)), files=dict(d.get("files", {})),
+            errors=dict(d.get("errors", {})), reason=d.get("reason", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Bundle:
+    node: str
+    collected_at: str
+    stetho_version: str
+    profile: str
+    probes: dict[str, ProbeRecord]
+    sysroot: str = "/"
+    schema_version: int = SCHEMA_VERSION
+
+    def probe(self, name: str) -> ProbeRecord | None:
+        return self.probes.get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "schema_version": self.schema_version, "node": self.node,
+            "collected_at": self.collected_at, "stetho_version": self.stetho_version,
+            "profile": self.profile, "sysroot": self.sysroot,
+            "probes": {k: v.to_json() for k, v in self.probes.items()},
+        }
+
+    @classmethod
+    def from_json(cls, d: Any, source: str = "<bundle>") -> Bundle:
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            raise BundleError(f"{source}: not a stetho evidence bundle (no schema {SCHEMA!r})")
+        version = d.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise BundleError(
+                f"{source}: bundle schema version {version} is newer than this stetho "
+                f"understands ({SCHEMA_VERSION}); upgrade stetho to replay it")
+        try:
+            probes = {k: ProbeRecord.from_json(v) for k, v in d["probes"].items()}
+            return cls(node=str(d["node"]), collected_at=str(d["collected_at"]),
+                       stetho_version=str(d.get("stetho_version", "?")),
+                       profile=str(d.get("profile", "generic")), probes=probes,
+                       sysroot=str(d.get("sysroot", "/")), schema_version=version)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BundleError(f"{source}: malformed bundle ({exc!r})") from None
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a crash mid-write never leaves half a bundle behind."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=1), encoding="utf-8")
+        tmp.replace(path)
+
+
+def load(path: Path) -> Bundle:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{path}: cannot read evidence bundle: {exc}") from None
+    return Bundle.from_json(data, source=str(path))
+
+
+def find_bundles(path: Path) -> list[Path]:
+    """A bundle file, or every `*.json` bundle under a folder (a run folder), sorted."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise BundleError(f"{path}: no such file or folder")
+    found = sorted(p for p in path.rglob("*.json") if _looks_like_bundle(p))
+    if not found:
+        raise BundleError(f"{path}: no evidence bundles found (looked for *.json with "
+                          f"schema {SCHEMA!r})")
+    return found
+
+
+def _looks_like_bundle(p: Path) -> bool:
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(200)
+    except OSError:
+        return False
+    return f'"{SCHEMA}"'.encode() in head

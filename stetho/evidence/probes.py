@@ -1,0 +1,85 @@
+"""The probes: what to run or read on a node, as data.
+
+A probe is either a command (argv, found on PATH) or a set of file globs (read under
+STETHO_SYSROOT). Adding a probe is adding a row here; the runner needs no change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One thing to collect. Exactly one of `argv` and `globs` is set.
+
+    `fallbacks` are tried in order when the main command is missing or refused (dmesg may be
+    denied to non-root users while `journalctl -k` works). `read` is False for globs whose
+    contents are binary (shared libraries): then only the matching paths are recorded.
+    """
+
+    name: str
+    argv: tuple[str, ...] = ()
+    globs: tuple[str, ...] = ()
+    timeout_s: float = 20.0
+    fallbacks: tuple[tuple[str, ...], ...] = ()
+    read: bool = True
+    max_bytes: int = 4 * 1024 * 1024
+    description: str = field(default="", compare=False)
+
+    @property
+    def kind(self) -> str:
+        return "command" if self.argv else "files"
+
+
+IB = "/sys/class/infiniband"
+
+NVIDIA_SMI = Probe("nvidia_smi", ("nvidia-smi", "-q", "-x"), timeout_s=60,
+                   description="GPU inventory, clocks, ECC, remapped rows, temperatures")
+NVLINK_STATUS = Probe("nvlink_status", ("nvidia-smi", "nvlink", "-s"), timeout_s=30,
+                      description="NVLink link state and speed")
+NVLINK_ERRORS = Probe("nvlink_errors", ("nvidia-smi", "nvlink", "-e"), timeout_s=30,
+                      description="NVLink replay, recovery and CRC counters")
+KERNEL_LOG = Probe("kernel_log", ("dmesg", "--time-format=iso"), timeout_s=20,
+                   fallbacks=(("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),),
+                   description="Xid, AER, fallen-off-the-bus and OOM lines")
+IB_SYSFS = Probe("ib_sysfs", globs=(
+    f"{IB}/*/fw_ver", f"{IB}/*/hca_type", f"{IB}/*/board_id",
+    f"{IB}/*/ports/*/state", f"{IB}/*/ports/*/phys_state", f"{IB}/*/ports/*/rate",
+    f"{IB}/*/ports/*/link_layer", f"{IB}/*/ports/*/counters/*",
+), description="HCA firmware, port state, rate and error counters")
+IBSTAT = Probe("ibstat", ("ibstat",), timeout_s=20, description="HCA and port summary")
+PERFQUERY = Probe("perfquery", ("perfquery", "-x"), timeout_s=20,
+                  description="extended port counters of the local port")
+CPU_GOVERNOR = Probe("cpu_governor", globs=(
+    "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor",
+), description="cpufreq governor per CPU")
+BLOCK_QUEUE = Probe("block_queue", globs=(
+    "/sys/block/*/queue/rotational", "/sys/block/*/queue/scheduler",
+), description="rotational flag and I/O scheduler per block device")
+LSPCI = Probe("lspci", ("lspci", "-vvv"), timeout_s=30,
+              description="PCIe link capability and status of GPUs and HCAs")
+KERNEL_RELEASE = Probe("kernel_release", globs=("/proc/sys/kernel/osrelease",),
+                       description="running kernel version")
+OFED = Probe("ofed", ("ofed_info", "-s"), timeout_s=20, description="MLNX_OFED / DOCA-OFED")
+NCCL_LIBRARY = Probe("nccl_library", globs=(
+    "/usr/lib/x86_64-linux-gnu/libnccl.so.*", "/usr/lib/aarch64-linux-gnu/libnccl.so.*",
+    "/usr/lib64/libnccl.so.*", "/usr/local/lib/libnccl.so.*", "/usr/local/nccl/lib/libnccl.so.*",
+), read=False, description="installed NCCL version, from the library file name")
+
+#: Collected on every node, in this order.
+BASE_PROBES: tuple[Probe, ...] = (
+    NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, PERFQUERY,
+    CPU_GOVERNOR, BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY,
+)
+
+
+def nccl_probe(argv: tuple[str, ...], timeout_s: float) -> Probe:
+    """The live nccl-tests run a profile enables (argv from the profile)."""
+    return Probe("nccl_tests", argv, timeout_s=timeout_s,
+                 description="nccl-tests all_reduce_perf on this node's GPUs")
+
+
+def nccl_saved_probe(path: str) -> Probe:
+    """A saved nccl-tests output named in the profile, read instead of a live run."""
+    return Probe("nccl_tests", globs=(path,), description="saved nccl-tests output")

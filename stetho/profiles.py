@@ -1,0 +1,285 @@
+"""Node profiles: what a class of node should be, and the healthy values measured on it.
+
+A profile is `baselines/<name>.yml`. It may `extends:` another (the shipped `generic` holds the
+universal thresholds); the child's keys override the parent's, section by section. Everything
+a cluster would tune lives here, never in check code. A malformed profile raises ConfigError
+naming the file and line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stetho import yamlconf
+from stetho.errors import ConfigError
+from stetho.resources import shipped
+
+DEFAULT_PROFILE = "generic"
+VERSION_COMPONENTS = ("driver", "vbios", "cuda", "nccl", "hca_firmware", "kernel", "ofed")
+
+
+@dataclass(frozen=True)
+class ClockTarget:
+    sm_mhz: int
+    mem_mhz: int
+    tolerance_mhz: int = 15
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    count: int | None = None
+    model: str | None = None
+    clocks: ClockTarget | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    nvlink_links: int | None = None
+    temp_warn_c: float = 83.0
+    temp_fail_c: float = 90.0
+    nvlink_error_max: dict[str, int] = field(default_factory=dict)
+    pcie_replay_max: int | None = None
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    governor: str | None = None
+    rotational_devices: tuple[str, ...] = ("nvme*",)
+
+
+@dataclass(frozen=True)
+class IbSpec:
+    ports: int | None = None
+    rate_gbps: float | None = None
+    link_layer: str = "InfiniBand"
+    state: str = "ACTIVE"
+    phys_state: str = "LinkUp"
+    counter_max: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VersionRule:
+    minimum: str | None = None
+    allowed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NcclBaseline:
+    busbw_gbps: dict[int, float]
+    measured_with: dict[str, str]
+    source: str = ""
+    measured_on: str = ""
+
+
+@dataclass(frozen=True)
+class NcclSpec:
+    run: bool = False
+    argv: tuple[str, ...] = ()
+    timeout_s: float = 600.0
+    saved_output: str | None = None
+    min_size_bytes: int = 0
+    tolerance_pct: float = 5.0
+    baseline: NcclBaseline | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.run or self.saved_output is not None
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    source: str
+    gpu: GpuSpec
+    host: HostSpec
+    ib: IbSpec
+    versions: dict[str, VersionRule]
+    nccl: NcclSpec
+
+
+def search_path() -> list[Path]:
+    """Folders searched for `<name>.yml`: $STETHO_BASELINES (os.pathsep list), ./baselines,
+    then the shipped baselines. A site's own profiles win over shipped ones of the same name."""
+    dirs = [Path(p) for p in os.environ.get("STETHO_BASELINES", "").split(os.pathsep) if p]
+    dirs.append(Path.cwd() / "baselines")
+    dirs.append(shipped("baselines"))
+    return dirs
+
+
+def find(name: str) -> Path:
+    """A profile by name, or by path to a YAML file."""
+    if name.endswith((".yml", ".yaml")) or os.sep in name:
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"profile file {name} does not exist")
+        return path
+    for d in search_path():
+        for ext in (".yml", ".yaml"):
+            p = d / f"{name}{ext}"
+            if p.is_file():
+                return p
+    known = sorted({p.stem for d in search_path() if d.is_dir() for p in d.glob("*.y*ml")})
+    raise ConfigError(f"unknown profile {name!r} (known: {', '.join(known) or 'none'}); "
+                      f"profiles are baselines/<name>.yml")
+
+
+def load(name: str = DEFAULT_PROFILE) -> Profile:
+    docs = _chain(find(name), seen=())
+    return _build(docs)
+
+
+def _chain(path: Path, seen: tuple[Path, ...]) -> list[yamlconf.Doc]:
+    """The profile and its `extends:` ancestors, most general first."""
+    doc = yamlconf.load(path)
+    if not isinstance(doc.data, dict):
+        raise ConfigError(f"{path}:1: a profile must be a mapping")
+    parent = doc.data.get("extends")
+    if parent is None:
+        return [doc]
+    if not isinstance(parent, str):
+        raise ConfigError(f"{path}:{doc.line(('extends',))}: extends must be a profile name")
+    parent_path = find(parent)
+    if parent_path.resolve() in seen or parent_path.resolve() == path.resolve():
+        raise ConfigError(f"{path}:{doc.line(('extends',))}: profiles extend each other in a loop")
+    return _chain(parent_path, seen + (path.resolve(),)) + [doc]
+
+
+_SECTIONS = ("gpu", "host", "ib", "versions", "nccl")
+_TOP = {"profile", "extends", "description", *_SECTIONS}
+
+
+def _build(docs: list[yamlconf.Doc]) -> Profile:
+    for doc in docs:
+        yamlconf.Section(doc).check_unknown(_TOP)
+    top = yamlconf.Section(yamlconf.merge(docs, _SECTIONS))
+    name = yamlconf.Section(docs[-1]).require("profile", str)
+    return Profile(
+        name=name,
+        description=yamlconf.Section(docs[-1]).get("description", str, ""),
+        source=docs[-1].file,
+        gpu=_gpu(top.section("gpu")),
+        host=_host(top.section("host")),
+        ib=_ib(top.section("ib")),
+        versions=_versions(top.section("versions")),
+        nccl=_nccl(top.section("nccl")),
+    )
+
+
+def _positive(s: yamlconf.Section, key: str, value: float | None) -> None:
+    if value is not None and value < 0:
+        s.fail(f"{key} must not be negative, got {value}", key)
+
+
+def _counter_map(s: yamlconf.Section, key: str) -> dict[str, int]:
+    raw = s.section(key)
+    out: dict[str, int] = {}
+    for k in raw.data:
+        v = raw.get(k, int)
+        _positive(raw, k, v)
+        out[str(k)] = v
+    return out
+
+
+def _gpu(s: yamlconf.Section) -> GpuSpec:
+    clocks = None
+    if s.has("clocks"):
+        c = s.section("clocks")
+        clocks = ClockTarget(c.require("sm_mhz", int), c.require("mem_mhz", int),
+                             c.get("tolerance_mhz", int, 15))
+        c.check_unknown()
+    pcie = s.section("pcie")
+    temp = s.section("temperature")
+    nvlink = s.section("nvlink")
+    spec = GpuSpec(
+        count=s.get("count", int), model=s.get("model", str), clocks=clocks,
+        pcie_gen=pcie.get("gen", int), pcie_width=pcie.get("width", int),
+        nvlink_links=nvlink.get("links", int),
+        temp_warn_c=temp.get("warn_c", float, 83.0), temp_fail_c=temp.get("fail_c", float, 90.0),
+        nvlink_error_max=_counter_map(nvlink, "error_max"),
+        pcie_replay_max=pcie.get("replay_max", int),
+    )
+    for sub in (pcie, temp, nvlink):
+        sub.check_unknown()
+    _positive(s, "count", spec.count)
+    if spec.temp_warn_c > spec.temp_fail_c:
+        temp.fail("warn_c must not exceed fail_c", "warn_c")
+    s.check_unknown()
+    return spec
+
+
+def _host(s: yamlconf.Section) -> HostSpec:
+    spec = HostSpec(governor=s.get("governor", str),
+                    rotational_devices=s.str_list("rotational_devices", ("nvme*",)))
+    s.check_unknown()
+    return spec
+
+
+def _ib(s: yamlconf.Section) -> IbSpec:
+    spec = IbSpec(
+        ports=s.get("ports", int), rate_gbps=s.get("rate_gbps", float),
+        link_layer=s.get("link_layer", str, "InfiniBand"), state=s.get("state", str, "ACTIVE"),
+        phys_state=s.get("phys_state", str, "LinkUp"), counter_max=_counter_map(s, "counter_max"),
+    )
+    s.check_unknown()
+    return spec
+
+
+def _versions(s: yamlconf.Section) -> dict[str, VersionRule]:
+    from stetho.versioning import Version
+
+    out: dict[str, VersionRule] = {}
+    for comp in s.data:
+        if comp not in VERSION_COMPONENTS:
+            s.fail(f"unknown version component {comp!r} (known: {', '.join(VERSION_COMPONENTS)})",
+                   comp)
+        c = s.section(comp)
+        minimum = c.get("min", (str, int, float))
+        allowed = c.str_list("allowed")
+        for v in ([str(minimum)] if minimum is not None else []) + list(allowed):
+            try:
+                Version(v)
+            except ValueError:
+                c.fail(f"{v!r} is not a version", "min" if minimum is not None else "allowed")
+        c.check_unknown()
+        out[comp] = VersionRule(str(minimum) if minimum is not None else None, allowed)
+    return out
+
+
+def _nccl(s: yamlconf.Section) -> NcclSpec:
+    from stetho.parsers.nccl_tests import parse_size
+
+    def size(sec: yamlconf.Section, key: str, raw: Any) -> int:
+        try:
+            return parse_size(str(raw))
+        except ValueError:
+            sec.fail(f"{raw!r} is not a message size (e.g. 64M, 8G)", key)
+            raise  # unreachable: fail raises
+
+    baseline = None
+    if s.has("baseline"):
+        b = s.section("baseline")
+        sizes = b.section("busbw_gbps")
+        busbw: dict[int, float] = {}
+        for k in sizes.data:
+            v = sizes.get(k, float)
+            _positive(sizes, str(k), v)
+            busbw[size(sizes, str(k), k)] = v
+        mw = b.section("measured_with")
+        baseline = NcclBaseline(
+            busbw_gbps=busbw,
+            measured_with={str(k): str(mw.get(k, (str, int, float))) for k in mw.data},
+            source=b.get("source", str, ""), measured_on=str(b.get("measured_on", object, "")),
+        )
+        b.check_unknown()
+    spec = NcclSpec(
+        run=s.get("run", bool, False), argv=s.str_list("argv"),
+        timeout_s=s.get("timeout_s", float, 600.0), saved_output=s.get("saved_output", str),
+        min_size_bytes=size(s, "min_size", s.get("min_size", (str, int), "0")),
+        tolerance_pct=s.get("tolerance_pct", float, 5.0), baseline=baseline,
+    )
+    if spec.run and not spec.argv:
+        s.fail("nccl.run is true but nccl.argv is empty", "run")
+    s.check_unknown()
+    return spec

@@ -1,0 +1,80 @@
+"""The one canonical result record. JUnit, the table, JSON and SQLite rows render from it.
+
+One Result per check x subject: a check states its measurement (value, unit, expected,
+threshold) apart from its verdict (status, message), with the evidence it judged and a
+remediation a person can act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+STATUSES = ("pass", "warn", "fail", "error", "skip")
+#: Worst first: the table and summaries sort by this.
+SEVERITY = {"fail": 0, "error": 1, "warn": 2, "skip": 3, "pass": 4}
+RESULTS_SCHEMA = "stetho.results"
+RESULTS_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Result:
+    node: str
+    check: str
+    subject: str
+    status: str
+    message: str = ""
+    value: Any = None
+    unit: str | None = None
+    expected: Any = None
+    threshold: Any = None
+    remediation: str | None = None
+    evidence: str | None = None
+    probe: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return f"{self.node}/{self.subject}" if self.subject else self.node
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Result:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def exit_code(results: list[Result]) -> int:
+    """0 go (warnings allowed), 1 a failing check, 3 could not evaluate (errors)."""
+    statuses = {r.status for r in results}
+    if "fail" in statuses:
+        return 1
+    if "error" in statuses:
+        return 3
+    return 0
+
+
+def counts(results: list[Result]) -> dict[str, int]:
+    out = dict.fromkeys(STATUSES, 0)
+    for r in results:
+        out[r.status] += 1
+    return out
+
+
+def ordered(results: list[Result]) -> list[Result]:
+    """Failing rows first, then errors, warnings, skips, passes; stable by node and check."""
+    return sorted(results, key=lambda r: (SEVERITY[r.status], r.node, r.check, r.subject))
+
+
+def format_value(value: Any, unit: str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        text = f"{value:.2f}".rstrip("0").rstrip(".")
+    elif isinstance(value, (list, tuple)):
+        text = ", ".join(str(v) for v in value)
+    else:
+        text = str(value)
+    return f"{text} {unit}" if unit else text

@@ -1,0 +1,267 @@
+"""Build simulated 8x H100 nodes from the real recorded outputs, with faults in copies.
+
+A node is a folder: `sysroot/` (the sysfs and procfs files stetho reads), `bin/` (shims for
+nvidia-smi, dmesg, ibstat, lspci and all_reduce_perf that print recorded outputs from `data/`),
+and `node.json`. The sources: the real 8x H100 `nvidia-smi -q` (driver 535.161.08; its
+recorded power-brake state cleared to make the healthy node, see the `power-brake` fault), the
+real ConnectX-7 NDR sysfs tree, the real H100 `lspci -vvv` block, the real H100 `ibstat`, and
+real kernel log lines for faults. `render.py` documents what is rendered in recorded layouts.
+Point STETHO_SYSROOT at `sysroot/` and put `bin/` first on PATH, and stetho cannot tell it from
+a real node: exactly how Ansible addresses simulated hosts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+from stetho.errors import ConfigError
+from stetho.resources import shipped
+from stetho.sim import faults as F
+from stetho.sim import render
+from stetho.sim.qtext import SmiText
+
+H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
+IB_TREE = "04-infiniband/sysfs-class-infiniband-h100"
+IBSTAT = "04-infiniband/ibstat-h100-node-some-ports-down.txt"
+LSPCI = "09-lspci/lspci-vvv-h100-gpu-gen5x16-ok.txt"
+KERNEL = "5.15.0-105-generic"
+NCCL_VERSION = "2.21.5"
+CPUS = 112
+NVME = 8
+
+_ISO_PREFIX = re.compile(r"^(?:kern\s*:\s*\w+\s*:\s*)?\d{4}-\d\d-\d\dT[\d:,.]+[+-]\d\d:?\d\d\s+")
+_UPTIME_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s*")
+_SYSLOG_PREFIX = re.compile(r"^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kernel:\s*(?:\[\s*\d+\.\d+\]\s*)?")
+
+
+class NodeDraft:
+    """One node while it is built: the edited copies, then `finish()` writes them out."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.root, self.name = root, name
+        self.fixtures = shipped("fixtures/real")
+        self.sysroot = root / "sysroot"
+        self.seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+        self.smi = SmiText(self.real(H100_Q))
+        self.gpu_count = len(self.smi.gpu_spans())
+        self.bus_ids = self.smi.bus_ids()
+        self.kernel_lines: list[str] = render.healthy_kernel_log(self.driver)
+        self.nccl_scale = 1.0
+        self.nccl_wrong_from: int | None = None
+        self.nccl_output: str | None = None
+        self.nccl_truncate = False
+        self.lspci_widths: dict[int, int] = {}
+        self.lost_gpus: set[int] = set()
+        self.nvlink_down: set[tuple[int, int]] = set()
+        self.hang: set[str] = set()
+        self.garbage: set[str] = set()
+        self.truncate_xml = False
+        self.faults: list[str] = []
+        self._healthy()
+
+    @property
+    def driver(self) -> str:
+        m = re.search(r"Driver Version\s*:\s*(\S+)", str(self.smi))
+        return m.group(1) if m else "?"
+
+    def real(self, rel: str) -> str:
+        return (self.fixtures / rel).read_text(encoding="utf-8")
+
+    def _healthy(self) -> None:
+        for g in range(self.gpu_count):
+            self.smi.set(g, (F.REASONS, "HW Slowdown"), "Not Active")
+            self.smi.set(g, (F.REASONS, "HW Slowdown", "HW Power Brake Slowdown"), "Not Active")
+            self.smi.set(g, ("Serial Number",), f"SIM{self.seed % 10**6:06d}{g:02d}")
+            self.smi.set(g, ("GPU UUID",), _uuid(f"{self.name}/gpu{g}"))
+        self._sysroot()
+
+    def _sysroot(self) -> None:
+        s = self.sysroot
+        for cpu in range(CPUS):
+            _write(s / f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", "performance\n")
+        for n in range(NVME):
+            q = s / f"sys/block/nvme{n}n1/queue"
+            _write(q / "rotational", "0\n")
+            _write(q / "scheduler", "[none] mq-deadline kyber bfq\n")
+        _write(s / "proc/sys/kernel/osrelease", KERNEL + "\n")
+        _write(s / f"usr/lib/x86_64-linux-gnu/libnccl.so.{NCCL_VERSION}", "")
+        src = self.fixtures / IB_TREE
+        dst = s / "sys/class/infiniband"
+        for f in sorted(src.rglob("*")):
+            if f.is_file():
+                text = f.read_text(encoding="utf-8")
+                rel = f.relative_to(src).as_posix()
+                if rel.endswith("counters/link_downed") and text.strip() == "255":
+                    text = "0"  # the recording's mlx5_1 reads a saturated 255: not healthy
+                _write(dst / rel, text)
+
+    # -- helpers for faults -------------------------------------------------------------------
+    def gpu_pci(self, g: int) -> str:
+        """'00000000:4C:00.0' -> '0000:4c:00', as the kernel prints it."""
+        _, bus, devfn = self.bus_ids[g].lower().split(":")
+        return f"0000:{bus}:{devfn.split('.')[0]}"
+
+    def real_xid_line(self, code: int) -> str:
+        line = F.real_xid_line(self.fixtures, code)
+        if line is not None:
+            return line
+        from stetho import xid
+
+        # No recording of this code: the NVRM line format of the recorded ones, catalog text.
+        return f"NVRM: Xid (PCI:0000:00:00): {code}, pid='<unknown>', name=<unknown>, " \
+               f"{xid.lookup(code).name}"
+
+    def add_kernel_lines(self, lines: list[str], gpu: int, source_pci: str | None = None) -> None:
+        pci = self.gpu_pci(gpu)
+        for i, raw in enumerate(lines):
+            line = _SYSLOG_PREFIX.sub("", _UPTIME_PREFIX.sub("", _ISO_PREFIX.sub("", raw)))
+            if source_pci:
+                line = line.replace(source_pci, pci)
+            line = re.sub(r"PCI:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}", f"PCI:{pci}", line)
+            stamp = f"2024-07-31T06:{10 + len(self.kernel_lines) // 60:02d}:" \
+                    f"{len(self.kernel_lines) % 60:02d},{(i * 7919) % 10**6:06d}+00:00"
+            self.kernel_lines.append(f"{stamp} {line}")
+
+    # -- output -----------------------------------------------------------------------------------
+    def finish(self) -> None:
+        from stetho.parsers import nvidia_smi_text
+        from stetho.sim import smi_xml
+
+        data = self.root / "data"
+        smi = SmiText(str(self.smi))
+        for g in sorted(self.lost_gpus, reverse=True):
+            smi.drop_gpu(g)
+        remaining = len(smi.gpu_spans())
+        smi.lines = [re.sub(r"^(Attached GPUs\s*:\s*)\d+", rf"\g<1>{remaining}", x)
+                     for x in smi.lines]
+        text = str(smi)
+        report = nvidia_smi_text.parse(text)
+        xml = smi_xml.render(report)
+        if self.truncate_xml:
+            xml = xml[: len(xml) // 2]
+        gpus = [(g.product_name or "?", g.uuid or "?") for g in report.gpus]
+        status = render.nvlink_status(gpus)
+        for g, link in self.nvlink_down:
+            status = re.sub(rf"(GPU {g}: .*\n(?:\t .*\n)*?\t Link {link}): [\d.]+ GB/s",
+                            r"\1: <inactive>", status)
+        live_bus = [b for i, b in enumerate(self.bus_ids) if i not in self.lost_gpus]
+        nccl = self.nccl_output
+        if nccl is None and self.lost_gpus:
+            nccl = ("# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup "
+                    "iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n"
+                    f"{self.name}: Test CUDA failure common.cu:892 'invalid device ordinal'\n"
+                    f" .. {self.name} pid 4100: Test failure common.cu:1025\n")
+        if nccl is None:
+            nccl = render.nccl_allreduce(self.name, live_bus, gpus[0][0], self.seed,
+                                         scale=self.nccl_scale, wrong_from=self.nccl_wrong_from)
+            if self.nccl_truncate:
+                nccl = "\n".join(nccl.splitlines()[:35]) + "\n"
+        files = {
+            "nvidia-smi-q.txt": text,
+            "nvidia-smi-q-x.xml": xml,
+            "nvlink-s.txt": status,
+            "nvlink-e.txt": render.nvlink_errors(gpus),
+            "dmesg.log": "\n".join(self.kernel_lines) + "\n",
+            "ibstat.txt": self.real(IBSTAT),
+            "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
+            "all_reduce_perf.txt": nccl,
+        }
+        for name, content in files.items():
+            _write(data / name, content)
+        _write(data / "garbage.bin", "")
+        (data / "garbage.bin").write_bytes(random.Random(self.seed).randbytes(4096))
+        self._shims()
+        meta = {"name": self.name, "faults": self.faults, "built_by": "stetho sim build",
+                "gpus": remaining, "sources": {"nvidia-smi -q": H100_Q, "sysfs": IB_TREE,
+                                               "ibstat": IBSTAT, "lspci": LSPCI}}
+        _write(self.root / "node.json", json.dumps(meta, indent=1) + "\n")
+
+    def _shims(self) -> None:
+        cases = {
+            "nvidia-smi": [("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
+                           ("nvlink -s|nvlink --status", "nvlink-s.txt"),
+                           ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt")],
+            "dmesg": [("*", "dmesg.log")],
+            "ibstat": [("*", "ibstat.txt")],
+            "lspci": [("*", "lspci.txt")],
+            "all_reduce_perf": [("*", "all_reduce_perf.txt")],
+        }
+        for tool, table in cases.items():
+            body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
+                    '(see stetho/sim/builder.py)', 'D="$(dirname "$0")/../data"']
+            if tool in self.hang:
+                body.append("exec sleep 86400")
+            elif tool in self.garbage:
+                body.append('exec cat "$D/garbage.bin"')
+            else:
+                body.append('case "$*" in')
+                body += [f'  {_case(pat)}) exec cat "$D/{f}" ;;' for pat, f in table]
+                body.append(f'  *) echo "simulated {tool}: unsupported arguments: $*" >&2; '
+                            'exit 2 ;;')
+                body.append("esac")
+            path = self.root / "bin" / tool
+            _write(path, "\n".join(body) + "\n")
+            path.chmod(0o755)
+
+
+def _case(pattern: str) -> str:
+    """A sh case pattern: '*' as is, else each '|' alternative quoted."""
+    return "*" if pattern == "*" else "|".join(f'"{p}"' for p in pattern.split("|"))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _uuid(key: str) -> str:
+    h = hashlib.sha256(key.encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def parse_faults(specs: tuple[str, ...] | list[str]) -> dict[str, list[str]]:
+    """['node03=busbw-drop=20', ...] -> {'node03': ['busbw-drop=20']}."""
+    plan: dict[str, list[str]] = {}
+    for spec in specs:
+        node, sep, fault = spec.partition("=")
+        if not sep or not node or not fault:
+            raise ConfigError(f"--fault {spec!r}: expected NODE=FAULT, e.g. node03=nvme-rotational")
+        F.parse(fault)
+        plan.setdefault(node, []).append(fault)
+    return plan
+
+
+def build_node(root: Path, name: str, faults: list[str] = ()) -> Path:  # type: ignore[assignment]
+    if root.exists():
+        shutil.rmtree(root)
+    draft = NodeDraft(root, name)
+    for spec in faults:
+        fname, arg = F.parse(spec)
+        F.FAULTS[fname].apply(draft, arg)
+        draft.faults.append(spec)
+    draft.finish()
+    return root
+
+
+def node_names(count: int, prefix: str = "node") -> list[str]:
+    width = max(2, len(str(count)))
+    return [f"{prefix}{i:0{width}d}" for i in range(1, count + 1)]
+
+
+def build_cluster(out: Path, count: int, prefix: str = "node",
+                  faults: dict[str, list[str]] | None = None) -> list[str]:
+    faults = faults or {}
+    names = node_names(count, prefix)
+    unknown = sorted(set(faults) - set(names))
+    if unknown:
+        raise ConfigError(f"--fault names nodes that are not built: {', '.join(unknown)} "
+                          f"(building {names[0]}..{names[-1]})")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        build_node(out / name, name, faults.get(name, []))
+    return names

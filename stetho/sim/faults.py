@@ -1,0 +1,223 @@
+"""Named faults the simulator injects into a node's copies of the real recorded outputs.
+
+Each fault is one small edit a real failure makes: a field of the real H100 `nvidia-smi -q`
+output, a sysfs file of the real ConnectX-7 tree, real Xid/AER lines from the recorded kernel
+logs re-addressed to one of the node's GPUs, or the nccl-tests table. `stetho sim faults`
+lists them; `--fault NODE=NAME[=ARG]` applies one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stetho.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stetho.sim.builder import NodeDraft
+
+REASONS = "Clocks Event Reasons"
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    description: str
+    apply: Callable[[NodeDraft, str | None], None]
+    arg: str | None = None  # the argument's meaning, when it takes one
+
+
+def _gpu_arg(arg: str | None, default: int, draft: NodeDraft) -> int:
+    if arg is None:
+        return default
+    m = re.fullmatch(r"(?:gpu)?(\d+)", arg)
+    if not m or int(m.group(1)) >= draft.gpu_count:
+        raise ConfigError(f"fault argument {arg!r}: expected gpu0..gpu{draft.gpu_count - 1}")
+    return int(m.group(1))
+
+
+def _sys(draft: NodeDraft, path: str, value: str) -> None:
+    p = draft.sysroot / path.lstrip("/")
+    if not p.exists():
+        raise ConfigError(f"simulated node has no {path}")
+    p.write_text(value)
+
+
+def governor_powersave(d: NodeDraft, arg: str | None) -> None:
+    for cpu in range(8, 16):
+        _sys(d, f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", "powersave\n")
+
+
+def nvme_rotational(d: NodeDraft, arg: str | None) -> None:
+    _sys(d, f"/sys/block/{arg or 'nvme3n1'}/queue/rotational", "1\n")
+
+
+def clocks_unlocked(d: NodeDraft, arg: str | None) -> None:
+    g = _gpu_arg(arg, 3, d)
+    d.smi.set(g, ("Applications Clocks", "Graphics"), "1755 MHz")
+    d.smi.set(g, ("Applications Clocks", "Memory"), "2619 MHz")
+
+
+def busbw_drop(d: NodeDraft, arg: str | None) -> None:
+    try:
+        pct = float(arg or "20")
+    except ValueError:
+        raise ConfigError(f"busbw-drop={arg}: expected a percentage") from None
+    if not 0 < pct < 100:
+        raise ConfigError(f"busbw-drop={arg}: expected a percentage between 0 and 100")
+    d.nccl_scale = 1 - pct / 100
+
+
+def nccl_wrong(d: NodeDraft, arg: str | None) -> None:
+    d.nccl_wrong_from = 1 << 20
+
+
+def nccl_fail(d: NodeDraft, arg: str | None) -> None:
+    d.nccl_output = d.real("03-nccl/nccl-tests-cuda-init-failure-8xH100.txt")
+
+
+def nccl_truncated(d: NodeDraft, arg: str | None) -> None:
+    d.nccl_truncate = True
+
+
+def ib_rate_downgrade(d: NodeDraft, arg: str | None) -> None:
+    _sys(d, f"/sys/class/infiniband/{arg or 'mlx5_4'}/ports/1/rate", "200 Gb/sec (2X NDR)")
+
+
+def ib_symbol_errors(d: NodeDraft, arg: str | None) -> None:
+    dev = arg or "mlx5_5"
+    _sys(d, f"/sys/class/infiniband/{dev}/ports/1/counters/symbol_error", "4096")
+    _sys(d, f"/sys/class/infiniband/{dev}/ports/1/counters/link_error_recovery", "3")
+
+
+def ib_port_down(d: NodeDraft, arg: str | None) -> None:
+    dev = arg or "mlx5_7"
+    _sys(d, f"/sys/class/infiniband/{dev}/ports/1/state", "1: DOWN")
+    _sys(d, f"/sys/class/infiniband/{dev}/ports/1/phys_state", "2: Polling")
+    _sys(d, f"/sys/class/infiniband/{dev}/ports/1/rate", "10 Gb/sec (4X SDR)")
+
+
+def hca_fw_old(d: NodeDraft, arg: str | None) -> None:
+    _sys(d, f"/sys/class/infiniband/{arg or 'mlx5_6'}/fw_ver", "28.36.1010")
+
+
+def xid(d: NodeDraft, arg: str | None) -> None:
+    if arg is None or not arg.isdigit():
+        raise ConfigError("xid=CODE: give the Xid code, e.g. xid=79")
+    code = int(arg)
+    g = 2
+    if code == 79:
+        # The recorded loss: AER corrected + fatal 'Surprise Down' on the root port, then Xid 79.
+        lines = d.real("05-kernel-log/dmesg-aer-fatal-surprise-down-then-xid79-EXCERPT.log")
+        d.add_kernel_lines(lines.splitlines(), gpu=g, source_pci="0000:02:00")
+        d.lost_gpus.add(g)
+        return
+    d.add_kernel_lines([d.real_xid_line(code)], gpu=g)
+
+
+def ecc_dbe(d: NodeDraft, arg: str | None) -> None:
+    g = _gpu_arg(arg, 5, d)
+    for scope in ("Volatile", "Aggregate"):
+        d.smi.set(g, ("ECC Errors", scope, "DRAM Uncorrectable"), "2")
+    d.add_kernel_lines([d.real_xid_line(48)], gpu=g)
+
+
+def rowremap_pending(d: NodeDraft, arg: str | None) -> None:
+    g = _gpu_arg(arg, 6, d)
+    d.smi.set(g, ("Remapped Rows", "Uncorrectable Error"), "1")
+    d.smi.set(g, ("Remapped Rows", "Pending"), "Yes")
+    d.add_kernel_lines([d.real_xid_line(63)], gpu=g)
+
+
+def pcie_width_downgrade(d: NodeDraft, arg: str | None) -> None:
+    g = _gpu_arg(arg, 1, d)
+    d.smi.set(g, ("PCI", "GPU Link Info", "Link Width", "Current"), "8x")
+    d.lspci_widths[g] = 8
+
+
+def thermal_slowdown(d: NodeDraft, arg: str | None) -> None:
+    g = _gpu_arg(arg, 4, d)
+    d.smi.set(g, (REASONS, "HW Slowdown"), "Active")
+    d.smi.set(g, (REASONS, "HW Slowdown", "HW Thermal Slowdown"), "Active")
+    d.smi.set(g, ("Temperature", "GPU Current Temp"), "91 C")
+
+
+def power_brake(d: NodeDraft, arg: str | None) -> None:
+    """The state the H100 output was actually recorded in: power brake on all 8 GPUs."""
+    for g in range(d.gpu_count):
+        d.smi.set(g, (REASONS, "HW Slowdown"), "Active")
+        d.smi.set(g, (REASONS, "HW Slowdown", "HW Power Brake Slowdown"), "Active")
+
+
+def nvlink_down(d: NodeDraft, arg: str | None) -> None:
+    d.nvlink_down.add((_gpu_arg(arg, 0, d), 7))
+
+
+def hang(d: NodeDraft, arg: str | None) -> None:
+    d.hang.add(arg or "nvidia-smi")
+
+
+def garbage(d: NodeDraft, arg: str | None) -> None:
+    d.garbage.add(arg or "nvidia-smi")
+
+
+def corrupt_xml(d: NodeDraft, arg: str | None) -> None:
+    d.truncate_xml = True
+
+
+FAULTS: dict[str, Fault] = {f.name: f for f in (
+    Fault("governor-powersave", "CPUs 8-15 on the powersave governor", governor_powersave),
+    Fault("nvme-rotational", "an NVMe disk reports rotational=1 (default nvme3n1)",
+          nvme_rotational, "device"),
+    Fault("clocks-unlocked", "a GPU's application SM clock at 1755 MHz, not the locked 1980 "
+          "(default gpu3)", clocks_unlocked, "gpuN"),
+    Fault("busbw-drop", "all_reduce busbw from 1 MiB up drops by PCT percent (default 20)",
+          busbw_drop, "PCT"),
+    Fault("nccl-wrong", "nccl-tests reports #wrong elements from 1 MiB up, run FAILED",
+          nccl_wrong),
+    Fault("nccl-fail", "nccl-tests aborts at CUDA init (the recorded 8x H100 failure)", nccl_fail),
+    Fault("nccl-truncated", "nccl-tests output cut off mid-table", nccl_truncated),
+    Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",
+          ib_rate_downgrade, "device"),
+    Fault("ib-symbol-errors", "an IB port with 4096 symbol errors (default mlx5_5)",
+          ib_symbol_errors, "device"),
+    Fault("ib-port-down", "an IB port DOWN/Polling (default mlx5_7)", ib_port_down, "device"),
+    Fault("hca-fw-old", "an HCA on firmware 28.36.1010 (default mlx5_6)", hca_fw_old, "device"),
+    Fault("xid", "real Xid CODE lines for gpu2 in the kernel log (79 also drops the GPU and "
+          "adds the recorded AER fatal lines)", xid, "CODE"),
+    Fault("ecc-dbe", "2 uncorrectable DRAM ECC errors and an Xid 48 (default gpu5)", ecc_dbe,
+          "gpuN"),
+    Fault("rowremap-pending", "a row remap pending and an Xid 63 (default gpu6)",
+          rowremap_pending, "gpuN"),
+    Fault("pcie-width-downgrade", "a GPU's PCIe link trained at x8 (default gpu1)",
+          pcie_width_downgrade, "gpuN"),
+    Fault("thermal-slowdown", "HW thermal slowdown active at 91 C (default gpu4)",
+          thermal_slowdown, "gpuN"),
+    Fault("power-brake", "HW power brake slowdown on all GPUs (the H100 output's recorded state)",
+          power_brake),
+    Fault("nvlink-down", "NVLink 7 of a GPU inactive (default gpu0)", nvlink_down, "gpuN"),
+    Fault("hang", "a tool hangs until killed (default nvidia-smi)", hang, "tool"),
+    Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", garbage, "tool"),
+    Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", corrupt_xml),
+)}
+
+
+def parse(spec: str) -> tuple[str, str | None]:
+    """'busbw-drop=20' -> ('busbw-drop', '20'); unknown names are a usage error."""
+    name, _, arg = spec.partition("=")
+    if name not in FAULTS:
+        raise ConfigError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
+    return name, (arg or None)
+
+
+def real_xid_line(fixtures: Path, code: int) -> str | None:
+    """The first recorded kernel log line carrying Xid `code`, if any fixture has one."""
+    pattern = re.compile(r"NVRM: Xid \(PCI:[0-9a-fA-F:]+\): %d," % code)
+    for path in sorted((fixtures / "05-kernel-log").glob("*")):
+        for line in path.read_text(errors="replace").splitlines():
+            if pattern.search(line):
+                return line
+    return None

@@ -1,0 +1,1 @@
+"""Renderers over the canonical results: `render(results) -> str`, no I/O."""

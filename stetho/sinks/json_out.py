@@ -1,0 +1,32 @@
+"""Results JSON: the canonical run record every other sink can be rebuilt from."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from stetho import __version__
+from stetho.results import RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, Result, counts, exit_code
+
+
+def document(results: list[Result], **meta: Any) -> dict[str, Any]:
+    return {
+        "schema": RESULTS_SCHEMA, "schema_version": RESULTS_SCHEMA_VERSION,
+        "stetho_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **meta,
+        "exit_code": exit_code(results), "counts": counts(results),
+        "results": [r.to_json() for r in results],
+    }
+
+
+def render(results: list[Result], **meta: Any) -> str:
+    return json.dumps(document(results, **meta), indent=1, default=str) + "\n"
+
+
+def load(text: str) -> list[Result]:
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+        raise ValueError("not a stetho results document")
+    return [Result.from_json(r) for r in data["results"]]

@@ -1,0 +1,62 @@
+"""How a check states its measurement and its verdict, apart.
+
+Checks get a `verdict` fixture. They record what they measured (`measure`), what they judged
+it on (`cite`), then pass by returning, or call `warn`, `fail` or `error`. A plain `assert` in
+a site's own check fails too; any other exception is an `error`, never a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+
+class CheckFailed(AssertionError):
+    """The node is measurably wrong: status `fail`."""
+
+
+class CheckError(Exception):
+    """The check could not decide: status `error`."""
+
+
+class Verdict:
+    def __init__(self) -> None:
+        self.status = "pass"
+        self.message = ""
+        self.value: Any = None
+        self.unit: str | None = None
+        self.expected: Any = None
+        self.threshold: Any = None
+        self.remediation: str | None = None
+        self.evidence: str | None = None
+        self.probe: str | None = None
+
+    def measure(self, value: Any, unit: str | None = None, *, expected: Any = None,
+                threshold: Any = None) -> None:
+        self.value, self.unit, self.expected, self.threshold = value, unit, expected, threshold
+
+    def cite(self, excerpt: str, probe: str) -> None:
+        """The evidence judged, as a short excerpt, and the probe that produced it."""
+        self.evidence = excerpt if len(excerpt) <= 2000 else excerpt[:1997] + "..."
+        self.probe = probe
+
+    def ok(self, message: str) -> None:
+        self.message = message
+
+    def warn(self, message: str, remediation: str | None = None) -> None:
+        """Record a warning and carry on; a later `fail` still wins."""
+        self.status = "warn"
+        self.message = message
+        if remediation:
+            self.remediation = remediation
+
+    def fail(self, message: str, remediation: str | None = None) -> NoReturn:
+        self.status = "fail"
+        self.message = message
+        if remediation:
+            self.remediation = remediation
+        raise CheckFailed(message)
+
+    def error(self, message: str) -> NoReturn:
+        self.status = "error"
+        self.message = message
+        raise CheckError(message)
