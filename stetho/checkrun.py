@@ -28,6 +28,14 @@ def check_dirs(extra: tuple[str, ...] = ()) -> list[Path]:
     return dirs
 
 
+#: pytest's built-in plugins a check run does without: reporting is stetho's, and each costs
+#: start-up or per-test time (logging handlers per test, a forced GC at exit, ...).
+_QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexception",
+                         "threadexception", "faulthandler", "doctest", "pastebin", "junitxml",
+                         "nose", "legacypath", "stepwise", "setuponly", "setupplan")
+          for x in ("-p", f"no:{name}")]
+
+
 class _Inject:
     """Hands the already-loaded bundles to the plugin's session state."""
 
@@ -56,7 +64,7 @@ def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
     import pytest
 
     args = [str(d) for d in check_dirs(extra_checks)]
-    args += ["-p", "no:cacheprovider", "-p", "no:terminal", "--rootdir",
+    args += [*_QUIET, "--continue-on-collection-errors", "--rootdir",
              str(shipped("checks")), "-c", os.devnull, "-W", "ignore::DeprecationWarning"]
     for e in evidence or []:
         args += ["--stetho-evidence", e]

@@ -52,13 +52,15 @@ def cli() -> None:
               help="Also run the site checks in this folder (repeatable).")
 @click.option("-k", "select", help="Only checks matching this pytest -k expression.")
 @click.option("-n", "--workers", help="Spread a replay over N processes (pytest-xdist; 'auto').")
-@click.option("--all/--problems", "show_all", default=True,
-              help="Show every row, or only fail/error/warn rows.")
+@click.option("--all", "show_all", is_flag=True,
+              help="A row for every check x subject (default: passes and skips of a check "
+              "are grouped per node).")
+@click.option("--problems", is_flag=True, help="Only fail, error and warn rows.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
 def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | None,
           profile_name: str | None, junit: str | None, json_out: str | None,
           evidence_out: str | None, extra_checks: tuple[str, ...], select: str | None,
-          workers: str | None, show_all: bool, quiet: bool) -> None:
+          workers: str | None, show_all: bool, problems: bool, quiet: bool) -> None:
     """Run the health checks on this node (or a simulated one), or replay saved evidence."""
     from stetho import checkrun
     from stetho.evidence.bundle import Bundle
@@ -76,6 +78,12 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         if evidence_out:
             bundle.save(Path(evidence_out))
         bundles = [bundle]
+    elif not workers:
+        from stetho.evidence.bundle import find_bundles, load
+
+        # Loaded here, not inside pytest, so an unreadable bundle is one clear error (exit 3).
+        bundles = [load(p) for e in evidence for p in find_bundles(Path(e))]
+        evidence = ()
     else:
         from stetho.evidence.bundle import find_bundles
 
@@ -83,11 +91,11 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
             find_bundles(Path(e))  # fail early, exit 3, with the path in the message
     results = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
                            extra_checks=extra_checks, select=select, workers=workers)
-    _emit(results, junit, json_out, show_all=show_all, quiet=quiet)
+    _emit(results, junit, json_out, show_all=show_all, problems=problems, quiet=quiet)
 
 
 def _emit(results: list[Any], junit: str | None, json_out: str | None, *, show_all: bool,
-          quiet: bool) -> None:
+          problems: bool, quiet: bool) -> None:
     from stetho.results import exit_code
     from stetho.sinks import json_out as json_sink
     from stetho.sinks import table
@@ -103,10 +111,10 @@ def _emit(results: list[Any], junit: str | None, json_out: str | None, *, show_a
     if quiet:
         click.echo(table.summary(results))
     else:
-        show = ("fail", "error", "warn", "skip", "pass") if show_all else ("fail", "error", "warn")
+        show = ("fail", "error", "warn") if problems else table.ALL
         width = max(100, min(220, _terminal_width()))
-        click.echo(table.render(results, width=width, color=sys.stdout.isatty(), show=show),
-                   nl=False)
+        click.echo(table.render(results, width=width, color=sys.stdout.isatty(), show=show,
+                                group_ok=not show_all), nl=False)
     sys.exit(exit_code(results))
 
 

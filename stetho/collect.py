@@ -38,7 +38,10 @@ def sim_environment(sim: str) -> tuple[Environment, str]:
         raise ConfigError(f"--sim {sim}: not a simulated node folder (no sysroot/ and bin/); "
                           f"build one with `stetho sim build`")
     path = str((folder / "bin").resolve()) + os.pathsep + os.environ.get("PATH", os.defpath)
-    return Environment(sysroot=str((folder / "sysroot").resolve()), path=path), folder.name
+    from stetho.evidence.runner import timeout_cap_from_env
+
+    return Environment(sysroot=str((folder / "sysroot").resolve()), path=path,
+                       timeout_cap=timeout_cap_from_env()), folder.name
 
 
 def collect_local(profile: str | None = None, sim: str | None = None,

@@ -48,7 +48,7 @@ class State:
             self.results.append(Result(
                 node="*", check=os.path.basename(report.nodeid) or "checks", subject="",
                 status="error", message="check file could not be loaded: "
-                + (lines[-1] if lines else "unknown error")))
+                + (lines[-1].removeprefix("E").strip() if lines else "unknown error")))
 
     def nodes(self) -> list[Any]:
         if self._nodes is None:
@@ -142,9 +142,27 @@ def _collect_local(config: pytest.Config, profile: str | None) -> Any:
                                  node=config.getoption("stetho_node"))
 
 
+def _active(metafunc: pytest.Metafunc) -> bool:
+    """The plugin parametrizes only checks: tests under a folder whose conftest.py says
+    `stetho_checks = True`, or any test when stetho was asked for explicitly (its options, or
+    `stetho check`). Other pytest suites in the same environment are left alone."""
+    config = metafunc.config
+    st = state(config)
+    if st.bundles is not None or any(config.getoption(o, None) for o in (
+            "stetho_evidence", "stetho_sim", "stetho_node", "stetho_profile")):
+        return True
+    path = Path(str(metafunc.definition.path)).resolve()
+    for plugin in config.pluginmanager.get_plugins():
+        if getattr(plugin, "stetho_checks", False) is True and hasattr(plugin, "__file__"):
+            folder = Path(plugin.__file__).resolve().parent
+            if folder == path.parent or folder in path.parents:
+                return True
+    return False
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kinds = [k for k in KINDS if k in metafunc.fixturenames]
-    if not kinds:
+    if not kinds or not _active(metafunc):
         return
     if len(kinds) > 1:
         raise pytest.UsageError(f"{metafunc.function.__name__} asks for several subjects "

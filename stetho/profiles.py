@@ -126,8 +126,15 @@ def find(name: str) -> Path:
 
 
 def load(name: str = DEFAULT_PROFILE) -> Profile:
-    docs = _chain(find(name), seen=())
-    return _build(docs)
+    """Load (once per process: collection and the checks share it) and validate a profile."""
+    path = find(name)
+    key = (str(path.resolve()), path.stat().st_mtime_ns)
+    if key not in _LOADED:
+        _LOADED[key] = _build(_chain(path, seen=()))
+    return _LOADED[key]
+
+
+_LOADED: dict[tuple[str, int], Profile] = {}
 
 
 def _chain(path: Path, seen: tuple[Path, ...]) -> list[yamlconf.Doc]:

@@ -76,10 +76,14 @@ def loads(text: str, file: str) -> Doc:
     try:
         node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{file}:{line}: invalid YAML: {problem}") from None
+        context = getattr(exc, "context", None)
+        end = getattr(exc, "problem_mark", None)
+        where = f" (at line {end.line + 1})" if end is not None and end.line + 1 != line else ""
+        raise ConfigError(f"{file}:{line}: invalid YAML: "
+                          f"{context + ': ' if context else ''}{problem}{where}") from None
     lines: dict[Path_, int] = {}
     data = _convert(node, (), lines, file, yaml.SafeLoader("")) if node is not None else {}
     return Doc(file, data, lines)

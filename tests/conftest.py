@@ -22,3 +22,78 @@ def real_ids(paths: list[Path]) -> list[str]:
 @pytest.fixture(scope="session")
 def real_dir() -> Path:
     return REAL
+
+
+# -- simulated nodes carrying one fault each, checked once per test session --------------------
+
+#: node name -> faults. Every check has at least one node here on which it must fail.
+FAULT_NODES: dict[str, list[str]] = {
+    "healthy": [],
+    "governor": ["governor-powersave"],
+    "rotational": ["nvme-rotational"],
+    "clocks": ["clocks-unlocked"],
+    "busbw": ["busbw-drop=20"],
+    "ncclwrong": ["nccl-wrong"],
+    "ncclfail": ["nccl-fail"],
+    "nccltrunc": ["nccl-truncated"],
+    "ibrate": ["ib-rate-downgrade"],
+    "ibsymbol": ["ib-symbol-errors"],
+    "ibdown": ["ib-port-down"],
+    "hcafw": ["hca-fw-old"],
+    "xid79": ["xid=79"],
+    "xid13": ["xid=13"],
+    "xid48": ["xid=48"],
+    "eccdbe": ["ecc-dbe"],
+    "rowremap": ["rowremap-pending"],
+    "pciewidth": ["pcie-width-downgrade"],
+    "thermal": ["thermal-slowdown"],
+    "powerbrake": ["power-brake"],
+    "nvlink": ["nvlink-down"],
+    "garbage": ["garbage=nvidia-smi"],
+    "badxml": ["corrupt-xml"],
+    "hang": ["hang=lspci"],
+}
+
+
+@pytest.fixture(scope="session")
+def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from stetho.sim.builder import build_node
+
+    root = tmp_path_factory.mktemp("faultsim")
+    for name, faults in FAULT_NODES.items():
+        build_node(root / name, name, faults)
+    return root
+
+
+@pytest.fixture(scope="session")
+def fault_bundles(fault_cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each fault node's evidence, collected for real through the sim's shims and sysroot."""
+    from dataclasses import replace
+
+    from stetho import collect, profiles
+
+    out = tmp_path_factory.mktemp("faultbundles")
+    prof = profiles.load("h100-sxm-8gpu")
+    for name in FAULT_NODES:
+        env, node = collect.sim_environment(str(fault_cluster / name))
+        bundle = collect.collect(prof, replace(env, timeout_cap=1.0), node)
+        bundle.save(out / f"{name}.json")
+    return out
+
+
+@pytest.fixture(scope="session")
+def fault_results(fault_bundles: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The whole fault cluster checked once, through the real CLI in a subprocess."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("faultresults") / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--evidence",
+                           str(fault_bundles), "--json", str(out), "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (1, 3), proc.stderr
+    by_node: dict[str, list] = {}
+    for r in json.loads(out.read_text())["results"]:
+        by_node.setdefault(r["node"], []).append(r)
+    return by_node

@@ -1,4 +1,5 @@
-"""The Xid catalog: every code a check relies on is there, with the severities technicians expect."""
+"""The Xid catalog: every code a check relies on is there, with the severities technicians
+expect."""
 
 from __future__ import annotations
 

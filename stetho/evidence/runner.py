@@ -21,17 +21,33 @@ from stetho.evidence.probes import Probe
 
 @dataclass(frozen=True)
 class Environment:
-    """Where probes look: file reads under `sysroot`, commands on `path`."""
+    """Where probes look: file reads under `sysroot`, commands on `path`. `timeout_cap`
+    (STETHO_PROBE_TIMEOUT) caps every probe's timeout, e.g. for a quick pre-job gate."""
 
     sysroot: str = "/"
     path: str = os.defpath
+    timeout_cap: float | None = None
 
     @classmethod
     def from_os(cls, sysroot: str | None = None, path: str | None = None) -> Environment:
         return cls(
             sysroot=sysroot or os.environ.get("STETHO_SYSROOT") or "/",
             path=path or os.environ.get("PATH") or os.defpath,
+            timeout_cap=timeout_cap_from_env(),
         )
+
+
+def timeout_cap_from_env() -> float | None:
+    raw = os.environ.get("STETHO_PROBE_TIMEOUT")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        from stetho.errors import ConfigError
+
+        raise ConfigError(f"STETHO_PROBE_TIMEOUT={raw!r}: expected seconds") from None
+    return value if value > 0 else None
 
 
 def run_all(probes: tuple[Probe, ...], env: Environment,
@@ -72,9 +88,10 @@ def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment) -> Probe
         return ProbeRecord(probe.name, "command", "denied", argv=argv, reason=str(exc))
     except OSError as exc:
         return ProbeRecord(probe.name, "command", "error", argv=argv, reason=str(exc))
+    timeout = min(probe.timeout_s, env.timeout_cap or probe.timeout_s)
     timed_out = False
     try:
-        out, err = proc.communicate(timeout=probe.timeout_s)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
@@ -85,7 +102,7 @@ def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment) -> Probe
     if timed_out:
         return ProbeRecord(probe.name, "command", "timeout", argv=argv, rc=None, stdout=stdout,
                            stderr=stderr, duration_s=duration, binary=binary_out,
-                           reason=f"killed after its {probe.timeout_s:g} s timeout")
+                           reason=f"hung: killed after its {timeout:g} s timeout")
     status = "ok" if proc.returncode == 0 else "failed"
     reason = "" if status == "ok" else f"exited {proc.returncode}: {_first_line(stderr)}"
     if status == "failed" and _is_permission_error(stderr):

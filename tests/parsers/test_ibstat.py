@@ -147,7 +147,8 @@ def test_single_port_form_and_unknown_states() -> None:
 
 
 def test_switch_node_type() -> None:
-    text = "Switch 'sw0'\n\tSwitch type: MT54000\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Armed\n"
+    text = ("Switch 'sw0'\n\tSwitch type: MT54000\n\tNumber of ports: 1\n\tPort 1:\n"
+            "\t\tState: Armed\n")
     (ca,) = ibstat.parse(text).cas
     assert (ca.node_type, ca.ca_type, ca.ports[0].state, ca.ports[0].state_code) == (
         "Switch", "MT54000", "ARMED", 3)

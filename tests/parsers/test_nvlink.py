@@ -124,7 +124,8 @@ def test_errors_nonzero_and_na_hand_written() -> None:
 # --- garbage -----------------------------------------------------------------------------------
 
 PARSERS: list[Callable[[str | bytes], object]] = [parse_status, parse_errors]
-TOOLS: dict[Callable[[str | bytes], object], str] = {parse_status: "nvidia-smi nvlink -s", parse_errors: "nvidia-smi nvlink -e"}
+TOOLS: dict[Callable[[str | bytes], object], str] = {
+    parse_status: "nvidia-smi nvlink -s", parse_errors: "nvidia-smi nvlink -e"}
 
 
 @pytest.mark.parametrize("parser", PARSERS, ids=["status", "errors"])

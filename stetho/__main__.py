@@ -1,0 +1,5 @@
+"""`python -m stetho` runs the CLI."""
+
+from stetho.cli import main
+
+main()

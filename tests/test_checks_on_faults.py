@@ -1,0 +1,183 @@
+"""Every check passes on a healthy simulated node and fails, naming the right subject and a
+remediation, on the node carrying its fault. One check run covers the whole fault cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import FAULT_NODES
+
+pytestmark = pytest.mark.xdist_group("faultsim")
+
+
+def _rows(results, node, check, status=None, subject=None):
+    return [r for r in results[node] if r["check"] == check
+            and (status is None or r["status"] == status)
+            and (subject is None or r["subject"] == subject)]
+
+
+def _one(results, node, check, subject=""):
+    rows = _rows(results, node, check, subject=subject)
+    assert len(rows) == 1, f"{node} {check} {subject}: {rows}"
+    return rows[0]
+
+
+def test_every_fault_node_was_checked(fault_results):
+    assert set(fault_results) == set(FAULT_NODES)
+
+
+def test_healthy_node_passes_everything(fault_results):
+    bad = [r for r in fault_results["healthy"] if r["status"] in ("fail", "error", "warn")]
+    assert bad == []
+    checks = {r["check"] for r in fault_results["healthy"] if r["status"] == "pass"}
+    assert checks >= {"gpu_count", "gpu_clocks", "gpu_throttle", "gpu_temperature", "gpu_ecc",
+                      "gpu_xid", "gpu_bus_loss", "gpu_nvlink", "pcie_link", "pcie_aer",
+                      "cpu_governor", "disk_rotational", "versions", "ib_port_state",
+                      "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw"}
+
+
+@pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
+def test_every_fault_is_caught(fault_results, node):
+    statuses = {r["status"] for r in fault_results[node]}
+    assert statuses & {"fail", "error", "warn"}, f"{node} ({FAULT_NODES[node]}) looks healthy"
+
+
+def test_governor(fault_results):
+    r = _one(fault_results, "governor", "cpu_governor")
+    assert r["status"] == "fail"
+    assert "cpu 8-15" in r["message"] and "powersave" in r["message"]
+    assert "cpupower frequency-set -g performance" in r["remediation"]
+
+
+def test_rotational(fault_results):
+    r = _one(fault_results, "rotational", "disk_rotational", "nvme3n1")
+    assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
+    assert "queue/rotational" in r["remediation"] and "udev" in r["remediation"]
+    others = _rows(fault_results, "rotational", "disk_rotational", "pass")
+    assert len(others) == 7
+
+
+def test_clocks(fault_results):
+    r = _one(fault_results, "clocks", "gpu_clocks", "gpu3")
+    assert r["status"] == "fail" and "SM 1755 MHz" in r["message"]
+    assert "nvidia-smi -i 3 -lgc 1980,1980" in r["remediation"]
+    assert len(_rows(fault_results, "clocks", "gpu_clocks", "pass")) == 7
+
+
+def test_busbw_drop(fault_results):
+    rows = _rows(fault_results, "busbw", "nccl_busbw")
+    assert rows and all(r["status"] == "fail" for r in rows)
+    big = _one(fault_results, "busbw", "nccl_busbw", "allreduce@8GiB")
+    assert 370 < big["value"] < 395 and "below the baseline 479" in big["message"]
+
+
+def test_nccl_wrong_is_data_corruption(fault_results):
+    r = _one(fault_results, "ncclwrong", "nccl_run")
+    assert r["status"] == "fail" and "wrong elements" in r["message"]
+    assert "corruption" in r["message"]
+
+
+def test_nccl_failed_run_is_an_error(fault_results):
+    r = _one(fault_results, "ncclfail", "nccl_run")
+    assert r["status"] == "error" and "system not yet initialized" in r["message"]
+    assert all(x["status"] == "error" for x in _rows(fault_results, "ncclfail", "nccl_busbw"))
+
+
+def test_nccl_truncated_is_an_error_not_a_pass(fault_results):
+    assert _one(fault_results, "nccltrunc", "nccl_run")["status"] == "error"
+    statuses = {r["status"] for r in _rows(fault_results, "nccltrunc", "nccl_busbw")}
+    assert statuses == {"error"}
+
+
+def test_ib_rate(fault_results):
+    r = _one(fault_results, "ibrate", "ib_port_state", "mlx5_4:1")
+    assert r["status"] == "fail" and "200 Gb/s" in r["message"] and "400" in r["message"]
+    assert "mlxlink -d mlx5_4" in r["remediation"]
+
+
+def test_ib_symbol_errors(fault_results):
+    r = _one(fault_results, "ibsymbol", "ib_counters", "mlx5_5:1")
+    assert r["status"] == "fail" and "SymbolErrorCounter=4096" in r["message"]
+    assert "cable" in r["remediation"]
+
+
+def test_ib_port_down(fault_results):
+    assert _one(fault_results, "ibdown", "ib_port_state", "mlx5_7:1")["status"] == "fail"
+    count = _one(fault_results, "ibdown", "ib_port_count")
+    assert count["status"] == "fail" and count["value"] == 7
+
+
+def test_hca_firmware(fault_results):
+    r = _one(fault_results, "hcafw", "versions", "hca_firmware")
+    assert r["status"] == "fail" and "28.36.1010 < 28.39.1002" in r["message"]
+    assert "mlxfwmanager" in r["remediation"]
+
+
+def test_xid79_gpu_off_the_bus(fault_results):
+    loss = _one(fault_results, "xid79", "gpu_bus_loss")
+    assert loss["status"] == "fail" and "0000:4c:00" in loss["message"]
+    assert _one(fault_results, "xid79", "gpu_count")["value"] == 7
+    aer = _one(fault_results, "xid79", "pcie_aer")
+    assert aer["status"] == "fail" and "Surprise Down Error" in aer["message"]
+
+
+def test_xid13_application_error_warns(fault_results):
+    r = _one(fault_results, "xid13", "gpu_xid", "gpu2")
+    assert r["status"] == "warn" and "Xid 13" in r["message"]
+
+
+def test_xid48_fails_with_the_catalog_action(fault_results):
+    r = _one(fault_results, "xid48", "gpu_xid", "gpu2")
+    assert r["status"] == "fail" and "Xid 48" in r["message"]
+    assert r["remediation"].startswith("Xid 48:")
+
+
+def test_ecc_dbe(fault_results):
+    r = _one(fault_results, "eccdbe", "gpu_ecc", "gpu5")
+    assert r["status"] == "fail" and "2 uncorrectable ECC errors" in r["message"]
+    assert _one(fault_results, "eccdbe", "gpu_xid", "gpu5")["status"] == "fail"
+
+
+def test_rowremap_pending(fault_results):
+    r = _one(fault_results, "rowremap", "gpu_ecc", "gpu6")
+    assert r["status"] == "fail" and "pending" in r["message"]
+    assert "nvidia-smi -r -i 6" in r["remediation"]
+
+
+def test_pcie_width(fault_results):
+    r = _one(fault_results, "pciewidth", "pcie_link", "gpu1")
+    assert r["status"] == "fail" and "x8" in r["message"]
+
+
+def test_thermal(fault_results):
+    assert _one(fault_results, "thermal", "gpu_throttle", "gpu4")["status"] == "fail"
+    t = _one(fault_results, "thermal", "gpu_temperature", "gpu4")
+    assert t["status"] == "fail" and t["value"] == 91
+
+
+def test_power_brake_on_every_gpu(fault_results):
+    rows = _rows(fault_results, "powerbrake", "gpu_throttle")
+    assert len(rows) == 8 and all(r["status"] == "fail" for r in rows)
+    assert "power brake" in rows[0]["message"]
+
+
+def test_nvlink_down(fault_results):
+    r = _one(fault_results, "nvlink", "gpu_nvlink", "gpu0")
+    assert r["status"] == "fail" and "17 of 18" in r["message"]
+
+
+@pytest.mark.parametrize("node", ["garbage", "badxml"])
+def test_unparsable_gpu_output_is_an_error_naming_the_probe(fault_results, node):
+    rows = [r for r in fault_results[node] if r["check"].startswith("gpu_")
+            and r["check"] != "gpu_bus_loss"]
+    assert rows and all(r["status"] == "error" for r in rows)
+    assert all("nvidia-smi" in r["message"] for r in rows)
+    others = [r for r in fault_results[node] if r["check"] == "cpu_governor"]
+    assert others[0]["status"] == "pass"  # the other checks still ran
+
+
+def test_hung_probe_is_killed_and_reported(fault_results):
+    rows = _rows(fault_results, "hang", "pcie_link")
+    assert len(rows) == 1 and rows[0]["status"] == "error"
+    assert "timeout" in rows[0]["message"] and "lspci" in rows[0]["message"]
+    assert _one(fault_results, "hang", "gpu_count")["status"] == "pass"

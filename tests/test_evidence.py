@@ -1,0 +1,169 @@
+"""The probe runner with real processes: missing tools, hangs, denials, binary output."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from stetho.evidence import bundle as B
+from stetho.evidence.probes import BASE_PROBES, Probe
+from stetho.evidence.runner import Environment, run, run_all
+
+
+def _tool(folder: Path, name: str, script: str, mode: int = 0o755) -> None:
+    p = folder / name
+    p.write_text("#!/bin/sh\n" + script + "\n")
+    p.chmod(mode)
+
+
+@pytest.fixture
+def bindir(tmp_path):
+    d = tmp_path / "bin"
+    d.mkdir()
+    return d
+
+
+def test_command_ok_records_everything(bindir):
+    _tool(bindir, "hello", 'echo "out $*"; echo err >&2')
+    rec = run(Probe("h", ("hello", "a", "b")), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert (rec.status, rec.rc, rec.stdout, rec.stderr) == ("ok", 0, "out a b\n", "err\n")
+    assert rec.argv == ("hello", "a", "b") and rec.duration_s >= 0
+
+
+def test_missing_tool(bindir):
+    rec = run(Probe("x", ("no-such-tool",)), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert rec.status == "missing" and "no-such-tool not found on PATH" in rec.reason
+
+
+def test_hang_is_killed_at_its_timeout_with_its_children(bindir):
+    _tool(bindir, "hangs", "sleep 30 & sleep 30")
+    start = time.monotonic()
+    rec = run(Probe("h", ("hangs",), timeout_s=0.5), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert time.monotonic() - start < 5
+    assert rec.status == "timeout" and "0.5 s timeout" in rec.reason
+
+
+def test_timeout_cap_from_environment(bindir):
+    _tool(bindir, "hangs", "sleep 30")
+    rec = run(Probe("h", ("hangs",), timeout_s=60), Environment(path=f"{bindir}:/usr/bin:/bin",
+                                                                 timeout_cap=0.3))
+    assert rec.status == "timeout"
+
+
+def test_not_executable_is_denied(bindir):
+    # shutil.which skips non-executable files, so the tool is missing, never a crash
+    _tool(bindir, "locked", "echo hi", mode=0o644)
+    rec = run(Probe("l", ("locked",)), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert rec.status in ("missing", "denied")
+
+
+def test_permission_message_is_denied(bindir):
+    _tool(bindir, "dmesg", 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2;'
+          " exit 1")
+    _tool(bindir, "journalctl", "exit 1")
+    rec = run(Probe("k", ("dmesg",), fallbacks=(("journalctl", "-k"),)),
+              Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert rec.status in ("denied", "failed")
+
+
+def test_fallback_used_when_first_is_refused(bindir):
+    _tool(bindir, "dmesg", "echo 'Operation not permitted' >&2; exit 1")
+    _tool(bindir, "journalctl", "echo 'Jul 31 kernel: hello'")
+    rec = run(Probe("k", ("dmesg",), fallbacks=(("journalctl", "-k"),)),
+              Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert rec.status == "ok" and rec.argv[0] == "journalctl"
+
+
+def test_nonzero_exit_keeps_partial_output(bindir):
+    _tool(bindir, "ibstat", "echo \"CA 'mlx5_0'\"; echo 'ibpanic: boom' >&2; exit 255")
+    rec = run(Probe("ibstat", ("ibstat",)), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert rec.status == "failed" and rec.rc == 255 and "mlx5_0" in rec.stdout
+
+
+def test_binary_output_is_flagged(bindir):
+    _tool(bindir, "bin", "printf '\\377\\376\\000garbage'")
+    rec = run(Probe("b", ("bin",)), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert rec.binary
+
+
+def test_files_under_sysroot(tmp_path):
+    root = tmp_path / "root"
+    for cpu, gov in ((0, "performance"), (1, "powersave")):
+        p = root / f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+        p.parent.mkdir(parents=True)
+        p.write_text(gov + "\n")
+    probe = Probe("g", globs=("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor",))
+    rec = run(probe, Environment(sysroot=str(root)))
+    assert rec.status == "ok"
+    assert rec.files == {"/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor": "performance\n",
+                         "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor": "powersave\n"}
+
+
+def test_files_absent_and_denied(tmp_path):
+    absent = run(Probe("ib", globs=("/sys/class/infiniband/*/fw_ver",)),
+                 Environment(sysroot=str(tmp_path)))
+    assert absent.status == "absent"
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their mode")
+    p = tmp_path / "secret"
+    p.write_text("x")
+    p.chmod(0)
+    denied = run(Probe("s", globs=("/secret",)), Environment(sysroot=str(tmp_path)))
+    assert denied.status == "denied"
+
+
+def test_run_all_is_concurrent(bindir):
+    _tool(bindir, "slow", "sleep 0.4; echo done")
+    probes = tuple(Probe(f"p{i}", ("slow",)) for i in range(6))
+    start = time.monotonic()
+    records = run_all(probes, Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert time.monotonic() - start < 2.0
+    assert list(records) == [f"p{i}" for i in range(6)]
+
+
+def test_every_base_probe_has_a_unique_name():
+    names = [p.name for p in BASE_PROBES]
+    assert len(names) == len(set(names))
+    assert all(bool(p.argv) != bool(p.globs) for p in BASE_PROBES)
+
+
+def _bundle(**kw):
+    rec = B.ProbeRecord("nvidia_smi", "command", "ok", argv=("nvidia-smi",), stdout="x")
+    return B.Bundle(node="n1", collected_at="2026-01-01T00:00:00+00:00", stetho_version="0",
+                    profile="generic", probes={"nvidia_smi": rec}, **kw)
+
+
+def test_bundle_round_trip(tmp_path):
+    b = _bundle()
+    b.save(tmp_path / "b.json")
+    assert B.load(tmp_path / "b.json") == b
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_bundle_from_a_newer_stetho_is_refused(tmp_path):
+    data = _bundle().to_json()
+    data["schema_version"] = B.SCHEMA_VERSION + 1
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    with pytest.raises(B.BundleError, match="newer than this stetho"):
+        B.load(tmp_path / "b.json")
+
+
+def test_not_a_bundle(tmp_path):
+    (tmp_path / "b.json").write_text('{"hello": 1}')
+    with pytest.raises(B.BundleError, match="not a stetho evidence bundle"):
+        B.load(tmp_path / "b.json")
+
+
+def test_find_bundles_in_a_run_folder(tmp_path):
+    _bundle().save(tmp_path / "a" / "n1.json")
+    (tmp_path / "a" / "results.json").write_text('{"schema": "stetho.results"}')
+    assert [p.name for p in B.find_bundles(tmp_path)] == ["n1.json"]
+    with pytest.raises(B.BundleError, match="not a stetho evidence bundle"):
+        B.load(tmp_path / "a" / "results.json")
+    with pytest.raises(B.BundleError, match="no evidence bundles found"):
+        B.find_bundles(tmp_path / "a" / "empty") if (tmp_path / "a" / "empty").mkdir() \
+            is None else None

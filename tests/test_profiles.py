@@ -1,0 +1,100 @@
+"""Profiles: the shipped ones load; malformed ones name file and line; versions order right."""
+
+from __future__ import annotations
+
+import pytest
+
+from stetho import profiles
+from stetho.errors import ConfigError
+from stetho.versioning import Version
+
+
+def test_generic_declares_no_hardware():
+    p = profiles.load("generic")
+    assert p.gpu.count is None and p.gpu.clocks is None and p.host.governor is None
+    assert p.ib.ports is None and p.versions == {} and not p.nccl.enabled
+    assert p.ib.counter_max["SymbolErrorCounter"] == 10
+
+
+def test_h100_profile():
+    p = profiles.load("h100-sxm-8gpu")
+    assert p.gpu.count == 8 and p.gpu.clocks.sm_mhz == 1980 and p.gpu.clocks.mem_mhz == 2619
+    assert p.host.governor == "performance" and p.host.rotational_devices == ("nvme*",)
+    assert p.ib.ports == 8 and p.ib.rate_gbps == 400.0 and p.ib.state == "ACTIVE"
+    assert p.ib.counter_max["PortXmitDiscards"] == 1000  # inherited from generic
+    assert p.versions["hca_firmware"].minimum == "28.39.1002"
+    assert p.nccl.run and p.nccl.argv[:3] == ("all_reduce_perf", "-b", "8")
+    assert p.nccl.min_size_bytes == 64 << 20 and p.nccl.tolerance_pct == 5.0
+    assert p.nccl.baseline.busbw_gbps[8 << 30] == 479.0
+    assert p.nccl.baseline.measured_with == {"driver": "535.161.08", "cuda": "12.2",
+                                             "nccl": "2.21.5"}
+    assert "460 GB/s" in p.nccl.baseline.source
+
+
+def _write(tmp_path, text, name="site.yml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text, line, needle", [
+    ("profile: x\ngpu:\n  count: eight\n", 3, "gpu.count must be an integer"),
+    ("profile: x\ngpu:\n  cloks: {}\n", 3, "unknown key gpu.cloks"),
+    ("profile: x\nextends: generic\nib:\n  counter_max:\n    SymbolErrorCounter: -1\n", 5,
+     "must not be negative"),
+    ("profile: x\nversions:\n  driver: {min: banana}\n", 3, "'banana' is not a version"),
+    ("profile: x\nversions:\n  firmware: {min: '1.0'}\n", 3, "unknown version component"),
+    ("profile: x\nnccl:\n  min_size: huge\n", 3, "not a message size"),
+    ("profile: x\nnccl:\n  run: true\n", 3, "nccl.argv is empty"),
+    ("profile: x\ngpu: [1, 2\n", 2, "invalid YAML"),
+    ("profile: x\nprofile: y\n", 2, "duplicate key"),
+    ("gpu: {}\n", 1, "missing required key profile"),
+    ("profile: x\nextends: nope\n", None, "unknown profile 'nope'"),
+])
+def test_malformed_profiles_name_file_and_line(tmp_path, text, line, needle):
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        profiles.load(path)
+    assert needle in str(err.value)
+    if line is not None:
+        assert f"{path}:{line}:" in str(err.value)
+
+
+def test_error_in_parent_profile_points_at_the_parent(tmp_path, monkeypatch):
+    _write(tmp_path, "profile: base\ngpu:\n  temperature:\n    warn_c: hot\n", "base.yml")
+    child = _write(tmp_path, "profile: child\nextends: base\nhost: {governor: performance}\n")
+    monkeypatch.setenv("STETHO_BASELINES", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"base\.yml:4: gpu\.temperature\.warn_c"):
+        profiles.load(child)
+
+
+def test_extends_loop(tmp_path, monkeypatch):
+    _write(tmp_path, "profile: a\nextends: b\n", "a.yml")
+    _write(tmp_path, "profile: b\nextends: a\n", "b.yml")
+    monkeypatch.setenv("STETHO_BASELINES", str(tmp_path))
+    with pytest.raises(ConfigError, match="loop"):
+        profiles.load("a")
+
+
+def test_site_profile_overrides_a_key(tmp_path, monkeypatch):
+    _write(tmp_path, "profile: mine\nextends: h100-sxm-8gpu\ngpu:\n  count: 4\n", "mine.yml")
+    monkeypatch.setenv("STETHO_BASELINES", str(tmp_path))
+    p = profiles.load("mine")
+    assert p.gpu.count == 4 and p.gpu.clocks.sm_mhz == 1980 and p.ib.ports == 8
+
+
+@pytest.mark.parametrize("a, b, expect", [
+    ("535.161.08", "535.54.03", 1), ("28.41.1000", "28.39.1002", 1), ("12.2", "12.10", -1),
+    ("96.00.74.00.0D", "96.00.74.00.0A", 1), ("96.00.74.00.0D", "96.00.74.00.1A", -1),
+    ("2.21.5+cuda12.4", "2.21.5", 0), ("5.15.0-105-generic", "5.15.0-91-generic", 1),
+    ("1.2", "1.2.1", -1), ("24.04-0.6.6.0", "23.10-1.1.9.0", 1), ("v2.18.3", "2.18.3", 0),
+])
+def test_version_ordering_is_not_string_ordering(a, b, expect):
+    got = (Version(a) > Version(b)) - (Version(a) < Version(b))
+    assert got == expect
+
+
+@pytest.mark.parametrize("bad", ["", "N/A", "abc"])
+def test_not_a_version(bad):
+    with pytest.raises(ValueError):
+        Version(bad)

@@ -1,0 +1,76 @@
+"""Renderers over the canonical results: exact JUnit structure, table grouping, JSON."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from stetho.results import Result, exit_code, ordered
+from stetho.sinks import json_out, junit, table
+
+R = [
+    Result("n1", "gpu_clocks", "gpu0", "pass", "clocks locked", "SM 1980 / mem 2619", "MHz",
+           "SM 1980 / mem 2619 MHz", "±15 MHz"),
+    Result("n1", "gpu_clocks", "gpu1", "fail", "clocks not locked: SM 1755 MHz", "SM 1755",
+           "MHz", "SM 1980", remediation="nvidia-smi -i 1 -lgc 1980,1980",
+           evidence="applications clocks graphics=1755", probe="nvidia-smi -q -x"),
+    Result("n2", "cpu_governor", "", "skip", "cpufreq is not exposed"),
+    Result("n2", "versions", "driver", "error", "driver version unknown: nvidia-smi missing"),
+    Result("n2", "gpu_temperature", "gpu0", "warn", "GPU at 84 C", 84.0, "C"),
+]
+
+
+def test_exit_codes():
+    assert exit_code(R) == 1
+    assert exit_code([r for r in R if r.status != "fail"]) == 3
+    assert exit_code([r for r in R if r.status in ("pass", "warn", "skip")]) == 0
+
+
+def test_order_is_failures_first():
+    assert [r.status for r in ordered(R)] == ["fail", "error", "warn", "skip", "pass"]
+
+
+def test_junit_suite_per_node_case_per_result():
+    root = ET.fromstring(junit.render(R))
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {"n1", "n2"}
+    assert suites["n1"].get("tests") == "2" and suites["n1"].get("failures") == "1"
+    assert suites["n2"].get("errors") == "1" and suites["n2"].get("skipped") == "1"
+    fail = next(c for c in root.iter("testcase") if c.get("name") == "gpu_clocks[n1/gpu1]")
+    assert fail.get("classname") == "stetho.gpu_clocks"
+    f = fail.find("failure")
+    assert f.get("message") == "clocks not locked: SM 1755 MHz"
+    assert "remediation: nvidia-smi -i 1 -lgc 1980,1980" in f.text
+    props = {p.get("name"): p.get("value") for p in fail.find("properties")}
+    assert props == {"status": "fail", "node": "n1", "subject": "gpu1", "value": "SM 1755",
+                     "unit": "MHz", "expected": "SM 1980",
+                     "remediation": "nvidia-smi -i 1 -lgc 1980,1980", "probe": "nvidia-smi -q -x"}
+    assert fail.find("system-out").text == "applications clocks graphics=1755"
+    skip = next(c for c in root.iter("testcase") if c.get("name") == "cpu_governor[n2]")
+    assert skip.find("skipped").get("message") == "cpufreq is not exposed"
+
+
+def test_json_round_trip():
+    text = json_out.render(R, command="check")
+    doc = json.loads(text)
+    assert doc["exit_code"] == 1 and doc["counts"]["fail"] == 1 and doc["command"] == "check"
+    assert json_out.load(text) == R
+
+
+def test_table_groups_passes_and_keeps_problems():
+    many = [Result("n1", "gpu_ecc", f"gpu{i}", "pass", "ok") for i in range(8)] + R
+    rows = table.rows(many)
+    assert rows[0].status == "fail" and rows[0].subject == "gpu1"
+    grouped = [r for r in rows if r.check == "gpu_ecc"]
+    assert len(grouped) == 1 and grouped[0].subject == "gpu0..gpu7 (8)"
+    assert len(table.rows(many, group_ok=False)) == len(many)
+    text = table.render(many, width=160)
+    assert "FAIL" in text and "nvidia-smi -i 1 -lgc 1980,1980" in text
+    assert text.rstrip().endswith("1 fail, 1 error, 1 warn, 1 skip, 9 pass")
+    only = table.render(many, show=("fail", "error", "warn"))
+    assert "gpu_ecc" not in only and "(10 not shown)" in only
+
+
+def test_table_shows_markup_literally():
+    r = [Result("n1", "x", "", "fail", "[bold]not markup[/bold]")]
+    assert "[bold]not markup" in table.render(r)
