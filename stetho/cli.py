@@ -126,7 +126,15 @@ def _terminal_width() -> int:
 
 
 def _write(path: str, text: str) -> None:
+    """Write a report atomically; '-' (or a device such as /dev/stdout) is written through."""
+    if path == "-":
+        sys.stdout.write(text)
+        return
     p = Path(path)
+    if p.exists() and not p.is_file():
+        with p.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(p.name + ".tmp")

@@ -51,6 +51,9 @@ class NodeFacts:
         self.name = bundle.node
         self._cache: dict[str, Any] = {}
 
+    def summary(self) -> dict[str, Any]:
+        return summary(self)
+
     # -- raw access -------------------------------------------------------------------------
     def record(self, name: str) -> ProbeRecord:
         rec = self.bundle.probe(name)
@@ -247,6 +250,35 @@ class NodeFacts:
             return (run.nccl_version,), "nccl-tests output"
         raise Unavailable("skip", "NCCL not found: no libnccl.so.<version> in the standard "
                           "library folders and no version in nccl-tests output", "nccl_library")
+
+
+FLEET_COMPONENTS = ("driver", "cuda", "vbios", "nccl", "hca_firmware", "kernel", "ofed")
+
+
+def summary(facts: NodeFacts) -> dict[str, Any]:
+    """What fleet checks compare across nodes: versions, and busbw per message size.
+
+    Small and JSON-ready; built from facts the node checks parse anyway. Anything the node
+    cannot tell is simply absent (its own checks already report why)."""
+    versions: dict[str, list[str]] = {}
+    for comp in FLEET_COMPONENTS:
+        try:
+            found, _ = facts.version(comp)
+        except Unavailable:
+            continue
+        if found:
+            versions[comp] = list(found)
+    busbw: dict[str, float] = {}
+    try:
+        run = facts.nccl_run()
+        if not run.failed and not run.truncated:
+            for row in run.rows:
+                if row.oop_busbw_gbps is not None and row.size_bytes >= (1 << 20):
+                    busbw[str(row.size_bytes)] = row.oop_busbw_gbps
+    except Unavailable:
+        pass
+    return {"node": facts.name, "profile": facts.profile.name, "versions": versions,
+            "busbw": busbw}
 
 
 def _one(value: str | None) -> tuple[str, ...]:

@@ -1,87 +1,41 @@
 """The stetho pytest plugin: evidence in, one Result per check x subject out.
 
 Loaded through the `pytest11` entry point, so `pytest checks/ --stetho-evidence runs/x` works
-like any pytest suite and a site adds its own checks as test files. `stetho check` drives the
-same plugin in-process. Checks name a subject fixture (`gpu`, `ib_port`, `disk`, `node`, ...)
-and the plugin parametrizes it over every node's subjects; the outcome and the check's
-`verdict` become a Result carried in the report's user_properties, which also crosses
-pytest-xdist's worker boundary.
+like any pytest suite and a site adds its own checks as test files; `stetho check` drives the
+same plugin in-process. A check names a subject fixture (`gpu`, `ib_port`, `disk`, `node`, ...)
+and the plugin parametrizes it over every node's subjects, ids like `node07/gpu3`. Over many
+nodes it batches instead (see stetho.session). Results travel in the reports' user_properties,
+which also cross pytest-xdist's worker boundary; fleet checks run on the controller at the end.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stetho.results import Result
+from stetho import outcomes
+from stetho.session import RESULT_KEY, SUMMARY_KEY, Session
 from stetho.subjects import KINDS, Subject, expand
-from stetho.verdict import CheckError, CheckFailed, Verdict
+from stetho.verdict import CheckError, Verdict
 
-RESULT_KEY = "stetho_result"
-
-
-class State:
-    """Per-session: which nodes the checks run over, and the results gathered."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self._nodes: list[Any] | None = None
-        self.results: list[Result] = []
-        self.bundles: list[Any] | None = None  # injected by `stetho check`
-        self.profile_override: str | None = None
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for key, value in report.user_properties:
-            if key == RESULT_KEY:
-                self.results.append(Result.from_json(json.loads(str(value))))
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """A site check file that does not import is an error result, not a silent gap."""
-        if report.failed:
-            lines = str(report.longrepr).strip().splitlines()
-            self.results.append(Result(
-                node="*", check=os.path.basename(report.nodeid) or "checks", subject="",
-                status="error", message="check file could not be loaded: "
-                + (lines[-1].removeprefix("E").strip() if lines else "unknown error")))
-
-    def nodes(self) -> list[Any]:
-        if self._nodes is None:
-            self._nodes = self._load()
-        return self._nodes
-
-    def _load(self) -> list[Any]:
-        from stetho import profiles
-        from stetho.evidence import bundle as bundle_mod
-        from stetho.facts import NodeFacts
-
-        opt = self.config.getoption
-        override = self.profile_override or opt("stetho_profile", None)
-        bundles = self.bundles
-        if bundles is None:
-            paths = _worker_bundles(self.config) or [
-                p for e in opt("stetho_evidence", None) or []
-                for p in bundle_mod.find_bundles(Path(e))]
-            if paths:
-                bundles = [bundle_mod.load(p) for p in paths]
-            else:
-                bundles = [_collect_local(self.config, override)]
-        cache: dict[str, Any] = {}
-        nodes = []
-        for b in bundles:
-            name = override or b.profile or profiles.DEFAULT_PROFILE
-            if name not in cache:
-                cache[name] = profiles.load(name)
-            nodes.append(NodeFacts(b, cache[name]))
-        return nodes
+_SESSION = pytest.StashKey[Session]()
+_VERDICT = pytest.StashKey[Verdict]()
+_BATCH_RESULTS = pytest.StashKey[list[Any]]()
 
 
-_STATE = pytest.StashKey[State]()
+@dataclass(frozen=True)
+class Batch:
+    """A group of nodes one batched item checks, all their subjects of `kind`."""
+
+    kind: str
+    names: tuple[str, ...]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,53 +47,55 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--stetho-profile", metavar="NAME", help="profile for every node (overrides "
                 "the profile recorded in bundles)")
     g.addoption("--stetho-results", metavar="PATH", help="write the results JSON here")
+    g.addoption("--stetho-batch", action="store_true", default=None,
+                help="check subjects in batches per group of nodes (automatic above "
+                "16 nodes)")
+    g.addoption("--stetho-no-fleet", action="store_true", default=False,
+                help="skip the fleet checks (version drift, busbw outliers)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    st = State(config)
-    config.stash[_STATE] = st
-    config.pluginmanager.register(st, "stetho-state")
+    s = Session(config)
+    config.stash[_SESSION] = s
+    config.pluginmanager.register(s, "stetho-session")
 
 
-def state(config: pytest.Config) -> State:
-    return config.stash[_STATE]
+def session(config: pytest.Config) -> Session:
+    return config.stash[_SESSION]
+
+
+# Kept for callers that knew the earlier name.
+state = session
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist controller: hand workers bundle files, so local evidence is collected once."""
-    st = state(node.config)
-    if st.bundles is None and not node.config.getoption("stetho_evidence", None) and \
-            not _worker_bundles(node.config):
-        st.bundles = [_collect_local(node.config, node.config.getoption("stetho_profile"))]
-    if st.bundles is not None:
-        node.workerinput["stetho_bundles"] = _spill(st)
-
-
-def _spill(st: State) -> list[str]:
-    if not hasattr(st, "_spilled"):
+    s = session(node.config)
+    if not _explicit(node.config):
+        return  # a pytest run that is not a stetho run: workers find their own nodes, if any
+    sources = s.sources()
+    if all(src.path is not None for src in sources):
+        node.workerinput["stetho_bundles"] = [str(src.path) for src in sources]
+        return
+    if not hasattr(s, "_spilled"):
         folder = Path(tempfile.mkdtemp(prefix="stetho-bundles-"))
         paths = []
-        for i, b in enumerate(st.bundles or []):
-            p = folder / f"{i:05d}-{b.node}.json"
-            b.save(p)
+        for i, src in enumerate(sources):
+            p = folder / f"{i:05d}.json"
+            (src.bundle if src.bundle is not None else s.facts(src.name).bundle).save(p)
             paths.append(str(p))
-        st._spilled = paths  # type: ignore[attr-defined]
-    return st._spilled  # type: ignore[attr-defined,no-any-return]
+        s._spilled = paths  # type: ignore[attr-defined]
+    node.workerinput["stetho_bundles"] = s._spilled  # type: ignore[attr-defined]
 
 
-def _worker_bundles(config: pytest.Config) -> list[Path]:
-    winput = getattr(config, "workerinput", None)
-    if winput and winput.get("stetho_bundles"):
-        return [Path(p) for p in winput["stetho_bundles"]]
-    return []
-
-
-def _collect_local(config: pytest.Config, profile: str | None) -> Any:
-    from stetho import collect
-
-    return collect.collect_local(profile=profile or None, sim=config.getoption("stetho_sim"),
-                                 node=config.getoption("stetho_node"))
+def _explicit(config: pytest.Config) -> bool:
+    """stetho was asked for: by `stetho check`, by a --stetho-* option, or (in an xdist
+    worker) by the controller handing over bundles."""
+    return (session(config).bundles is not None
+            or any(config.getoption(o, None) for o in (
+                "stetho_evidence", "stetho_sim", "stetho_node", "stetho_profile", "stetho_batch"))
+            or bool(getattr(config, "workerinput", {}).get("stetho_bundles")))
 
 
 def _active(metafunc: pytest.Metafunc) -> bool:
@@ -147,9 +103,7 @@ def _active(metafunc: pytest.Metafunc) -> bool:
     `stetho_checks = True`, or any test when stetho was asked for explicitly (its options, or
     `stetho check`). Other pytest suites in the same environment are left alone."""
     config = metafunc.config
-    st = state(config)
-    if st.bundles is not None or any(config.getoption(o, None) for o in (
-            "stetho_evidence", "stetho_sim", "stetho_node", "stetho_profile")):
+    if _explicit(config):
         return True
     path = Path(str(metafunc.definition.path)).resolve()
     for plugin in config.pluginmanager.get_plugins():
@@ -168,27 +122,50 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"{metafunc.function.__name__} asks for several subjects "
                                 f"({', '.join(kinds)}); a check has exactly one")
     kind = kinds[0]
-    subjects = [s for n in state(metafunc.config).nodes() for s in expand(kind, n)]
-    metafunc.parametrize(kind, subjects, ids=[s.test_id for s in subjects], indirect=True)
+    s = session(metafunc.config)
+    if s.batched:
+        params = [pytest.param(Batch(kind, names), id=f"{names[0]}..{names[-1]}"
+                               if len(names) > 1 else names[0],
+                               marks=pytest.mark.xdist_group(f"stetho-{i:04d}"))
+                  for i, names in enumerate(s.groups())]
+        metafunc.parametrize(kind, params, indirect=True)
+        return
+    subjects = [sub for n in s.all_facts() for sub in expand(kind, n)]
+    metafunc.parametrize(kind, subjects, ids=[sub.test_id for sub in subjects], indirect=True)
 
 
-def _subject(item: pytest.Item) -> Subject | None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In batch mode run a group's checks together, so each group is loaded once."""
+    if not any(isinstance(_param(i), Batch) for i in items):
+        return
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda i: (_group_key(i), order[id(i)]))
+
+
+def _group_key(item: pytest.Item) -> tuple[str, ...]:
+    p = _param(item)
+    return p.names if isinstance(p, Batch) else ()
+
+
+def _param(item: pytest.Item) -> Any:
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
     for value in callspec.params.values():
-        if isinstance(value, Subject):
+        if isinstance(value, (Subject, Batch)):
             return value
     return None
 
 
 def _item_of(request: pytest.FixtureRequest) -> Any:
-    s: Subject = request.param
-    if s.unavailable is not None:
-        if s.unavailable.status == "skip":
-            pytest.skip(s.unavailable.reason)
-        raise CheckError(s.unavailable.reason)
-    return s.item
+    p = request.param
+    if isinstance(p, Batch):
+        return p  # replaced per subject in pytest_pyfunc_call
+    if p.unavailable is not None:
+        if p.unavailable.status == "skip":
+            pytest.skip(p.unavailable.reason)
+        raise CheckError(p.unavailable.reason)
+    return p.item
 
 
 @pytest.fixture
@@ -228,19 +205,16 @@ def nccl_size(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def facts(request: pytest.FixtureRequest) -> Any:
-    """The NodeFacts of the node this test runs for."""
-    s = _subject(request.node)
-    if s is None:
+    """The NodeFacts of the node this test runs for (None in a batch: set per subject)."""
+    p = _param(request.node)
+    if p is None:
         raise pytest.UsageError("the `facts` fixture needs a subject fixture (gpu, node, ...)")
-    return s.node
+    return None if isinstance(p, Batch) else p.node
 
 
 @pytest.fixture
 def profile(facts: Any) -> Any:
-    return facts.profile
-
-
-_VERDICT = pytest.StashKey[Verdict]()
+    return None if facts is None else facts.profile
 
 
 @pytest.fixture
@@ -250,15 +224,81 @@ def verdict(request: pytest.FixtureRequest) -> Verdict:
     return v
 
 
+class BatchFailed(AssertionError):
+    """Some subjects of a batched item failed; their Results say which and why."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    batch = _param(pyfuncitem)
+    if not isinstance(batch, Batch):
+        return None
+    s = session(pyfuncitem.config)
+    s.enter_group(batch.names)
+    check = _check_name(pyfuncitem)
+    argnames = pyfuncitem._fixtureinfo.argnames
+    results = []
+    for name in batch.names:
+        facts_ = s.facts(name)
+        for sub in expand(batch.kind, facts_):
+            results.append(_run_subject(pyfuncitem, argnames, check, batch.kind, sub))
+    pyfuncitem.stash[_BATCH_RESULTS] = results
+    bad = [r for r in results if r.status in ("fail", "error")]
+    if bad:
+        raise BatchFailed(f"{len(bad)} of {len(results)} subjects failed or errored, first: "
+                          f"{bad[0].id}: {bad[0].message}")
+    return True
+
+
+def _run_subject(item: pytest.Function, argnames: tuple[str, ...], check: str, kind: str,
+                 sub: Subject) -> Any:
+    v = Verdict()
+    start = time.perf_counter()
+    probe = sub.unavailable.probe if sub.unavailable else None
+    if sub.unavailable is not None:
+        return outcomes.result(sub.node.name, check, sub.id, v, sub.unavailable, probe=probe)
+    kwargs = {}
+    for arg in argnames:
+        if arg == kind:
+            kwargs[arg] = sub.item
+        elif arg == "facts":
+            kwargs[arg] = sub.node
+        elif arg == "profile":
+            kwargs[arg] = sub.node.profile
+        elif arg == "verdict":
+            kwargs[arg] = v
+        else:
+            kwargs[arg] = item.funcargs[arg]
+    try:
+        item.obj(**kwargs)
+        exc = None
+    except BaseException as e:  # noqa: BLE001 - every outcome of a check becomes a Result
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        exc = e
+    return outcomes.result(sub.node.name, check, sub.id, v, exc, probe=probe,
+                           duration_s=time.perf_counter() - start)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    subject = _subject(item)
-    if subject is None or call.when == "teardown" or (call.when == "setup" and report.passed):
+    s = session(item.config)
+    if s.pending:
+        report.user_properties.append((SUMMARY_KEY, json.dumps(s.pending, default=str)))
+        s.pending = []
+    p = _param(item)
+    if p is None or call.when == "teardown" or (call.when == "setup" and report.passed):
         return
-    result = _result(item, subject, call, report)
-    report.user_properties.append((RESULT_KEY, json.dumps(result.to_json())))
+    if isinstance(p, Batch):
+        results = item.stash.get(_BATCH_RESULTS, None)
+        if results is None:  # the batch could not start (a fixture error, a skip)
+            results = [_item_result(item, Subject(s.facts(n), p.kind.replace("_", "-")),
+                                    call, report) for n in p.names]
+    else:
+        results = [_item_result(item, p, call, report)]
+    report.user_properties.append((RESULT_KEY, json.dumps([r.to_json() for r in results])))
 
 
 def _check_name(item: pytest.Item) -> str:
@@ -266,36 +306,14 @@ def _check_name(item: pytest.Item) -> str:
     return name.removeprefix("test_")
 
 
-def _result(item: pytest.Item, s: Subject, call: pytest.CallInfo[None], report: Any) -> Result:
-    v = item.stash.get(_VERDICT, None) or Verdict()
-    status, message = v.status, v.message
-    exc = call.excinfo
-    if report.skipped:
-        status = "skip"
-        message = _skip_reason(report)
-    elif exc is not None:
-        from stetho.facts import Unavailable
-        from stetho.parsers import ParseError
-
-        err = exc.value
-        if isinstance(err, CheckFailed):
-            status, message = "fail", str(err)
-        elif isinstance(err, AssertionError):
-            status, message = "fail", str(err).split("\n")[0] or "assertion failed"
-        elif isinstance(err, Unavailable):
-            status, message = ("skip" if err.status == "skip" else "error"), err.reason
-        elif isinstance(err, (CheckError, ParseError)):
-            status, message = "error", str(err)
-        else:
-            status = "error"
-            message = f"check raised {type(err).__name__}: {err} (a bug in the check)"
-    elif status == "pass" and not message:
-        message = "ok"
-    probe = v.probe or (s.unavailable.probe if s.unavailable else None)
-    return Result(node=s.node.name, check=_check_name(item), subject=s.id, status=status,
-                  message=message, value=v.value, unit=v.unit, expected=v.expected,
-                  threshold=v.threshold, remediation=v.remediation, evidence=v.evidence,
-                  probe=probe, duration_s=round(call.duration, 6))
+def _item_result(item: pytest.Item, sub: Subject, call: pytest.CallInfo[None],
+                 report: Any) -> Any:
+    v = item.stash.get(_VERDICT, None)
+    probe = sub.unavailable.probe if sub.unavailable else None
+    skipped = _skip_reason(report) if report.skipped else None
+    exc = call.excinfo.value if call.excinfo is not None and not report.skipped else None
+    return outcomes.result(sub.node.name, _check_name(item), sub.id, v, exc, skipped=skipped,
+                           probe=probe, duration_s=call.duration)
 
 
 def _skip_reason(report: Any) -> str:
@@ -305,10 +323,22 @@ def _skip_reason(report: Any) -> str:
     return str(longrepr)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    st = state(session.config)
-    out = session.config.getoption("stetho_results", None)
-    if out and not hasattr(session.config, "workerinput"):
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    s = config.stash[_SESSION]
+    if s.pending:  # nodes loaded after the last report (rare): still count them
+        for summary in s.pending:
+            s.summaries.setdefault(summary["node"], summary)
+        s.pending = []
+    if not config.getoption("stetho_no_fleet", False) and s.summaries:
+        from stetho import fleetchecks
+
+        s.results.extend(fleetchecks.evaluate(list(s.summaries.values())))
+    out = config.getoption("stetho_results", None)
+    if out:
         from stetho.sinks import json_out
 
-        Path(out).write_text(json_out.render(st.results))
+        Path(out).write_text(json_out.render(s.results))

@@ -1,0 +1,114 @@
+"""Fleet checks, on the controller, over every node of a profile at once.
+
+A node can pass every check of its own and still be the odd one out: a driver, NCCL or HCA
+firmware version its peers do not run (collectives mix code paths, or hang), or an NCCL busbw
+well under the fleet's while above the profile's floor. These compare each node with its peers
+of the same profile, robustly: the majority version, and the median/MAD of busbw.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+from stetho.results import Result
+
+#: Fewer nodes of a profile than this and "its peers" means nothing: no fleet results.
+MIN_PEERS = 3
+#: Robust z-score (0.6745 * (x - median) / MAD) below which busbw is an outlier.
+Z_LIMIT = -3.5
+#: When MAD is ~0 (identical nodes), a drop of more than this fraction of the median.
+FLAT_DROP = 0.05
+#: Drift in these breaks collectives or their performance; drift in the others is a warning.
+BLOCKING = ("driver", "cuda", "nccl", "hca_firmware")
+
+
+def evaluate(summaries: list[dict[str, Any]]) -> list[Result]:
+    by_profile: dict[str, list[dict[str, Any]]] = {}
+    for s in summaries:
+        by_profile.setdefault(s["profile"], []).append(s)
+    out: list[Result] = []
+    for profile, nodes in sorted(by_profile.items()):
+        if len(nodes) < MIN_PEERS:
+            continue
+        out += versions(profile, nodes)
+        out += busbw(profile, nodes)
+    return out
+
+
+def versions(profile: str, nodes: list[dict[str, Any]]) -> list[Result]:
+    comps = sorted({c for n in nodes for c in n["versions"]})
+    majority: dict[str, tuple[str, int]] = {}
+    for comp in comps:
+        seen = Counter(tuple(n["versions"][comp]) for n in nodes if comp in n["versions"])
+        if seen:
+            top, count = seen.most_common(1)[0]
+            majority[comp] = (", ".join(top), count)
+    out = []
+    for n in sorted(nodes, key=lambda x: x["node"]):
+        diffs = []
+        for comp, (value, count) in majority.items():
+            mine = ", ".join(n["versions"].get(comp, []))
+            if mine and mine != value:
+                diffs.append((comp, mine, value, count))
+        if not diffs:
+            out.append(Result(n["node"], "fleet_versions", "versions", "pass",
+                              f"same versions as its {len(nodes) - 1} {profile} peers",
+                              expected="the fleet majority"))
+            continue
+        blocking = any(c in BLOCKING for c, *_ in diffs)
+        text = "; ".join(f"{c} {mine} (peers: {value} on {count} of {len(nodes)})"
+                         for c, mine, value, count in diffs)
+        out.append(Result(
+            n["node"], "fleet_versions", "versions", "fail" if blocking else "warn",
+            f"differs from its {profile} peers: {text}",
+            value="; ".join(f"{c} {mine}" for c, mine, *_ in diffs),
+            expected="; ".join(f"{c} {value}" for c, _, value, _ in diffs),
+            remediation="bring the node to the fleet's versions (or the fleet to the node's, "
+                        "through a reviewed rollout); mixed NCCL/driver versions in one job "
+                        "can hang collectives", probe="fleet"))
+    return out
+
+
+def busbw(profile: str, nodes: list[dict[str, Any]]) -> list[Result]:
+    largest = Counter(max(n["busbw"], key=int) for n in nodes if n["busbw"])
+    if not largest:
+        return []
+    size = largest.most_common(1)[0][0]  # the size most nodes ran up to
+    values = {n["node"]: n["busbw"][size] for n in nodes if size in n["busbw"]}
+    if len(values) < MIN_PEERS:
+        return []
+    med = statistics.median(values.values())
+    mad = statistics.median(abs(v - med) for v in values.values())
+    label = f"allreduce@{_size(int(size))}"
+    out = []
+    for node, v in sorted(values.items()):
+        if mad > 1e-9 * max(med, 1.0):
+            z = 0.6745 * (v - med) / mad
+            outlier = z < Z_LIMIT
+            how = f"robust z {z:.1f} (limit {Z_LIMIT})"
+        else:
+            outlier = v < med * (1 - FLAT_DROP)
+            how = f"{(med - v) / med * 100:.1f}% under the median (limit {FLAT_DROP:.0%})"
+        common_kw: dict[str, Any] = {"value": v, "unit": "GB/s",
+                                     "expected": f"{med:.1f} GB/s (fleet median)",
+                                     "threshold": f"MAD {mad:.2f} GB/s", "probe": "fleet"}
+        if outlier:
+            out.append(Result(node, "fleet_busbw", label, "fail",
+                              f"busbw {v:g} GB/s is an outlier among {len(values)} {profile} "
+                              f"nodes: median {med:.1f} GB/s, {how}",
+                              remediation="this node slows every job it joins: drain it, rerun "
+                              "nccl-tests, check its NVLink, clocks, PCIe and NCCL transport",
+                              **common_kw))
+        else:
+            out.append(Result(node, "fleet_busbw", label, "pass",
+                              f"busbw {v:g} GB/s, fleet median {med:.1f} GB/s", **common_kw))
+    return out
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return f"{n}B"
