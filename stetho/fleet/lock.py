@@ -1,0 +1,74 @@
+"""One sweep at a time: an flock on a file in the runs folder, saying who holds it.
+
+The kernel drops an flock when its holder dies, so a crashed sweep never leaves a stale lock;
+the file's content (pid, host, user, start, run id) is only there to tell the next sweep who it
+is waiting on.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import getpass
+import json
+import os
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+
+from stetho.errors import EvaluationError
+
+
+class SweepLocked(EvaluationError):
+    """Another sweep holds the lock: exit 3, naming the holder."""
+
+
+class SweepLock:
+    def __init__(self, path: Path, run_id: str) -> None:
+        self.path = path
+        self.run_id = run_id
+        self._fd: int | None = None
+
+    def __enter__(self) -> SweepLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read(fd)
+            os.close(fd)
+            raise SweepLocked(
+                f"another sweep is running: pid {holder.get('pid', '?')} on "
+                f"{holder.get('host', '?')} (user {holder.get('user', '?')}), run "
+                f"{holder.get('run_id', '?')} since {holder.get('started', '?')}; lock "
+                f"{self.path}") from None
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "user": _user(),
+                "run_id": self.run_id,
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _read(fd: int) -> dict[str, str]:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return data if isinstance(data, dict) else {}
+    except ValueError:
+        return {}
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -1,0 +1,271 @@
+"""`stetho sweep`: `stetho check --local` on every inventory host through Ansible.
+
+Each host ends with exactly one outcome: the node's own results (written to the run folder as
+soon as its event arrives, so a crash loses nothing already done), or an `error` result saying
+why there are none (unreachable, install failed, timed out, unreadable output). Fleet checks
+then compare the nodes of each profile, and the merged results decide the exit code.
+
+Run folder: runs/<UTC time>-<id>/
+  hosts/<node>/{evidence.json,results.json,junit.xml}   what each node brought back
+  results.json  junit.xml  summary.json  summary.txt    the whole fleet
+  ansible/                                              ansible-runner's artifacts (events)
+  meta.json                                             what was run, on what, by whom
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from stetho import __version__, hostlist
+from stetho.errors import ConfigError
+from stetho.fleet import outcome as outcome_mod
+from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
+from stetho.fleet.lock import SweepLock
+from stetho.resources import shipped
+from stetho.results import Result, counts, exit_code
+
+CHECK_TASKS = ("stetho check", "stetho check (after install)")
+
+
+@dataclass
+class SweepOptions:
+    inventory: Path | None
+    out: Path
+    limit: str | None = None
+    forks: int = 50
+    timeout_s: int = 300
+    playbook: Path | None = None
+    progress: Callable[[str, int, int, int], None] | None = None  # host, done, total, failing
+    db: Path | None = None  # history: drift checks and recording (None: neither)
+    reports: bool = True  # diagnose failing nodes into run_dir/reports (and alert)
+
+
+@dataclass
+class HostState:
+    name: str
+    done: bool = False
+    results: list[Result] = field(default_factory=list)
+    error: str | None = None
+    install_failed: str | None = None
+
+
+@dataclass
+class SweepResult:
+    run_dir: Path
+    results: list[Result]
+    hosts: dict[str, HostState]
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.results)
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def sweep(opts: SweepOptions) -> SweepResult:
+    run_id = new_run_id()
+    with SweepLock(opts.out / ".sweep.lock", run_id):
+        return _sweep(opts, run_id)
+
+
+def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
+    from stetho.fleet import wheels
+
+    run_dir = opts.out / run_id
+    (run_dir / "hosts").mkdir(parents=True)
+    inventory = opts.inventory or _localhost_inventory(run_dir)
+    limit = hostlist.expand(opts.limit) if opts.limit else None
+    all_hosts = inventory_hosts(inventory)
+    for h in all_hosts:
+        hostlist.validate(h, f"inventory {inventory}")
+    if limit:
+        unknown = [h for h in limit if h not in all_hosts]
+        if unknown:
+            raise ConfigError(f"--limit names hosts not in {inventory}: "
+                              f"{hostlist.compress(unknown)}")
+    hosts = {h: HostState(h) for h in (limit or list(all_hosts))}
+    if not hosts:
+        raise ConfigError(f"inventory {inventory} has no hosts")
+    house = wheels.build()
+    meta = {"run_id": run_id, "stetho_version": __version__, "version_id": house.version_id,
+            "inventory": str(inventory), "limit": opts.limit, "hosts": sorted(hosts),
+            "forks": opts.forks, "timeout_s": opts.timeout_s,
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    _write_json(run_dir / "meta.json", meta)
+
+    lock = threading.Lock()
+    failing = 0
+
+    def on_event(ev: HostEvent) -> None:
+        nonlocal failing
+        st = hosts.get(ev.host)
+        if st is None or st.done:
+            return
+        with lock:
+            finished = _apply(st, ev, run_dir)
+            if finished:
+                if any(r.status in ("fail", "error") for r in st.results) or st.error:
+                    failing += 1
+                if opts.progress:
+                    opts.progress(ev.host, sum(h.done for h in hosts.values()), len(hosts),
+                                  failing)
+
+    run = run_playbook(
+        playbook=opts.playbook or shipped("playbooks") / "stetho-check.yml",
+        inventory=inventory, private_data_dir=run_dir / "ansible", ident="sweep",
+        limit=sorted(hosts) if limit else None, forks=opts.forks,
+        extravars={**wheels.extra_vars(house), "stetho_default_timeout": opts.timeout_s},
+        on_event=on_event)
+    results: list[Result] = []
+    for name in sorted(hosts):
+        st = hosts[name]
+        if not st.done:
+            st.done = True
+            st.error = st.install_failed or (
+                f"no result from Ansible for this host (playbook {run.status}, rc {run.rc})")
+        if st.error:
+            st.results = [_host_error(name, st.error)]
+            _write_json(run_dir / "hosts" / name / "results.json",
+                        _results_doc(st.results))
+        results.extend(st.results)
+    summaries = _summaries(run_dir, hosts)
+    from stetho import fleetchecks
+
+    results.extend(fleetchecks.evaluate(list(summaries.values())))
+    if opts.db is not None:
+        from stetho import recording
+
+        results.extend(recording.after_run("sweep", run_id, results, summaries, opts.db,
+                                           command=f"sweep {opts.limit or ''}".strip(),
+                                           run_dir=str(run_dir)))
+    _write_reports(run_dir, results, hosts, meta, run)
+    if opts.reports:
+        from stetho.diagnosis import runs
+
+        runs.diagnose_results(results, run_dir=run_dir, run=run_id, out=run_dir / "reports",
+                              db=opts.db, gate="nightly sweep")
+    return SweepResult(run_dir, results, hosts)
+
+
+def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
+    """Fold one Ansible event into a host's state; True when the host is finished."""
+    if ev.kind == "unreachable":
+        st.done, st.error = True, f"unreachable: {ev.message}"
+        return True
+    if ev.task in CHECK_TASKS and ev.kind == "ok":
+        rc = ev.result.get("rc")
+        if rc == 127 and ev.task == CHECK_TASKS[0]:
+            return False  # not installed yet: the install block runs next
+        st.done = True
+        if rc == 124:
+            st.error = "stetho check timed out on the node (per-host timeout) and was killed"
+        elif rc == 127:
+            st.error = f"stetho is not runnable after install: {ev.message}"
+        else:
+            try:
+                out = outcome_mod.parse(str(ev.result.get("stdout", "")))
+            except (outcome_mod.OutcomeError, ValueError, KeyError) as exc:
+                stderr = str(ev.result.get("stderr", "")).strip().splitlines()[-1:]
+                st.error = f"stetho check exited {rc}: {exc}" + (
+                    f"; stderr: {stderr[0][:300]}" if stderr else "")
+            else:
+                _save_host(run_dir, st.name, out)
+                st.results = out.results
+        return True
+    if ev.kind == "failed":
+        st.done = True
+        st.error = f"task '{ev.task}' failed: {ev.message}"
+        if ev.task not in CHECK_TASKS:
+            st.error = f"installing stetho failed at '{ev.task}': {ev.message}"
+        return True
+    return False
+
+
+def _save_host(run_dir: Path, name: str, out: outcome_mod.Outcome) -> None:
+    folder = run_dir / "hosts" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if out.evidence is not None:
+        out.evidence.save(folder / "evidence.json")
+    _write_json(folder / "results.json", _results_doc(out.results))
+    (folder / "junit.xml").write_text(out.junit, encoding="utf-8")
+    if out.summary:
+        _write_json(folder / "summary.json", out.summary)
+
+
+def _host_error(name: str, message: str) -> Result:
+    return Result(node=name, check="sweep", subject="", status="error", message=message,
+                  remediation="fix the node's reachability/installation and sweep it again "
+                  "(`stetho sweep --limit " + name + "`)", probe="ansible")
+
+
+def _summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, dict[str, Any]]:
+    """Each host's summary (versions, busbw, metrics) from the outcome it sent back."""
+    out = {}
+    for name in sorted(hosts):
+        path = run_dir / "hosts" / name / "summary.json"
+        if path.is_file():
+            out[name] = json.loads(path.read_text())
+    return out
+
+
+def _results_doc(results: list[Result]) -> dict[str, Any]:
+    from stetho.sinks import json_out
+
+    return json_out.document(results)
+
+
+def _write_reports(run_dir: Path, results: list[Result], hosts: dict[str, HostState],
+                   meta: dict[str, Any], run: Any) -> None:
+    from stetho.sinks import json_out, junit, table
+
+    (run_dir / "results.json").write_text(json_out.render(results, run_id=meta["run_id"]))
+    (run_dir / "junit.xml").write_text(junit.render(results))
+    failing = sorted({r.node for r in results if r.status == "fail"})
+    errors = sorted({r.node for r in results if r.status == "error"} - set(failing))
+    summary = {
+        "run_id": meta["run_id"], "hosts": len(hosts), "exit_code": exit_code(results),
+        "counts": counts(results), "failing_nodes": failing, "error_nodes": errors,
+        "unreachable": sorted(h for h, s in hosts.items() if s.error and
+                              s.error.startswith("unreachable")),
+        "ansible": {"status": run.status, "rc": run.rc, "stats": run.stats},
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    _write_json(run_dir / "summary.json", summary)
+    text = table.render(results, width=160, show=("fail", "error", "warn"))
+    (run_dir / "summary.txt").write_text(
+        f"stetho sweep {meta['run_id']}: {len(hosts)} hosts, {len(failing)} failing, "
+        f"{len(errors)} could not be evaluated\n" + text, encoding="utf-8")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _localhost_inventory(run_dir: Path) -> Path:
+    """The embedded default: this machine, through Ansible's local connection."""
+    import os
+
+    venvs = Path(os.environ.get("STETHO_VENVS") or Path.home() / ".local/share/stetho/venvs")
+    path = run_dir / "inventory.yml"
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "stetho_venv": str(venvs), "stetho_python": sys.executable,
+            "stetho_path": os.environ.get("PATH", "/usr/bin:/bin")}
+    if os.environ.get("STETHO_PROFILE"):
+        host["stetho_profile"] = os.environ["STETHO_PROFILE"]
+    if os.environ.get("STETHO_SYSROOT"):
+        host["stetho_sysroot"] = os.environ["STETHO_SYSROOT"]
+    _write_json(path, {"all": {"hosts": {"localhost": host}}})
+    return path

@@ -1,0 +1,217 @@
+"""The wheelhouse the sweep copies to nodes: stetho as the controller runs it, and what
+`stetho check` needs on a node, so nodes install offline (they often reach no package index).
+
+stetho itself is built from the source tree when the controller runs from one (an editable
+install), else repacked from its installed files; its node-side dependencies are repacked from
+the controller's own installed distributions, so nodes run exactly the versions the controller
+tested with. The node needs the controller's Python minor version (PyYAML ships a compiled
+module). The result is cached by content: the version id (`0.1.0-1a2b3c4d`) names the node's
+venv, so an unchanged stetho is never installed twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+from stetho import __version__
+from stetho.errors import StethoError
+
+#: What `stetho check --local` imports on a node (closure computed from installed metadata).
+NODE_REQUIRES = ("pytest", "PyYAML", "click", "rich", "junit-xml")
+_SOURCE_DIRS = ("stetho", "checks", "baselines", "gates", "templates", "playbooks",
+                "fixtures/real")
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    """`wheels` are what gets installed; `pip` is pip's own wheel, which a node runs directly
+    (`python pip.whl/pip install ...`) into a venv made --without-pip: no ensurepip, no
+    network, and the node needs no pip of its own."""
+
+    version_id: str
+    tarball: Path
+    wheels: tuple[str, ...]
+    pip: str
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("STETHO_CACHE", Path(base) / "stetho"))
+
+
+def build(cache: Path | None = None) -> Wheelhouse:
+    cache = cache or cache_root() / "wheelhouse"
+    deps = _closure(NODE_REQUIRES)
+    src = _source_root()
+    key = hashlib.sha256()
+    key.update(__version__.encode())
+    key.update(metadata.version("pip").encode())
+    key.update(_tree_hash(src).encode() if src else _dist_hash("stetho").encode())
+    for d in deps:
+        key.update(f"{d.metadata['Name']}=={d.version}".encode())
+    version_id = f"{__version__}-{key.hexdigest()[:8]}"
+    folder = cache / version_id
+    tarball = folder / "wheels.tgz"
+    if tarball.is_file():
+        return _house(version_id, tarball, sorted(p.name for p in folder.glob("*.whl")))
+    tmp = Path(tempfile.mkdtemp(prefix="wheelhouse-", dir=_mkdir(cache)))
+    try:
+        if src is not None:
+            _build_source(src, tmp)
+        else:
+            repack(metadata.distribution("stetho"), tmp)
+        for d in deps:
+            repack(d, tmp)
+        repack(metadata.distribution("pip"), tmp)
+        names = sorted(p.name for p in tmp.glob("*.whl"))
+        with tarfile.open(tmp / "wheels.tgz", "w:gz") as tar:
+            for n in names:
+                tar.add(tmp / n, arcname=n)
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _house(version_id, tarball, names)
+
+
+def _house(version_id: str, tarball: Path, names: list[str]) -> Wheelhouse:
+    pip = next(n for n in names if n.startswith("pip-"))
+    return Wheelhouse(version_id, tarball, tuple(n for n in names if n != pip), pip)
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _source_root() -> Path | None:
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() and (root / "stetho").is_dir() else None
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for d in ("pyproject.toml", *_SOURCE_DIRS):
+        p = root / d
+        files = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()
+                                               and "__pycache__" not in x.parts)
+        for f in files:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _dist_hash(name: str) -> str:
+    dist = metadata.distribution(name)
+    return hashlib.sha256((dist.read_text("RECORD") or "").encode()).hexdigest()
+
+
+def _build_source(src: Path, out: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "-q", "-w", str(out), str(src)],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise StethoError(f"building the stetho wheel from {src} failed: "
+                          f"{proc.stderr.strip()[-800:]}")
+
+
+def _closure(roots: tuple[str, ...]) -> list[metadata.Distribution]:
+    env: dict[str, str] = dict(default_environment())  # type: ignore[arg-type]
+    seen: dict[str, metadata.Distribution] = {}
+    todo = list(roots)
+    while todo:
+        name = _norm(todo.pop())
+        if name in seen:
+            continue
+        dist = metadata.distribution(name)
+        seen[name] = dist
+        for req_text in dist.requires or []:
+            req = Requirement(req_text)
+            if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+                continue
+            todo.append(req.name)
+    return sorted(seen.values(), key=lambda d: _norm(d.metadata["Name"]))
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _compress_tags(tags: list[str]) -> str:
+    """['py2-none-any', 'py3-none-any'] -> 'py2.py3-none-any' (a wheel's compressed tag set)."""
+    parts = [t.split("-") for t in tags if t.count("-") == 2]
+    if not parts:
+        return "py3-none-any"
+    return "-".join(".".join(dict.fromkeys(p[i] for p in parts)) for i in range(3))
+
+
+def repack(dist: metadata.Distribution, out: Path) -> Path:
+    """Zip an installed distribution's files back into a wheel, with a fresh RECORD."""
+    name = re.sub(r"[-_.]+", "_", dist.metadata["Name"])
+    info = f"{name}-{dist.version}.dist-info"
+    wheel_meta = dist.read_text("WHEEL") or ""
+    tags = [ln.split(":", 1)[1].strip() for ln in wheel_meta.splitlines()
+            if ln.startswith("Tag:")]
+    tag = _compress_tags(tags) if tags else "py3-none-any"
+    base = Path(str(dist.locate_file("")))
+    path = out / f"{name}-{dist.version}-{tag}.whl"
+    records: list[tuple[str, str, str]] = []
+    dist_info_dir = None
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for rel in dist.files or []:
+            rel_s = str(rel)
+            if rel_s.startswith("..") or "__pycache__" in rel_s or rel_s.endswith(".pyc"):
+                continue
+            if rel_s.endswith(".dist-info/RECORD"):
+                dist_info_dir = rel_s.rsplit("/", 1)[0]
+                continue
+            if rel_s.endswith((".dist-info/INSTALLER", ".dist-info/direct_url.json",
+                               ".dist-info/REQUESTED")):
+                continue
+            src = base / rel_s
+            if not src.is_file():
+                continue
+            data = src.read_bytes()
+            zf.writestr(rel_s, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            records.append((rel_s, f"sha256={digest.decode()}", str(len(data))))
+        if not wheel_meta:
+            wheel_meta = ("Wheel-Version: 1.0\nGenerator: stetho\nRoot-Is-Purelib: true\n"
+                          f"Tag: {tag}\n")
+            zf.writestr(f"{dist_info_dir or info}/WHEEL", wheel_meta)
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerows(records)
+        writer.writerow([f"{dist_info_dir or info}/RECORD", "", ""])
+        zf.writestr(f"{dist_info_dir or info}/RECORD", buf.getvalue())
+    return path
+
+
+def extra_vars(house: Wheelhouse) -> dict[str, object]:
+    """The extra vars playbooks/stetho-check.yml needs to install this wheelhouse."""
+    return {"stetho_version_id": house.version_id, "stetho_wheels": str(house.tarball),
+            "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip}
+
+
+if __name__ == "__main__":  # python -m stetho.fleet.wheels: extra vars for ansible-playbook
+    import json as _json
+
+    print(_json.dumps(extra_vars(build())))

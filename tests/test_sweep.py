@@ -1,0 +1,261 @@
+"""The sweep for real: Ansible over real SSH to hosts on loopback, each with its own simulated
+node (sysroot and shims through host vars), stetho really installed into each host's venv."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests import sshd as sshd_mod
+
+pytestmark = pytest.mark.xdist_group("sweep")
+
+FAULTY = {"node06": "nvme-rotational", "node07": "hca-fw-old", "node08": "busbw-drop=20"}
+HEALTHY = ["node01", "node02", "node03", "node04", "node05"]
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    server = sshd_mod.start(tmp_path_factory.mktemp("sshd"))
+    yield server
+    sshd_mod.stop(server)
+
+
+@pytest.fixture(scope="session")
+def cluster(sshd, tmp_path_factory):
+    """10 inventory hosts on 127.0.0.1: 5 healthy, 3 faulty, one on a closed port, one whose
+    nvidia-smi hangs past the per-host timeout."""
+    from stetho.sim.builder import build_node
+
+    root = tmp_path_factory.mktemp("cluster")
+    faults = {**{n: [f] for n, f in FAULTY.items()}, "node10": ["hang=nvidia-smi"]}
+    hosts = {}
+    for i in range(1, 11):
+        name = f"node{i:02d}"
+        node = build_node(root / "sim" / name, name, faults.get(name, []))
+        hosts[name] = {
+            "ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(sshd.client_key),
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
+            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "stetho_venv": str(root / "venvs" / name), "stetho_python": "/usr/bin/python3",
+        }
+    hosts["node09"]["ansible_port"] = sshd_mod.free_port()  # nothing listens: unreachable
+    hosts["node10"]["stetho_timeout"] = 12
+    inventory = root / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu": {"hosts": hosts}}}}))
+    return root, inventory
+
+
+def _sweep(inventory, out, *args, timeout=900):
+    env = {**os.environ, "STETHO_CACHE": str(out.parent / "cache")}
+    return subprocess.run([sys.executable, "-m", "stetho", "sweep", "-i", str(inventory),
+                           "--out", str(out), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="session")
+def full_sweep(cluster):
+    root, inventory = cluster
+    proc = _sweep(inventory, root / "runs", "--timeout", "120")
+    runs = sorted((root / "runs").glob("2*"))
+    assert runs, proc.stderr
+    return proc, runs[-1]
+
+
+def _results(run_dir):
+    return json.loads((run_dir / "results.json").read_text())["results"]
+
+
+def test_full_sweep_exit_code_and_every_host_once(full_sweep, cluster):
+    proc, run_dir = full_sweep
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["hosts"] == 10
+    results = _results(run_dir)
+    assert {r["node"] for r in results} == {f"node{i:02d}" for i in range(1, 11)}
+    assert "run folder:" in proc.stdout and "[10/10]" in proc.stderr
+
+
+def test_exactly_the_three_faulty_nodes_fail(full_sweep):
+    proc, run_dir = full_sweep
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["failing_nodes"] == sorted(FAULTY)
+    results = _results(run_dir)
+    rot = [r for r in results if r["node"] == "node06" and r["status"] == "fail"]
+    assert [(r["check"], r["subject"]) for r in rot] == [("disk_rotational", "nvme3n1")]
+    fw = {r["check"] for r in results if r["node"] == "node07" and r["status"] == "fail"}
+    assert fw == {"versions", "fleet_versions"}
+    bw = {r["check"] for r in results if r["node"] == "node08" and r["status"] == "fail"}
+    assert bw == {"nccl_busbw", "fleet_busbw"}
+    for node in ("node06", "node07", "node08"):
+        assert node in proc.stdout  # failing nodes shown on the terminal
+
+
+def test_unreachable_and_hung_hosts_are_errors_the_rest_complete(full_sweep):
+    _, run_dir = full_sweep
+    results = _results(run_dir)
+    by_node = {}
+    for r in results:
+        by_node.setdefault(r["node"], []).append(r)
+    (unreach,) = by_node["node09"]
+    assert unreach["status"] == "error" and unreach["message"].startswith("unreachable")
+    (hung,) = by_node["node10"]
+    assert hung["status"] == "error" and "timed out" in hung["message"]
+    for node in HEALTHY + sorted(FAULTY):
+        rows = [r for r in by_node[node] if not r["check"].startswith("fleet_")]
+        assert len(rows) > 90 and all(r["status"] != "error" for r in rows), node
+        host = run_dir / "hosts" / node
+        assert json.loads((host / "evidence.json").read_text())["node"] == node
+        assert (host / "junit.xml").read_text().startswith("<?xml")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["unreachable"] == ["node09"]
+    assert summary["error_nodes"] == ["node09", "node10"]
+
+
+def test_merged_junit_has_a_suite_per_node(full_sweep):
+    import xml.etree.ElementTree as ET
+
+    _, run_dir = full_sweep
+    suites = ET.parse(run_dir / "junit.xml").getroot().findall("testsuite")
+    assert sorted(s.get("name") for s in suites) == [f"node{i:02d}" for i in range(1, 11)]
+    assert (run_dir / "ansible" / "artifacts" / "sweep" / "job_events").is_dir()
+
+
+def test_healthy_limit_exit_0_and_install_skipped(full_sweep, cluster):
+    root, inventory = cluster
+    proc = _sweep(inventory, root / "runs-healthy", "--limit", "node[01-05]")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run_dir = sorted((root / "runs-healthy").glob("2*"))[-1]
+    events = (run_dir / "ansible" / "artifacts" / "sweep" / "stdout").read_text()
+    assert "install the wheels" not in events or "skipping" in events
+    stats = json.loads((run_dir / "summary.json").read_text())["ansible"]["stats"]
+    assert set(stats["processed"]) == set(HEALTHY)
+    assert not stats.get("changed")  # nothing installed: the version's venv was there
+
+
+def test_limit_naming_an_unknown_or_unsafe_host_is_a_usage_error(cluster):
+    root, inventory = cluster
+    proc = _sweep(inventory, root / "runs-bad", "--limit", "node[01-02],gpu99")
+    assert proc.returncode == 2 and "gpu99" in proc.stderr
+    proc = _sweep(inventory, root / "runs-bad", "--limit", "node01;reboot")
+    assert proc.returncode == 2 and "invalid node name" in proc.stderr
+
+
+def test_second_sweep_is_refused_while_one_runs(cluster):
+    from stetho.fleet.lock import SweepLock
+
+    root, inventory = cluster
+    with SweepLock(root / "runs-locked" / ".sweep.lock", "20260101T000000Z-abcdef"):
+        proc = _sweep(inventory, root / "runs-locked", "--limit", "node01")
+    assert proc.returncode == 3
+    assert "another sweep is running" in proc.stderr and "abcdef" in proc.stderr
+    assert f"pid {os.getpid()}" in proc.stderr
+
+
+def test_replay_of_the_run_folder(full_sweep, tmp_path):
+    _, run_dir = full_sweep
+    out = tmp_path / "replay.json"
+    proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--evidence", str(run_dir),
+                           "-n", "2", "--json", str(out), "-q"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    replay = json.loads(out.read_text())["results"]
+    swept = _results(run_dir)
+
+    def key(rows):
+        # the sweep also ran drift against history; a replay of evidence does not
+        return sorted((r["node"], r["check"], r["subject"], r["status"]) for r in rows
+                      if r["check"] != "sweep" and not r["check"].startswith("drift_"))
+
+    assert key(replay) == key(swept)
+
+
+def test_plain_ansible_playbook_with_fetch_dir(full_sweep, cluster, tmp_path):
+    """The playbook works without stetho sweep, as the README documents."""
+    from stetho.fleet import wheels
+    from stetho.resources import shipped
+
+    root, inventory = cluster
+    house = wheels.build(Path(os.environ.get("STETHO_CACHE", root / "runs" / ".." / "cache"))
+                         / "wheelhouse")
+    fetch = tmp_path / "fetched"
+    extra = {"stetho_version_id": house.version_id, "stetho_wheels": str(house.tarball),
+             "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip,
+             "stetho_fetch_dir": str(fetch)}
+    env = {**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_PIPELINING": "True",
+           "ANSIBLE_HOME": str(tmp_path / "ah")}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i",
+                           str(inventory), "--limit", "node01", str(shipped("playbooks") /
+                           "stetho-check.yml"), "-e", json.dumps(extra)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert json.loads((fetch / "node01" / "evidence.json").read_text())["node"] == "node01"
+    doc = json.loads((fetch / "node01" / "results.json").read_text())
+    assert doc["schema"] == "stetho.results" and doc["exit_code"] == 0
+    assert (fetch / "node01" / "junit.xml").read_text().startswith("<?xml")
+
+
+def test_progress_lines_are_per_host(full_sweep):
+    proc, _ = full_sweep
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    assert len(lines) == 10 and lines[-1].startswith("[10/10]")
+
+
+def test_concurrent_lock_threads_only_one_wins(tmp_path):
+    from stetho.fleet.lock import SweepLock, SweepLocked
+
+    wins, losses = [], []
+    barrier = threading.Barrier(4)
+
+    def attempt(i):
+        barrier.wait()
+        try:
+            lock = SweepLock(tmp_path / ".sweep.lock", f"run{i}")
+            lock.__enter__()
+            wins.append(lock)
+        except SweepLocked:
+            losses.append(i)
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(losses) == 3
+    wins[0].__exit__(None, None, None)
+
+
+def test_sweep_writes_a_report_per_failing_node(full_sweep):
+    """The three faulty nodes get diagnosis reports with their cause; healthy nodes get none;
+    the unreachable and hung nodes (errors) are reported as undiagnosed."""
+    import yaml as _yaml
+
+    _, run_dir = full_sweep
+    reports = {p.name.split("-")[0]: p for p in (run_dir / "reports").glob("*.md")}
+    assert set(reports) == {"node06", "node07", "node08", "node09", "node10"}
+    front = {n: _yaml.safe_load(p.read_text().split("---")[1]) for n, p in reports.items()}
+    assert front["node06"]["cause"] == "nvme-rotational"
+    assert front["node07"]["cause"] == "version-drift"
+    assert front["node09"]["cause"] == "undiagnosed"
+
+
+def test_report_command_over_the_run_folder(full_sweep, tmp_path):
+    _, run_dir = full_sweep
+    proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--node",
+                           "node06", "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "node06: NVMe disk reported as rotational" in proc.stdout
+    (md,) = tmp_path.glob("node06-nvme-rotational-*.md")
+    text = md.read_text()
+    assert "nvme3n1" in text and "udev" in text
