@@ -1,0 +1,136 @@
+"""The history database at one year of nightly sweeps of 1,024 nodes x 100 metrics.
+
+Builds the database (about 37 million metric rows; kept with --keep for a later run), then
+prints: the insert time of one more sweep, the p50/p95 of `stetho history NODE --since 30d`
+(query and table render, in process; and the CLI's wall time with Python start-up, apart),
+the p50/p95 of the drift computation for one node, and the database size.
+
+    python bench/history.py [--nodes 1024] [--days 365] [--db /tmp/stetho-history-bench.db --keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from stetho import drift, historyview, profiles  # noqa: E402
+from stetho.history import History, NodeRun  # noqa: E402
+from stetho.results import Result  # noqa: E402
+
+DAY = 86400
+GPU_METRICS = [("temperature_c", "C", 35.0), ("power_w", "W", 120.0),
+               ("sm_clock_mhz", "MHz", 1980.0), ("app_sm_clock_mhz", "MHz", 1980.0),
+               ("ecc_correctable", "", 0.0), ("pcie_replays", "", 50.0),
+               ("nvlink_replay", "", 0.0), ("nvlink_crc", "", 0.0)]
+IB_METRICS = [("SymbolErrorCounter", 0.0), ("PortRcvErrors", 14.0),
+              ("LinkDownedCounter", 0.0), ("rate_gbps", 400.0)]
+
+
+def node_metrics(rng: random.Random, day: int) -> list[list[object]]:
+    out: list[list[object]] = []
+    for g in range(8):
+        for name, unit, base in GPU_METRICS:
+            drift_ = day * 0.1 if name in ("ecc_correctable", "pcie_replays") else 0.0
+            out.append(["gpu", f"gpu{g}", name, base + drift_ + rng.random(), unit])
+    for p in (0, 1, 4, 5, 6, 7, 8, 9, 10):
+        for name, base in IB_METRICS:
+            out.append(["ib", f"mlx5_{p}:1", name, base + (0 if name == "rate_gbps"
+                                                          else rng.random()), ""])
+    return out[:100]
+
+
+def results_for(node: str) -> list[Result]:
+    return [Result(node, "gpu_clocks", f"gpu{g}", "pass", "clocks locked to target",
+                   "SM 1980 / mem 2619", "MHz", "SM 1980 / mem 2619 MHz") for g in range(8)] + \
+        [Result(node, "ib_counters", f"mlx5_{p}:1", "pass", "error counters under thresholds",
+                14, "errors") for p in range(9)]
+
+
+def sweep(h: History, nodes: list[str], day: int, t0: float, rng: random.Random) -> float:
+    runs = [NodeRun(n, "h100-sxm-8gpu", results_for(n), node_metrics(rng, day)) for n in nodes]
+    start = time.perf_counter()
+    h.record(f"bench-{day:04d}", "sweep", runs, when=t0 + day * DAY)
+    return time.perf_counter() - start
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=1024)
+    ap.add_argument("--days", type=int, default=365)
+    ap.add_argument("--db", default="/tmp/stetho-history-bench.db")
+    ap.add_argument("--keep", action="store_true", help="reuse/keep the built database")
+    args = ap.parse_args()
+    path = Path(args.db)
+    nodes = [f"gpu{i:04d}" for i in range(1, args.nodes + 1)]
+    rng = random.Random(7)
+    now = time.time()
+    t0 = now - args.days * DAY
+    if path.exists() and not args.keep:
+        for p in path.parent.glob(path.name + "*"):
+            p.unlink()
+    with History(path) as h:
+        have = h.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        if have < args.days:
+            print(f"building {args.days} nightly sweeps x {args.nodes} nodes x 100 metrics "
+                  f"({args.days * args.nodes * 100 / 1e6:.1f} M metric rows)...", flush=True)
+            start = time.perf_counter()
+            for day in range(have, args.days):
+                sweep(h, nodes, day, t0, rng)
+                if day % 50 == 49:
+                    print(f"  {day + 1} sweeps, {time.perf_counter() - start:.0f} s", flush=True)
+            print(f"  built in {time.perf_counter() - start:.0f} s")
+        rows = h.conn.execute("SELECT count(*) FROM metrics").fetchone()[0]
+        inserts = [sweep(h, nodes, args.days + i, t0, rng) for i in range(3)]
+        print(f"metric rows: {rows / 1e6:.1f} M; one more sweep ({args.nodes} nodes x 100 "
+              f"metrics) inserted in: median {statistics.median(inserts):.2f} s "
+              f"({', '.join(f'{x:.2f}' for x in inserts)})   target <= 3 s")
+        sample = rng.sample(nodes, 50)
+        q = []
+        for n in sample:
+            s = time.perf_counter()
+            table = historyview.rows(h, n, since_s=30 * DAY, now=now + 4 * DAY)
+            historyview.render(n, table)
+            q.append(time.perf_counter() - s)
+        print(f"history NODE --since 30d (query + table, in process, {len(sample)} nodes): "
+              f"p50 {pct(q, 50) * 1000:.1f} ms  p95 {pct(q, 95) * 1000:.1f} ms   "
+              f"target <= 100 ms p95")
+        prof = profiles.load("h100-sxm-8gpu")
+        d = []
+        for n in sample:
+            current = node_metrics(rng, args.days + 3)
+            s = time.perf_counter()
+            drift.evaluate(h, n, prof, current, now=now + 4 * DAY)
+            d.append(time.perf_counter() - s)
+        print(f"drift for one node ({len(sample)} nodes): p50 {pct(d, 50) * 1000:.1f} ms  "
+              f"p95 {pct(d, 95) * 1000:.1f} ms   target <= 100 ms p95")
+    cli = []
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for n in sample[:7]:
+        s = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "stetho", "history", n, "--since", "30d", "--db",
+                        str(path)], capture_output=True, env=env, check=True)
+        cli.append(time.perf_counter() - s)
+    print(f"stetho history NODE --since 30d as a command (with Python start-up): "
+          f"median {statistics.median(cli) * 1000:.0f} ms")
+    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+    print(f"database size: {size / 2**30:.2f} GiB ({path})")
+    if not args.keep:
+        for p in path.parent.glob(path.name + "*"):
+            p.unlink()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+"""The history database: every check and sweep run, per-node results, and every measured
+metric over time, in SQLite through sqlite-utils.
+
+Default location: the user's data directory (~/.local/share/stetho/history.db), or `--db`,
+or STETHO_DB. The schema version is recorded and migrations applied on open; a database
+written by a newer stetho is refused rather than misread. Each run is written in one
+transaction, so a process killed mid-write leaves the database as it was before; WAL and a
+busy timeout let several writers (nightly sweep, pre-job gates) share it.
+
+Storage is laid out for a year of nightly sweeps of a thousand nodes: metric values are
+(node, time, run, series, value) rows in a WITHOUT ROWID table clustered node first, then
+time, so one sweep appends one contiguous run of rows per node (a few MB per sweep, not a page
+per series), and a node's last 30 days is one range scan. `series` names check, subject,
+metric and unit once per node; the view `metrics_long` gives the long form (run, time, node,
+check, subject, metric, value, unit). Per-node results are kept as one compressed JSON document per
+node and run, with their status counts beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stetho.errors import ConfigError
+from stetho.results import Result
+
+SCHEMA_VERSION = 1
+
+#: version -> statements bringing the previous version to it. Append, never edit.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+        """CREATE TABLE runs (key INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, kind TEXT,
+           time INTEGER NOT NULL, started TEXT, host TEXT, stetho_version TEXT,
+           command TEXT, exit_code INTEGER, nodes INTEGER, run_dir TEXT)""",
+        "CREATE INDEX runs_time ON runs(time)",
+        "CREATE TABLE nodes (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)",
+        """CREATE TABLE series (id INTEGER PRIMARY KEY, node_id INTEGER NOT NULL,
+           check_name TEXT NOT NULL, subject TEXT NOT NULL, metric TEXT NOT NULL,
+           unit TEXT NOT NULL DEFAULT '',
+           UNIQUE (node_id, check_name, subject, metric))""",
+        """CREATE TABLE metrics (node_id INTEGER NOT NULL, time INTEGER NOT NULL,
+           run_key INTEGER NOT NULL, series_id INTEGER NOT NULL, value REAL,
+           PRIMARY KEY (node_id, time, run_key, series_id)) WITHOUT ROWID""",
+        """CREATE TABLE node_runs (run_key INTEGER NOT NULL, node_id INTEGER NOT NULL,
+           time INTEGER NOT NULL, profile TEXT, exit_code INTEGER, fail INTEGER,
+           error INTEGER, warn INTEGER, skip INTEGER, pass INTEGER, results BLOB,
+           PRIMARY KEY (node_id, time, run_key)) WITHOUT ROWID""",
+        "CREATE INDEX node_runs_run ON node_runs(run_key)",
+        """CREATE VIEW metrics_long AS
+           SELECT r.id AS run, m.time AS time, n.name AS node, s.check_name AS "check",
+                  s.subject AS subject, s.metric AS metric, m.value AS value, s.unit AS unit
+           FROM metrics m JOIN series s ON s.id = m.series_id
+           JOIN nodes n ON n.id = m.node_id JOIN runs r ON r.key = m.run_key""",
+    ),
+}
+
+
+class HistoryError(ConfigError):
+    """The database cannot be used (newer schema, not a stetho database): exit 2."""
+
+
+def default_path() -> Path:
+    env = os.environ.get("STETHO_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "stetho" / "history.db"
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """One node's part of a run: its results and the metrics its checks measured."""
+
+    node: str
+    profile: str
+    results: list[Result]
+    metrics: list[list[Any]]  # [check, subject, metric, value, unit]
+
+
+@dataclass(frozen=True)
+class Sample:
+    time: int
+    value: float
+    run: str
+
+
+class History:
+    def __init__(self, path: Path | str, timeout_s: float = 60.0) -> None:
+        import sqlite_utils
+
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None)
+            self.conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+            self.conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: a sweep's pages
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{path}: not a usable SQLite database: {exc}") from None
+        self.db = sqlite_utils.Database(self.conn)
+        self._node_ids: dict[str, int] = {}
+        self._migrate()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema -----------------------------------------------------------------------------
+    def schema_version(self) -> int:
+        try:
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                                    ).fetchone()
+        except sqlite3.OperationalError:
+            return 0
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        try:
+            current = self.schema_version()
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"{self.path}: not a stetho history database: {exc}") from None
+        if current > SCHEMA_VERSION:
+            raise HistoryError(
+                f"{self.path}: history schema version {current} is newer than this stetho "
+                f"understands ({SCHEMA_VERSION}); upgrade stetho, or point --db elsewhere")
+        if current == 0 and self.conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'runs'").fetchone()[0]:
+            raise HistoryError(f"{self.path}: has a 'runs' table but no stetho schema version")
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self.transaction():
+                for stmt in MIGRATIONS[version]:
+                    self.conn.execute(stmt)
+                self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                                  (str(version),))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE: take the write lock up front, so concurrent writers queue on the
+        busy timeout instead of failing half way."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    # -- writing ----------------------------------------------------------------------------
+    def record(self, run_id: str, kind: str, nodes: Iterable[NodeRun], *,
+               when: float | None = None, exit_code: int | None = None,
+               command: str = "", run_dir: str = "") -> int:
+        """Write one run, all of it or nothing. Returns the run's key."""
+        from stetho import __version__
+        from stetho.results import counts
+        from stetho.results import exit_code as code_of
+
+        t = int(when if when is not None else time.time())
+        nodes = list(nodes)
+        all_results = [r for n in nodes for r in n.results]
+        with self.transaction():
+            cur = self.conn.execute(
+                "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
+                "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (run_id, kind, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
+                 socket.gethostname(), __version__, command,
+                 exit_code if exit_code is not None else code_of(all_results), len(nodes),
+                 run_dir))
+            run_key = int(cur.lastrowid or 0)
+            ids = self._ensure_nodes([n.node for n in nodes])
+            series = self._ensure_series(ids, nodes)
+            metric_rows = []
+            node_rows = []
+            for n in nodes:
+                nid = ids[n.node]
+                for check, subject, metric, value, _unit in n.metrics:
+                    metric_rows.append((nid, t, run_key, series[(nid, check, subject, metric)],
+                                        value))
+                c = counts(n.results)
+                blob = zlib.compress(json.dumps([r.to_json() for r in n.results],
+                                                default=str).encode(), 6)
+                node_rows.append((run_key, nid, t, n.profile, code_of(n.results), c["fail"],
+                                  c["error"], c["warn"], c["skip"], c["pass"], blob))
+            self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
+                                  metric_rows)
+            self.conn.executemany("INSERT OR REPLACE INTO node_runs VALUES "
+                                  "(?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+        return run_key
+
+    def _ensure_nodes(self, names: list[str]) -> dict[str, int]:
+        missing = [n for n in names if n not in self._node_ids]
+        if missing:
+            self.conn.executemany("INSERT OR IGNORE INTO nodes (name) VALUES (?)",
+                                  [(n,) for n in missing])
+            for chunk in _chunks(missing, 500):
+                q = ",".join("?" * len(chunk))
+                for nid, name in self.conn.execute(
+                        f"SELECT id, name FROM nodes WHERE name IN ({q})", chunk):
+                    self._node_ids[name] = nid
+        return {n: self._node_ids[n] for n in names}
+
+    def _ensure_series(self, ids: dict[str, int], nodes: list[NodeRun]
+                       ) -> dict[tuple[int, str, str, str], int]:
+        wanted = {(ids[n.node], m[0], m[1], m[2]): (m[4] or "") for n in nodes
+                  for m in n.metrics}
+        known: dict[tuple[int, str, str, str], int] = {}
+        node_ids = sorted({k[0] for k in wanted})
+        for chunk in _chunks(node_ids, 500):
+            q = ",".join("?" * len(chunk))
+            for sid, nid, c, s, m in self.conn.execute(
+                    "SELECT id, node_id, check_name, subject, metric FROM series "
+                    f"WHERE node_id IN ({q})", chunk):
+                known[(nid, c, s, m)] = sid
+        new = [(k[0], k[1], k[2], k[3], u) for k, u in wanted.items() if k not in known]
+        if new:
+            self.conn.executemany("INSERT OR IGNORE INTO series (node_id, check_name, "
+                                  "subject, metric, unit) VALUES (?,?,?,?,?)", new)
+            for chunk in _chunks(sorted({k[0] for k in new}), 500):
+                q = ",".join("?" * len(chunk))
+                for sid, nid, c, s, m in self.conn.execute(
+                        "SELECT id, node_id, check_name, subject, metric FROM series "
+                        f"WHERE node_id IN ({q})", chunk):
+                    known[(nid, c, s, m)] = sid
+        return known
+
+    # -- reading ----------------------------------------------------------------------------
+    def node_id(self, node: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM nodes WHERE name = ?", (node,)).fetchone()
+        return int(row[0]) if row else None
+
+    def series_of(self, node: str, check: str | None = None, metric: str | None = None
+                  ) -> list[tuple[int, str, str, str, str]]:
+        """(series id, check, subject, metric, unit) of a node, optionally filtered."""
+        q = ("SELECT s.id, s.check_name, s.subject, s.metric, s.unit FROM series s "
+             "JOIN nodes n ON n.id = s.node_id WHERE n.name = ?")
+        args: list[Any] = [node]
+        if check:
+            q += " AND s.check_name = ?"
+            args.append(check)
+        if metric:
+            q += " AND s.metric = ?"
+            args.append(metric)
+        return [tuple(r) for r in self.conn.execute(q + " ORDER BY 2, 3, 4", args)]
+
+    def samples(self, node: str, series_ids: list[int], since: float,
+                until: float | None = None) -> dict[int, list[Sample]]:
+        """A node's values of these series between since and until, oldest first: one range
+        scan of the node's rows (the table is clustered by node, then time)."""
+        out: dict[int, list[Sample]] = {s: [] for s in series_ids}
+        nid = self.node_id(node)
+        if nid is None or not series_ids:
+            return out
+        until_t = int(until) if until is not None else 2**62
+        runs: dict[int, str] = {}
+        for sid, t, value, run_key in self.conn.execute(
+                "SELECT series_id, time, value, run_key FROM metrics "
+                "WHERE node_id = ? AND time >= ? AND time <= ? ORDER BY time",
+                (nid, int(since), until_t)):
+            if sid in out:
+                if run_key not in runs:
+                    runs[run_key] = self._run_id(run_key)
+                out[sid].append(Sample(t, value, runs[run_key]))
+        return out
+
+    def _run_id(self, key: int) -> str:
+        row = self.conn.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else "?"
+
+    def latest_results(self, nodes: list[str], max_age_s: float, now: float | None = None
+                       ) -> dict[str, tuple[int, str, list[Result]]]:
+        """Each node's newest results no older than max_age_s: node -> (time, run, results)."""
+        now = now if now is not None else time.time()
+        out: dict[str, tuple[int, str, list[Result]]] = {}
+        for chunk in _chunks(nodes, 500):
+            q = ",".join("?" * len(chunk))
+            rows = self.conn.execute(
+                "SELECT n.name, nr.time, r.id, nr.results FROM nodes n "
+                "JOIN node_runs nr ON nr.node_id = n.id "
+                "JOIN runs r ON r.key = nr.run_key "
+                f"WHERE n.name IN ({q}) AND nr.time >= ? "
+                "AND nr.time = (SELECT max(time) FROM node_runs WHERE node_id = n.id) ",
+                [*chunk, int(now - max_age_s)])
+            for name, t, run, blob in rows:
+                results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
+                out[name] = (int(t), str(run), results)
+        return out
+
+    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        cur = self.conn.execute("SELECT id, kind, started, exit_code, nodes, host FROM runs "
+                                "ORDER BY time DESC LIMIT ?", (limit,))
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row, strict=True)) for row in cur]
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def parse_since(text: str) -> float:
+    """'30d', '12h', '90m', '2w' -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    t = text.strip().lower()
+    if not t or t[-1] not in units or not t[:-1].replace(".", "", 1).isdigit():
+        raise ConfigError(f"--since {text!r}: expected a duration like 30d, 12h, 90m, 2w")
+    return float(t[:-1]) * units[t[-1]]

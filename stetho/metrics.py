@@ -1,0 +1,140 @@
+"""Every number a node's checks measure, in long form, for the history database.
+
+One Metric per (check, subject, metric): GPU temperatures, power, clocks and ECC counts, PCIe
+replays, NVLink and InfiniBand error counters, NCCL busbw per message size, kernel-log event
+counts. COUNTERS and FLAT say how drift treats each: a counter is cumulative (delta and rate
+since the previous run, resets handled), a flat metric should stay flat (trend toward its
+threshold; a metric can be both), a gauge is compared with the node's own recent history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stetho.facts import NodeFacts, Unavailable
+
+
+@dataclass(frozen=True)
+class Metric:
+    check: str
+    subject: str
+    metric: str
+    value: float
+    unit: str = ""
+
+    def to_row(self) -> list[Any]:
+        return [self.check, self.subject, self.metric, self.value, self.unit]
+
+
+#: Cumulative hardware counters: drift looks at their delta and rate between runs.
+COUNTERS = frozenset({
+    "ecc_correctable", "ecc_uncorrectable", "remapped_rows_correctable",
+    "remapped_rows_uncorrectable", "pcie_replays", "nvlink_replay", "nvlink_recovery",
+    "nvlink_crc", "SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
+    "PortRcvErrors", "PortRcvRemotePhysicalErrors", "LocalLinkIntegrityErrors",
+    "ExcessiveBufferOverrunErrors", "PortXmitDiscards",
+})
+#: Metrics that should stay flat: drift fits a trend and warns before they cross a threshold.
+FLAT = frozenset({"pre_fec_ber", "ecc_correctable", "remapped_rows_correctable",
+                  "SymbolErrorCounter"})
+IB_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
+               "PortRcvErrors", "PortRcvRemotePhysicalErrors", "LocalLinkIntegrityErrors",
+               "ExcessiveBufferOverrunErrors", "PortXmitDiscards")
+
+
+def is_counter(metric: str) -> bool:
+    return metric in COUNTERS
+
+
+def is_flat(metric: str) -> bool:
+    return metric in FLAT
+
+
+def is_gauge(metric: str) -> bool:
+    """Everything else: compared with the node's own recent values (z-score, KS)."""
+    return metric not in COUNTERS and metric not in FLAT
+
+
+def extract(facts: NodeFacts) -> list[Metric]:
+    out: list[Metric] = []
+    for part in (_gpus, _nvlink, _ib, _nccl, _kernel):
+        try:
+            out.extend(part(facts))
+        except Unavailable:
+            continue
+    return out
+
+
+def _gpus(f: NodeFacts) -> list[Metric]:
+    out = []
+    for g in f.gpus():
+        s = f"gpu{g.index}"
+        agg = g.ecc_aggregate
+        rows = g.remapped_rows
+        for name, value, unit in (
+            ("temperature_c", g.gpu_temp_c, "C"), ("memory_temperature_c", g.memory_temp_c, "C"),
+            ("power_w", g.power_draw_w, "W"), ("sm_clock_mhz", g.sm_mhz, "MHz"),
+            ("app_sm_clock_mhz", g.app_graphics_mhz, "MHz"),
+            ("app_mem_clock_mhz", g.app_mem_mhz, "MHz"),
+            ("ecc_correctable", _sum(agg.dram_correctable, agg.sram_correctable), ""),
+            ("ecc_uncorrectable", _sum(agg.dram_uncorrectable, agg.sram_uncorrectable), ""),
+            ("remapped_rows_correctable", rows.correctable if rows else None, ""),
+            ("remapped_rows_uncorrectable", rows.uncorrectable if rows else None, ""),
+            ("pcie_replays", g.pcie_replays, ""),
+        ):
+            if value is not None:
+                out.append(Metric("gpu", s, name, float(value), unit))
+    return out
+
+
+def _sum(*xs: int | None) -> int | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) if vals else None
+
+
+def _nvlink(f: NodeFacts) -> list[Metric]:
+    out = []
+    names = {"Replay Errors": "nvlink_replay", "Recovery Errors": "nvlink_recovery",
+             "CRC Errors": "nvlink_crc"}
+    for g in f.nvlink_errors():
+        totals: dict[str, int] = {}
+        for link in g.links:
+            for k, v in link.counters.items():
+                if k in names:
+                    totals[names[k]] = totals.get(names[k], 0) + v
+        out += [Metric("gpu_nvlink", f"gpu{g.index}", k, float(v)) for k, v in totals.items()]
+    return out
+
+
+def _ib(f: NodeFacts) -> list[Metric]:
+    out = []
+    for p in f.ib_ports():
+        for name, value in p.errors().items():
+            if name in IB_COUNTERS:
+                out.append(Metric("ib", p.id, name, float(value)))
+        if p.rate_gbps is not None:
+            out.append(Metric("ib", p.id, "rate_gbps", float(p.rate_gbps), "Gb/s"))
+    try:
+        ports = f.mlxlink()
+    except Unavailable:  # no MFT on the node: the counters above still count
+        ports = ()
+    for d in ports:
+        if d.pre_fec_ber is not None:
+            out.append(Metric("ib", f"{d.device}:{d.port}", "pre_fec_ber", d.pre_fec_ber))
+    return out
+
+
+def _nccl(f: NodeFacts) -> list[Metric]:
+    run = f.nccl_run()
+    if run.failed or run.truncated:
+        return []
+    return [Metric("nccl", f"allreduce@{r.size_bytes}", "busbw_gbps", r.oop_busbw_gbps, "GB/s")
+            for r in run.rows if r.oop_busbw_gbps is not None and r.size_bytes >= (1 << 20)]
+
+
+def _kernel(f: NodeFacts) -> list[Metric]:
+    log = f.kernel_log()
+    return [Metric("kernel", "", "xid_events", float(len(log.xids))),
+            Metric("kernel", "", "aer_corrected",
+                   float(sum(1 for e in log.aer if e.severity == "corrected")))]
