@@ -1,0 +1,125 @@
+"""Gate policies (gates/*.yml): which checks count, which statuses block, thresholds that
+tighten the profile's, how fresh history must be, and who may approve overrides.
+
+A policy is data a release manager or SRE lead reviews; the gate (stetho.gate) only applies it.
+A malformed policy raises ConfigError naming the file and line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stetho import yamlconf
+from stetho.errors import ConfigError
+from stetho.overrides import OverridePolicy
+from stetho.resources import shipped
+from stetho.results import STATUSES
+
+
+@dataclass(frozen=True)
+class Tighten:
+    """A rule that can turn a result into a fail: value over `max`, under `min`, or more than
+    `max_drop_pct` under the result's numeric reference (its baseline)."""
+
+    check: str
+    max: float | None = None
+    min: float | None = None
+    max_drop_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    name: str
+    source: str
+    description: str
+    checks: tuple[str, ...]  # empty: every check
+    local_checks: tuple[str, ...]  # the quick ones for `stetho gate --local`
+    block_on: tuple[str, ...]
+    tighten: tuple[Tighten, ...]
+    freshness_s: float  # results younger than this are taken from history; 0: always live
+    overrides: OverridePolicy
+    drain: bool = True
+    exclude: tuple[str, ...] = field(default_factory=tuple)
+
+    def counts(self, check: str) -> bool:
+        """Whether a check's results decide. A node that could not be checked at all
+        (`gate`, `sweep` errors) always counts; so do fleet and drift checks."""
+        if check in self.exclude:
+            return False
+        return (not self.checks or check in self.checks or check in ("gate", "sweep")
+                or check.startswith(("fleet_", "drift_")))
+
+
+def search_path() -> list[Path]:
+    dirs = [Path(p) for p in os.environ.get("STETHO_GATES", "").split(os.pathsep) if p]
+    return dirs + [Path.cwd() / "gates", shipped("gates")]
+
+
+def find(name: str) -> Path:
+    if name.endswith((".yml", ".yaml")) or os.sep in name:
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"gate policy file {name} does not exist")
+        return path
+    for d in search_path():
+        for ext in (".yml", ".yaml"):
+            if (d / f"{name}{ext}").is_file():
+                return d / f"{name}{ext}"
+    known = sorted({p.stem for d in search_path() if d.is_dir() for p in d.glob("*.y*ml")})
+    raise ConfigError(f"unknown gate policy {name!r} (known: {', '.join(known) or 'none'})")
+
+
+_KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on", "tighten",
+         "freshness", "overrides", "scheduler"}
+
+
+def load(name: str) -> GatePolicy:
+    from stetho.history import parse_since
+
+    path = find(name)
+    doc = yamlconf.load(path)
+    top = yamlconf.Section(doc)
+    top.check_unknown(_KEYS)
+    pname = top.require("policy", str)
+    block_on = top.str_list("block_on", ("fail",))
+    for status in block_on:
+        if status not in STATUSES:
+            top.fail(f"block_on: {status!r} is not a status ({', '.join(STATUSES)})",
+                     "block_on")
+    tight = []
+    t = top.section("tighten")
+    for check in t.data:
+        rule = t.section(check)
+        tight.append(Tighten(str(check), max=rule.get("max", float),
+                             min=rule.get("min", float),
+                             max_drop_pct=rule.get("max_drop_pct", float)))
+        rule.check_unknown({"max", "min", "max_drop_pct"})
+    fresh = top.get("freshness", (str, int), "0s")
+    try:
+        freshness = parse_since(str(fresh)) if str(fresh) not in ("0", "0s") else 0.0
+    except ConfigError as exc:
+        top.fail(str(exc), "freshness")
+    o = top.section("overrides")
+    lifetime = o.get("max_lifetime", str, "24h")
+    try:
+        max_life = parse_since(lifetime)
+    except ConfigError as exc:
+        o.fail(str(exc), "max_lifetime")
+    overrides = OverridePolicy(name=pname, approvers=o.str_list("approvers"),
+                               acknowledgement=o.get("acknowledgement", str, ""),
+                               max_lifetime_s=max_life)
+    o.check_unknown({"approvers", "acknowledgement", "max_lifetime"})
+    sched = top.section("scheduler")
+    drain = sched.get("drain", bool, True)
+    sched.check_unknown({"drain"})
+    return GatePolicy(name=pname, source=str(path), description=top.get("description", str, ""),
+                      checks=top.str_list("checks"), local_checks=top.str_list("local_checks"),
+                      block_on=block_on, tighten=tuple(tight), freshness_s=freshness,
+                      overrides=overrides, drain=drain, exclude=top.str_list("exclude"))
+
+
+def load_override_policy(name: str) -> OverridePolicy:
+    """What `stetho override` needs of a policy: its approvers, sentence and max lifetime."""
+    return load(name).overrides

@@ -1,0 +1,396 @@
+"""Scheduler actions for the gate: drain the nodes it blocks in Slurm, resume only its own drains.
+
+The gate's verdict is only useful if the scheduler stops placing jobs on a bad node, so stetho
+can drain it (`scontrol update ... State=DRAIN Reason=...`). Draining is shared ground with
+the people who run the cluster, and two rules keep stetho from trampling them:
+
+* every reason stetho writes starts with ``stetho:`` (REASON_PREFIX), and `resume` only
+  resumes nodes whose *current* reason starts with it. A node a person drained (an RMA, a
+  maintenance window) is never resumed by stetho, however healthy it now looks;
+* a node a person already drained is not re-drained either, since that would overwrite their
+  reason (and make the node look like stetho's, so a later resume would undo their drain).
+
+The default is a dry run (act=False): nothing changes, and each Action carries the argv that
+would run, so a CI gate can print its plan. The current state is still read with the
+read-only `scontrol show node -o`, because the plan depends on it (whose drain it is).
+
+Commands are argv lists run without a shell; node names are validated first (only letters,
+digits, '.', '_', '-'), and a bad name refuses the whole call before any command runs.
+Failures (no scontrol, controller unreachable, scontrol refusing) become a failed Action per
+node with scontrol's stderr in its message: a gate run must report them, not crash on them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from stetho import hostlist
+from stetho.errors import ConfigError, StethoError
+
+REASON_PREFIX = "stetho:"
+#: Slurm keeps longer reasons, but sinfo/squeue columns and people's eyes do not.
+MAX_REASON = 200
+#: Nodes per `scontrol show node` call: keeps argv short on big clusters.
+SHOW_CHUNK = 200
+
+ActionKind = Literal["drain", "resume", "skip"]
+
+
+class SlurmError(StethoError):
+    """scontrol could not be run or did not answer (missing, timed out, controller down)."""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node as `scontrol show node -o` reports it. `reason` is "" when there is none;
+    `drained` is true for any state carrying the DRAIN flag (IDLE+DRAIN, DOWN+DRAIN, ...)."""
+
+    name: str
+    state: str
+    reason: str
+    drained: bool
+
+    @property
+    def drained_by_stetho(self) -> bool:
+        """Drained, and the reason is one stetho wrote: the only drains stetho may undo."""
+        return self.drained and self.reason.startswith(REASON_PREFIX)
+
+
+@dataclass(frozen=True)
+class Action:
+    """What stetho did (or, in a dry run, would do) to one node.
+
+    kind: "drain" / "resume" when stetho acts (or tried to), "skip" when it chose not to
+    (a person's drain, nothing to do). argv: the command that ran or would run; () when none.
+    done: the command ran and scontrol returned 0. failed: something went wrong (the state
+    could not be read, the node is unknown, scontrol refused); the message says what.
+    """
+
+    node: str
+    kind: ActionKind
+    argv: tuple[str, ...]
+    done: bool
+    message: str
+    failed: bool = False
+
+
+# -- reasons and command lines -------------------------------------------------------------------
+
+_QUOTES = str.maketrans({'"': "'", "`": "'", "\u2018": "'", "\u2019": "'", "\u201c": "'",
+                         "\u201d": "'", "\u00b4": "'"})
+
+
+def _clean(text: str) -> str:
+    """One printable line: control characters (newlines above all: a newline splits the
+    reason over lines of `scontrol show node` output) become spaces, runs of spaces collapse,
+    quotes become plain single quotes (a reason is copied into shell commands by people)."""
+    text = text.translate(_QUOTES)
+    text = "".join(" " if unicodedata.category(ch).startswith("C") else ch for ch in text)
+    return " ".join(text.split())
+
+
+def _cap(text: str, limit: int = MAX_REASON) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def drain_reason(check: str, summary: str) -> str:
+    """'stetho: <check>: <summary>', one clean line of at most MAX_REASON characters, so that
+    a person reading `sinfo -R` sees who drained the node and why, and resume can tell the
+    drain is stetho's."""
+    check, summary = _clean(check), _clean(summary)
+    body = f"{check}: {summary}" if summary else check
+    return _cap(f"{REASON_PREFIX} {body}".rstrip())
+
+
+def _as_stetho_reason(reason: str) -> str:
+    """Any reason stetho writes carries the prefix, even one a caller built by hand: without
+    it stetho could never resume the node it drained."""
+    reason = _clean(reason)
+    if not reason.startswith(REASON_PREFIX):
+        reason = f"{REASON_PREFIX} {reason}".rstrip()
+    return _cap(reason)
+
+
+def _valid(node: str) -> str:
+    """hostlist.validate, plus a whole-string match: its pattern ends in `$`, which also
+    matches before a trailing newline, and a newline must never reach scontrol's argv."""
+    hostlist.validate(node)
+    if not hostlist.NAME.fullmatch(node):
+        raise ConfigError(f"invalid node name {node!r}: only letters, digits, '.', '_' and '-' "
+                          "are allowed")
+    return node
+
+
+def drain_argv(node: str, reason: str) -> list[str]:
+    """The drain command as argv (no shell, so the reason needs no quoting)."""
+    _valid(node)
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"]
+
+
+def resume_argv(node: str) -> list[str]:
+    _valid(node)
+    return ["scontrol", "update", f"NodeName={node}", "State=RESUME"]
+
+
+# -- parsing `scontrol show node -o` --------------------------------------------------------------
+
+#: A key starts a token: `NodeName=`, `CPUAlloc=`, `MCS_label=`; never `cpu=8` inside CfgTRES.
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z0-9_]*)=")
+#: What Slurm appends to the first line of a reason: ` [user@time]`.
+_STAMP = re.compile(r"\s\[[^\s\[\]@]+@[^\s\[\]]+\](?=\s|$)")
+_REASON = re.compile(r"(?:^|(?<=\s))Reason=")
+
+
+def _pairs(text: str) -> tuple[str, dict[str, str]]:
+    """Key=Value pairs; a value runs to the next key (OS= holds spaces). Text before the first
+    key is returned apart."""
+    keys = list(_KEY.finditer(text))
+    lead = text[: keys[0].start()] if keys else text
+    out: dict[str, str] = {}
+    for i, m in enumerate(keys):
+        end = keys[i + 1].start() if i + 1 < len(keys) else len(text)
+        out.setdefault(m.group(1), text[m.end():end].strip())
+    return lead.strip(), out
+
+
+def _parse_record(line: str) -> dict[str, str]:
+    """One node's line. `Reason=` is free text: it runs to Slurm's ` [user@time]` stamp, and
+    may even contain `Key=Value`; what follows the stamp is either more keys or further lines
+    of a multi-line reason (scontrol prints them after the stamp, padded with spaces)."""
+    m = _REASON.search(line)
+    if not m:
+        return _pairs(line)[1]
+    fields = _pairs(line[: m.start()])[1]
+    rest = line[m.end():]
+    stamp = _STAMP.search(rest)
+    tail: dict[str, str] = {}
+    if stamp is None:  # no stamp: Slurm prints the reason last
+        reason = rest.strip()
+    else:
+        more, tail = _pairs(rest[stamp.end():])
+        reason = rest[: stamp.start()].strip()
+        if more:
+            reason = f"{reason}\n{more}"
+    fields.update({k: v for k, v in tail.items() if k not in fields})
+    fields["Reason"] = reason
+    return fields
+
+
+def _is_drained(state: str) -> bool:
+    """DRAIN is a flag on the base state (IDLE+DRAIN, MIXED+DRAIN, DOWN+DRAIN); sinfo-style
+    names (DRAINED, DRAINING) and suffixes (`*`, `~`) are accepted too."""
+    return any(p.strip().rstrip("*~#!%$@^-").startswith("DRAIN") for p in state.split("+"))
+
+
+def parse_show_node(text: str) -> dict[str, NodeInfo]:
+    """`scontrol show node -o [NAMES]` output -> node name -> NodeInfo.
+
+    One line per node. Lines that are not node records ("Node gpu09 not found") are ignored;
+    the multi-line format (without -o) is accepted too, by joining each record's lines."""
+    records: list[str] = []
+    for raw in text.splitlines():
+        if raw.startswith("NodeName="):
+            records.append(raw)
+        elif records and raw[:1].isspace() and raw.strip():
+            records[-1] += " " + raw
+        elif not raw.strip() and records:
+            records.append("")  # a blank line ends the record (multi-line format)
+    out: dict[str, NodeInfo] = {}
+    for rec in records:
+        if not rec:
+            continue
+        fields = _parse_record(rec)
+        name = fields.get("NodeName", "").split()[0] if fields.get("NodeName") else ""
+        if not name:
+            continue
+        state = fields.get("State", "").split()[0] if fields.get("State") else ""
+        out[name] = NodeInfo(name, state, fields.get("Reason", ""), _is_drained(state))
+    return out
+
+
+_NOT_FOUND = re.compile(r"^Node \S+ not found$")
+
+
+# -- running scontrol ----------------------------------------------------------------------------
+
+
+class Slurm:
+    """Drain and resume nodes through scontrol.
+
+    act: False is a dry run (nothing changes; Actions say what would run). env: variables
+    laid over this process's environment for scontrol (SLURM_CONF, PATH, ...); PATH there
+    is where `scontrol` is looked up. timeout_s: per scontrol call; an unreachable controller
+    otherwise holds scontrol for its own retry time.
+    """
+
+    def __init__(self, *, act: bool, scontrol: str = "scontrol",
+                 env: Mapping[str, str] | None = None, timeout_s: float = 30) -> None:
+        self.act = act
+        self.scontrol = scontrol
+        self.env: dict[str, str] = {**os.environ, **(env or {})}
+        self.timeout_s = timeout_s
+
+    # - plumbing -
+
+    def _argv(self, argv: list[str]) -> tuple[str, ...]:
+        """A module-level argv (which says "scontrol") with this instance's scontrol."""
+        return (self.scontrol, *argv[1:])
+
+    def _resolve(self) -> str:
+        if os.sep in self.scontrol:
+            if os.access(self.scontrol, os.X_OK) and os.path.isfile(self.scontrol):
+                return self.scontrol
+            raise SlurmError(f"scontrol {self.scontrol!r} does not exist or is not executable")
+        found = shutil.which(self.scontrol, path=self.env.get("PATH", os.defpath))
+        if found is None:
+            raise SlurmError(f"{self.scontrol!r} not found on PATH "
+                             f"({self.env.get('PATH', os.defpath)}): is Slurm installed here?")
+        return found
+
+    def _run(self, argv: tuple[str, ...], extra_env: Mapping[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+        exe = self._resolve()
+        env = {**self.env, **(extra_env or {})}
+        try:
+            return subprocess.run([exe, *argv[1:]], env=env, capture_output=True, text=True,
+                                  timeout=self.timeout_s, stdin=subprocess.DEVNULL, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise SlurmError(f"`{shlex.join(argv)}` timed out after {self.timeout_s:g}s "
+                             "(is slurmctld reachable?)") from e
+        except OSError as e:
+            raise SlurmError(f"`{shlex.join(argv)}` could not be run: {e}") from e
+
+    # - reading -
+
+    def show(self, nodes: Iterable[str]) -> dict[str, NodeInfo]:
+        """The current state of these nodes (those Slurm does not know are absent).
+
+        Raises ConfigError for an invalid name, SlurmError when scontrol cannot answer."""
+        names = [_valid(n) for n in nodes]
+        out: dict[str, NodeInfo] = {}
+        for i in range(0, len(names), SHOW_CHUNK):
+            chunk = names[i:i + SHOW_CHUNK]
+            argv = (self.scontrol, "show", "node", "-o", ",".join(chunk))
+            # a fixed time format: the reason's ` [user@time]` stamp is how it is parsed
+            r = self._run(argv, {"SLURM_TIME_FORMAT": "standard"})
+            stray = [x for x in (r.stdout + "\n" + r.stderr).splitlines()
+                     if x.strip() and not x.startswith(("NodeName=", " "))
+                     and not _NOT_FOUND.match(x.strip())]
+            if r.returncode != 0 and stray:
+                raise SlurmError(f"`{shlex.join(argv)}` exited {r.returncode}: "
+                                 f"{_oneline(r.stderr or r.stdout)}")
+            out.update({k: v for k, v in parse_show_node(r.stdout).items() if k in chunk})
+        return out
+
+    # - acting -
+
+    def drain(self, blocked: Mapping[str, str]) -> list[Action]:
+        """Drain each blocked node (node -> reason), unless a person drained it already (or set
+        it DOWN with a reason of their own).
+
+        A node stetho drained before gets the new reason. Reasons are made stetho's (prefix,
+        one line, capped) whatever the caller passed."""
+        plan = {_valid(n): _as_stetho_reason(r) for n, r in blocked.items()}
+        state, error = self._state(list(plan))
+        actions: list[Action] = []
+        for node, reason in plan.items():
+            if error is not None:
+                actions.append(self._unread(node, "drain", drain_argv(node, reason), error,
+                                            "unless someone else drained it"))
+                continue
+            info = state.get(node)
+            if info is None:
+                actions.append(Action(node, "drain", (), False,
+                                      f"{node}: not drained: Slurm does not know this node "
+                                      "(`scontrol show node` found nothing)", failed=True))
+                continue
+            if info.reason and not info.reason.startswith(REASON_PREFIX):
+                # a person's drain (or DOWN) with their reason: draining would overwrite it,
+                # and make the node look like stetho's to a later resume
+                by = "drained" if info.drained else "marked"
+                actions.append(Action(node, "skip", (), False,
+                                      f"{node}: already {by} by someone else (State="
+                                      f"{info.state}, Reason={info.reason!r}): left as it is, "
+                                      "stetho does not overwrite a person's reason"))
+                continue
+            what = "reason updated" if info.drained else "drained"
+            actions.append(self._do(node, "drain", self._argv(drain_argv(node, reason)), what))
+        return actions
+
+    def resume(self, nodes: list[str]) -> list[Action]:
+        """Resume the nodes stetho drained (current reason starts with "stetho:"); leave a
+        person's drain alone, and do nothing to a node that is not drained."""
+        names = list(dict.fromkeys(_valid(n) for n in nodes))  # once each, in order
+        state, error = self._state(names)
+        actions: list[Action] = []
+        for node in names:
+            if error is not None:
+                actions.append(self._unread(node, "resume", resume_argv(node), error,
+                                            "if stetho drained it"))
+                continue
+            info = state.get(node)
+            if info is None:
+                actions.append(Action(node, "resume", (), False,
+                                      f"{node}: not resumed: Slurm does not know this node "
+                                      "(`scontrol show node` found nothing)", failed=True))
+            elif not info.drained:
+                actions.append(Action(node, "skip", (), False,
+                                      f"{node}: not drained (State={info.state}): "
+                                      "nothing to resume"))
+            elif not info.drained_by_stetho:
+                actions.append(Action(node, "skip", (), False,
+                                      f"{node}: drained by someone else (Reason="
+                                      f"{info.reason!r}): left drained, stetho resumes only "
+                                      f"its own drains (reason starting {REASON_PREFIX!r})"))
+            else:
+                actions.append(self._do(node, "resume", self._argv(resume_argv(node)),
+                                        "resumed"))
+        return actions
+
+    def _state(self, nodes: list[str]) -> tuple[dict[str, NodeInfo], str | None]:
+        if not nodes:
+            return {}, None
+        try:
+            return self.show(nodes), None
+        except SlurmError as e:
+            return {}, str(e)
+
+    def _unread(self, node: str, kind: ActionKind, argv: list[str], error: str,
+                condition: str) -> Action:
+        """The state could not be read. Acting blind could overwrite a person's drain, so
+        nothing runs and the Action fails; a dry run still shows its plan (a gate's dry run
+        on a machine without Slurm is useful), saying the state is unknown."""
+        if self.act:
+            done = "drained" if kind == "drain" else "resumed"
+            return Action(node, kind, (), False, f"{node}: not {done}: could not read its "
+                          f"state in Slurm: {error}", failed=True)
+        full = self._argv(argv)
+        return Action(node, kind, full, False,
+                      f"{node}: dry run, would run {condition}: {shlex.join(full)} "
+                      f"(its current state could not be read: {error})")
+
+    def _do(self, node: str, kind: ActionKind, argv: tuple[str, ...], what: str) -> Action:
+        shown = shlex.join(argv)
+        if not self.act:
+            return Action(node, kind, argv, False, f"{node}: dry run, would run: {shown}")
+        try:
+            r = self._run(argv)
+        except SlurmError as e:
+            return Action(node, kind, argv, False, f"{node}: {kind} failed: {e}", failed=True)
+        if r.returncode != 0:
+            return Action(node, kind, argv, False,
+                          f"{node}: {kind} failed: `{shown}` exited {r.returncode}: "
+                          f"{_oneline(r.stderr or r.stdout) or '(no output)'}", failed=True)
+        return Action(node, kind, argv, True, f"{node}: {what} (`{shown}`)")
+
+
+def _oneline(text: str) -> str:
+    return " ".join(text.split())[:500]

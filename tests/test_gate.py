@@ -1,0 +1,189 @@
+"""`stetho gate`: policies, fresh history vs live, tightened thresholds, overrides end to end
+with a real git repository, and --local on a simulated node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from stetho import gate, gatepolicy
+from stetho.errors import ConfigError
+from stetho.history import History, NodeRun
+from stetho.results import Result
+
+KEY = "k" * 40
+
+
+def stetho(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "stetho", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _results(node, bad=None):
+    rows = [Result(node, "gpu_clocks", f"gpu{g}", "pass", "clocks locked") for g in range(2)]
+    rows.append(Result(node, "nccl_busbw", "allreduce@8GiB", "pass", "ok", 460.0, "GB/s",
+                       reference=479.0))
+    if bad:
+        rows.append(Result(node, bad, "", "fail", f"{bad} is wrong", remediation=f"fix {bad}"))
+    return rows
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "h.db"
+    with History(path) as h:
+        h.record("r-old", "sweep", [NodeRun(f"n{i:03d}", "p", _results(f"n{i:03d}"), [])
+                                    for i in range(1, 5)], when=time.time() - 3 * 86400)
+        h.record("r-now", "sweep", [NodeRun(f"n{i:03d}", "p",
+                                            _results(f"n{i:03d}", "cpu_governor" if i == 7
+                                                     else None), [])
+                                    for i in range(1, 65)], when=time.time() - 600)
+    return path
+
+
+def test_policies_ship_and_load():
+    for name in ("pre-job", "release", "nightly"):
+        p = gatepolicy.load(name)
+        assert p.name == name and p.overrides.acknowledgement
+    pre = gatepolicy.load("pre-job")
+    assert pre.block_on == ("fail", "error") and pre.freshness_s == 6 * 3600
+    rel = gatepolicy.load("release")
+    assert rel.tighten[0].check == "nccl_busbw" and rel.tighten[0].max_drop_pct == 5
+    assert rel.overrides.max_lifetime_s == 72 * 3600
+
+
+def test_malformed_policy_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("policy: x\nblock_on: [fail, explode]\n")
+    with pytest.raises(ConfigError, match=r"bad\.yml:2: block_on: 'explode' is not a status"):
+        gatepolicy.load(str(bad))
+
+
+def test_release_tightens_busbw_to_5_percent():
+    rel = gatepolicy.load("release")
+    d = gate.decide(rel, _results("n1"))  # 460 vs 479: 4.0% under: passes
+    assert d.exit_code == 0
+    slow = [Result("n1", "nccl_busbw", "allreduce@8GiB", "pass", "ok", 450.0, "GB/s",
+                   reference=479.0)]
+    d = gate.decide(rel, slow)  # 6.1% under the baseline: the profile said pass, release blocks
+    assert d.exit_code == 1 and d.blocking[0].status == "fail"
+    assert "6.1% under the baseline 479" in d.blocking[0].message
+
+
+def test_errors_block_pre_job_but_not_nightly():
+    err = [Result("n1", "versions", "driver", "error", "nvidia-smi missing")]
+    assert gate.decide(gatepolicy.load("pre-job"), err).exit_code == 1
+    assert gate.decide(gatepolicy.load("nightly"), err).exit_code == 3
+
+
+def test_gate_from_fresh_history(db):
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "BLOCK n007 cpu_governor: cpu_governor is wrong -> fix cpu_governor" in proc.stdout
+    assert "gate pre-job: BLOCKED: 64 nodes, 63 go, 1 blocked (n007)" in proc.stdout
+    ok = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-006]", "--db", str(db))
+    assert ok.returncode == 0 and "GO: 6 nodes, 6 go, 0 blocked" in ok.stdout
+
+
+def test_stale_history_without_inventory_cannot_go(db, tmp_path):
+    out = tmp_path / "g.json"
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-002],n099", "--db",
+                  str(db), "--json", str(out))
+    assert proc.returncode == 1  # pre-job blocks on errors
+    doc = json.loads(out.read_text())
+    assert doc["blocked"] == ["n099"] and doc["sources"]["n099"] == "missing"
+    assert doc["sources"]["n001"].startswith("history r-now")
+    err = [r for r in doc["results"] if r["node"] == "n099"][0]
+    assert "no results younger than 6 h" in err["message"]
+
+
+def test_unsafe_node_names_are_refused(db):
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n001;reboot", "--db", str(db))
+    assert proc.returncode == 2 and "invalid node name" in proc.stderr
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def override_repo(tmp_path):
+    repo = tmp_path / "overrides"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.name", "t")
+    _git(repo, "config", "user.email", "t@example.invalid")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "init")
+    return repo
+
+
+def _override(repo, policy_name, check, nodes, approver="sre-lead", key=KEY):
+    from stetho import overrides
+
+    pol = gatepolicy.load(policy_name).overrides
+    o = overrides.request(pol, check, nodes, "known issue, ticket 123", "alice", 3600,
+                          now=time.time())
+    o = overrides.approve(o, pol, approver, pol.acknowledgement, key.encode(), now=time.time())
+    store = overrides.OverrideStore(str(repo))
+    store.save(o, f"override {o.id}")
+    return o
+
+
+def test_override_lets_exactly_its_scope_pass(db, override_repo, tmp_path):
+    o = _override(override_repo, "pre-job", "cpu_governor", ["n007"])
+    junit = tmp_path / "g.xml"
+    env = {"STETHO_OVERRIDE_KEY": KEY}
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
+                  "--override-repo", str(override_repo), "--junit", str(junit), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"OVERRIDE n007/- cpu_governor: passed with override {o.id} approved by sre-lead" \
+        in proc.stdout
+    case = next(c for c in ET.parse(junit).getroot().iter("testcase")
+                if c.get("name") == "cpu_governor[n007]")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["status"] == "passed-with-override" and props["override_approver"] == "sre-lead"
+    assert props["override_reason"] == "known issue, ticket 123"
+    # another key: the same override is ignored, with why, and the gate blocks again
+    other = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
+                   "--override-repo", str(override_repo), env={"STETHO_OVERRIDE_KEY": "x" * 40})
+    assert other.returncode == 1 and f"IGNORED override {o.id}" in other.stdout
+
+
+def test_override_for_another_node_does_not_cover(db, override_repo):
+    _override(override_repo, "pre-job", "cpu_governor", ["n009"])
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
+                  "--override-repo", str(override_repo), env={"STETHO_OVERRIDE_KEY": KEY})
+    assert proc.returncode == 1 and "BLOCK n007 cpu_governor" in proc.stdout
+
+
+def test_override_edited_after_signing_is_ignored(db, override_repo):
+    o = _override(override_repo, "pre-job", "cpu_governor", ["n007"])
+    path = override_repo / "overrides" / f"{o.id}.json"
+    data = json.loads(path.read_text())
+    data["nodes"] = ["n007", "n008"]  # widen the scope by hand
+    path.write_text(json.dumps(data))
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
+                  "--override-repo", str(override_repo), env={"STETHO_OVERRIDE_KEY": KEY})
+    assert proc.returncode == 1
+    assert f"IGNORED override {o.id}" in proc.stdout and "signature" in proc.stdout
+
+
+@pytest.mark.xdist_group("faultsim")
+@pytest.mark.parametrize("node, code", [("healthy", 0), ("clocks", 1)])
+def test_local_gate_in_a_prolog(fault_cluster, tmp_path, node, code):
+    sim = fault_cluster / node
+    env = {"STETHO_SYSROOT": str(sim / "sysroot"),
+           "PATH": f"{sim / 'bin'}:{os.environ['PATH']}", "STETHO_DB": str(tmp_path / "h.db"),
+           "STETHO_PROFILE": "h100-sxm-8gpu"}
+    proc = stetho("gate", "--local", "--policy", "pre-job", "--node", node, env=env)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    if code:
+        assert f"BLOCK {node}/gpu3 gpu_clocks" in proc.stdout
+    with History(tmp_path / "h.db") as h:  # the prolog's run is in the node's history
+        assert h.conn.execute("SELECT kind FROM runs").fetchone()[0] == "gate"
