@@ -94,3 +94,34 @@ def test_ib_port_count(node, facts, profile, verdict):
                      remediation="an RDMA device vanished or its driver is wedged: check "
                      "`dmesg | grep mlx5`, reload mlx5_ib or reboot")
     verdict.ok(f"{len(up)} {profile.ib.link_layer} ports up")
+
+
+def test_ib_link_ber(ib_port, facts, profile, verdict):
+    """Raw (pre-FEC) BER from mlxlink: optics and cables degrade here first."""
+    _expects(profile, ib_port)
+    reports = {r.device: r for r in facts.mlxlink()}
+    if not reports:
+        pytest.skip("mlxlink (NVIDIA MFT) is not installed: no BER readings")
+    r = reports.get(ib_port.device)
+    if r is None:
+        verdict.error(f"mlxlink gave no report for {ib_port.device}")
+    if not r.ok:
+        verdict.error(f"mlxlink failed on {ib_port.device}: {r.message}")
+    raw, eff = r.pre_fec_ber, r.post_fec_ber
+    warn_at, fail_at = profile.ib.pre_fec_ber_warn, profile.ib.pre_fec_ber_fail
+    verdict.measure(raw, "BER", expected=f"< {warn_at:g}", threshold=f"fail at {fail_at:g}")
+    verdict.cite(f"mlxlink -d {ib_port.device}: Raw Physical BER {raw}, Effective Physical "
+                 f"BER {eff}, module {r.module.part_number if r.module else '?'}", "mlxlink")
+    fix = (f"clean or replace the transceiver/cable of {ib_port.id} "
+           f"(`mlxlink -d {ib_port.device} -m` shows per-lane rx power); rising BER precedes "
+           "link flaps")
+    if eff:
+        verdict.fail(f"{ib_port.id}: {eff:g} errors per bit left after FEC", remediation=fix)
+    if raw is None:
+        verdict.error("mlxlink reports no raw physical BER")
+    if raw >= fail_at:
+        verdict.fail(f"{ib_port.id}: pre-FEC BER {raw:g} >= {fail_at:g}", remediation=fix)
+    if raw >= warn_at:
+        verdict.warn(f"{ib_port.id}: pre-FEC BER {raw:g} above {warn_at:g}", remediation=fix)
+        return
+    verdict.ok(f"pre-FEC BER {raw:g}")

@@ -5,7 +5,6 @@ over the tolerance fails. `#wrong` > 0 is data corruption. A failed or truncated
 never a pass. A baseline measured on other driver/CUDA/NCCL versions is reported stale.
 """
 
-from stetho.facts import Unavailable
 from stetho.versioning import Version
 
 
@@ -45,11 +44,11 @@ def test_nccl_busbw(nccl_size, facts, profile, verdict):
     got = run.busbw(nccl_size)
     drop = (want - got) / want * 100
     verdict.measure(got, "GB/s", expected=f"{want:g} GB/s (baseline)",
-                    threshold=f">= {floor:.1f} GB/s (-{spec.tolerance_pct:g}%)")
-    stale = _stale(facts, base.measured_with)
+                    threshold=f">= {floor:.1f} GB/s (-{spec.tolerance_pct:g}%)", reference=want)
+    stale = _stale(facts, profile.reference_fingerprint())
     verdict.cite(f"size {nccl_size} B: busbw {got} GB/s out-of-place, {row.ip_busbw_gbps} "
                  f"in-place; baseline {want:g} GB/s measured with "
-                 + ", ".join(f"{k} {v}" for k, v in base.measured_with.items())
+                 + ", ".join(f"{k} {v}" for k, v in profile.reference_fingerprint().items())
                  + (f"; node runs {stale}" if stale else ""), "nccl-tests")
     stale_note = f" (baseline stale: measured with {stale})" if stale else ""
     if got < floor:
@@ -59,27 +58,29 @@ def test_nccl_busbw(nccl_size, facts, profile, verdict):
                      "reasons, PCIe AER and NCCL's transport (NCCL_DEBUG=INFO: NET/IB, not "
                      "NET/Socket); rerun to confirm, then drain")
     if stale:
-        verdict.warn(f"busbw {got:g} GB/s within {spec.tolerance_pct:g}% of baseline, but the "
-                     f"baseline is stale: measured with {stale}",
-                     remediation="re-record the baseline on healthy nodes: "
-                     f"`stetho baseline record --profile {profile.name}`")
+        message = (f"baseline stale: busbw {got:g} GB/s within {spec.tolerance_pct:g}% of a "
+                   f"baseline measured with {stale}")
+        fix = ("re-record the baseline on healthy nodes: `stetho baseline record --from "
+               f"runs/<id> --profile {profile.name}`")
+        if profile.baseline.on_stale == "fail":
+            verdict.fail(message, remediation=fix)
+        verdict.warn(message, remediation=fix)
         return
     verdict.ok(f"busbw {got:g} GB/s ({-drop:+.1f}% vs baseline)")
 
 
-def _stale(facts, measured_with):
-    """'driver 535.161.08 vs 550.54.15; nccl ...' for components that differ, else ''."""
+def _stale(facts, reference):
+    """'driver 535.161.08 (baseline) vs 550.54.15 (node); ...' for what differs, else ''."""
+    mine = facts.fingerprint()
     diffs = []
-    for comp, base_v in measured_with.items():
-        try:
-            found, _ = facts.version(comp)
-        except Unavailable:
+    for comp, base_v in reference.items():
+        v = mine.get(comp)
+        if v is None:
             continue
-        for v in found:
-            try:
-                same = Version(v) == Version(base_v)
-            except ValueError:
-                same = v == base_v
-            if not same:
-                diffs.append(f"{comp} {base_v} (baseline) vs {v} (node)")
+        try:
+            same = Version(v) == Version(base_v)
+        except ValueError:
+            same = v == base_v
+        if not same:
+            diffs.append(f"{comp} {base_v} (baseline) vs {v} (node)")
     return "; ".join(diffs)

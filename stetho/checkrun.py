@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,19 @@ class _Inject:
         st.profile_override = self.profile
 
 
+@dataclass(frozen=True)
+class CheckRun:
+    """What a check run gives back: the results, and each node's summary (profile, versions,
+    busbw, and the metrics its checks measured: what history and fleet checks consume)."""
+
+    results: list[Result]
+    summaries: dict[str, dict[str, Any]]
+
+
 def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
         profile: str | None = None, extra_checks: tuple[str, ...] = (),
         select: str | None = None, workers: int | str | None = None,
-        verbose: bool = False) -> list[Result]:
+        verbose: bool = False) -> CheckRun:
     """Evaluate the checks over in-memory `bundles` or bundle files/folders `evidence`.
 
     `workers` spreads the checks over processes with pytest-xdist (replay of many nodes).
@@ -78,7 +88,9 @@ def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     args += ["-p", "stetho.plugin"]
     if workers:
-        args += ["-p", "xdist.plugin", "-n", str(workers)]
+        # Spread over processes in batches: per-subject items would cost more in xdist's
+        # report traffic than the checks themselves.
+        args += ["-p", "xdist.plugin", "-n", str(workers), "--stetho-batch"]
     inject = _Inject(bundles, profile)
     sink = io.StringIO()
     try:
@@ -94,8 +106,8 @@ def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
                               f"{sink.getvalue().strip()[-500:]}")
     from stetho.plugin import state
 
-    results = state(inject.config).results
-    if int(code) in (3, 4) and not results:  # internal error, usage error
+    st = state(inject.config)
+    if int(code) in (3, 4) and not st.results:  # internal error, usage error
         raise EvaluationError(f"pytest exited {int(code)} before any check ran: "
                               f"{sink.getvalue().strip()[-500:]}")
-    return results
+    return CheckRun(st.results, st.summaries)

@@ -10,7 +10,7 @@ from pathlib import Path
 from stetho import __version__, profiles
 from stetho.errors import ConfigError
 from stetho.evidence import probes as P
-from stetho.evidence.bundle import Bundle
+from stetho.evidence.bundle import Bundle, ProbeRecord
 from stetho.evidence.runner import Environment, run_all
 from stetho.profiles import Profile
 
@@ -25,10 +25,32 @@ def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
 
 
 def collect(profile: Profile, env: Environment, node: str) -> Bundle:
-    records = run_all(probes_for(profile), env)
+    probes = probes_for(profile)
+    records = run_all(tuple(p for p in probes if not p.per_device), env)
+    devices = _rdma_devices(records.get("ib_sysfs"))
+    per_device = [p for p in probes if p.per_device]
+    if per_device and devices:
+        import shutil
+
+        bound = []
+        for p in per_device:
+            if shutil.which(p.argv[0], path=env.path) is None:
+                records[p.name] = ProbeRecord(p.name, "command", "missing", argv=p.argv,
+                                              reason=f"{p.argv[0]} not found on PATH")
+            else:
+                bound += [P.for_device(p, d) for d in devices]
+        records.update(run_all(tuple(bound), env))
     return Bundle(node=node, collected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   stetho_version=__version__, profile=profile.name, probes=records,
                   sysroot=env.sysroot)
+
+
+def _rdma_devices(rec: ProbeRecord | None) -> list[str]:
+    """RDMA device names from the sysfs probe's paths (/sys/class/infiniband/<dev>/...)."""
+    if rec is None or rec.status != "ok":
+        return []
+    names = {p.split("/")[4] for p in rec.files if p.startswith("/sys/class/infiniband/")}
+    return sorted(names)
 
 
 def sim_environment(sim: str) -> tuple[Environment, str]:

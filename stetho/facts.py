@@ -54,6 +54,13 @@ class NodeFacts:
     def summary(self) -> dict[str, Any]:
         return summary(self)
 
+    def fingerprint(self) -> dict[str, str]:
+        return self._fp if hasattr(self, "_fp") else self._fingerprint()
+
+    def _fingerprint(self) -> dict[str, str]:
+        self._fp = fingerprint(self)
+        return self._fp
+
     # -- raw access -------------------------------------------------------------------------
     def record(self, name: str) -> ProbeRecord:
         rec = self.bundle.probe(name)
@@ -178,6 +185,20 @@ class NodeFacts:
 
         return self.parsed("ibstat", lambda: ibstat.parse(self.text("ibstat")))
 
+    def mlxlink(self) -> tuple[Any, ...]:
+        """Per-port mlxlink reports (pre-FEC BER, module power); () when MFT is absent."""
+        from stetho.parsers import mlxlink
+
+        def load() -> tuple[Any, ...]:
+            out = []
+            for name, rec in sorted(self.bundle.probes.items()):
+                if not name.startswith("mlxlink:") or rec.status in ("missing", "skipped"):
+                    continue
+                out.append(mlxlink.parse(self.text(name), device=name.split(":", 1)[1], port=1))
+            return tuple(out)
+
+        return self.parsed("mlxlink", load)
+
     # -- host -----------------------------------------------------------------------------------
     def governors(self) -> Any:
         from stetho.parsers import sysfs_host
@@ -189,6 +210,24 @@ class NodeFacts:
         from stetho.parsers import sysfs_host
 
         return self.parsed("block_queue", lambda: sysfs_host.parse_block(self.files("block_queue")))
+
+    def pressure(self) -> dict[str, Any]:
+        from stetho.parsers import sysfs_host
+
+        return self.parsed("pressure", lambda: {
+            p.resource: p for p in sysfs_host.parse_pressure(self.files("host_pressure"))})
+
+    def meminfo(self) -> dict[str, int]:
+        from stetho.parsers import sysfs_host
+
+        def load() -> dict[str, int]:
+            files = self.files("host_pressure")
+            text = files.get("/proc/meminfo")
+            if text is None:
+                raise Unavailable("skip", "/proc/meminfo was not read", "host_pressure")
+            return sysfs_host.parse_meminfo(text)
+
+        return self.parsed("meminfo", load)
 
     # -- NCCL ---------------------------------------------------------------------------------
     def nccl_run(self) -> Any:
@@ -204,6 +243,21 @@ class NodeFacts:
         if not self.profile.nccl.enabled:
             raise Unavailable("skip", f"profile {self.profile.name} does not enable nccl-tests")
         return self.parsed("nccl_tests", load)
+
+    def nccl_log(self) -> Any:
+        """What NCCL said about itself (NCCL_DEBUG=INFO lines in the nccl-tests output):
+        its version and the transport it chose, IB or sockets."""
+        from stetho.parsers import nccl_log
+
+        def load() -> Any:
+            rec = self.record("nccl_tests")
+            text = next(iter(self.files("nccl_tests").values())) if rec.kind == "files" \
+                else self.text("nccl_tests")
+            return nccl_log.parse(text)
+
+        if not self.profile.nccl.enabled:
+            raise Unavailable("skip", f"profile {self.profile.name} does not enable nccl-tests")
+        return self.parsed("nccl_log", load)
 
     # -- versions -------------------------------------------------------------------------------
     def version(self, component: str) -> tuple[tuple[str, ...], str]:
@@ -252,6 +306,36 @@ class NodeFacts:
                           "library folders and no version in nccl-tests output", "nccl_library")
 
 
+def fingerprint(facts: NodeFacts) -> dict[str, str]:
+    """The environment a measurement depends on: versions, GPU model, and a hash of the PCI
+    topology of GPUs and HCAs (slot addresses and link capabilities)."""
+    import hashlib
+
+    fp: dict[str, str] = {}
+    for comp in FLEET_COMPONENTS:
+        try:
+            found, _ = facts.version(comp)
+        except Unavailable:
+            continue
+        if found:
+            fp[comp] = ", ".join(found)
+    try:
+        models = sorted({g.product_name for g in facts.gpus() if g.product_name})
+        if models:
+            fp["gpu_model"] = ", ".join(models)
+    except Unavailable:
+        pass
+    try:
+        devs = sorted(f"{d.address}|{d.link_cap.speed_gts if d.link_cap else '?'}|"
+                      f"{d.link_cap.width if d.link_cap else '?'}"
+                      for d in facts.lspci() if d.is_nvidia_gpu or d.is_hca)
+        if devs:
+            fp["topology"] = hashlib.sha256("\n".join(devs).encode()).hexdigest()[:12]
+    except Unavailable:
+        pass
+    return fp
+
+
 FLEET_COMPONENTS = ("driver", "cuda", "vbios", "nccl", "hca_firmware", "kernel", "ofed")
 
 
@@ -277,8 +361,10 @@ def summary(facts: NodeFacts) -> dict[str, Any]:
                     busbw[str(row.size_bytes)] = row.oop_busbw_gbps
     except Unavailable:
         pass
+    from stetho import metrics
+
     return {"node": facts.name, "profile": facts.profile.name, "versions": versions,
-            "busbw": busbw}
+            "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)]}
 
 
 def _one(value: str | None) -> tuple[str, ...]:

@@ -18,8 +18,9 @@ from stetho.results import Result
 MIN_PEERS = 3
 #: Robust z-score (0.6745 * (x - median) / MAD) below which busbw is an outlier.
 Z_LIMIT = -3.5
-#: When MAD is ~0 (identical nodes), a drop of more than this fraction of the median.
-FLAT_DROP = 0.05
+#: An outlier must also be this far under the median: a tight fleet makes a 1% wobble
+#: statistically extreme but not worth draining a node for.
+MIN_DROP = 0.03
 #: Drift in these breaks collectives or their performance; drift in the others is a warning.
 BLOCKING = ("driver", "cuda", "nccl", "hca_firmware")
 
@@ -84,13 +85,12 @@ def busbw(profile: str, nodes: list[dict[str, Any]]) -> list[Result]:
     label = f"allreduce@{_size(int(size))}"
     out = []
     for node, v in sorted(values.items()):
-        if mad > 1e-9 * max(med, 1.0):
-            z = 0.6745 * (v - med) / mad
-            outlier = z < Z_LIMIT
-            how = f"robust z {z:.1f} (limit {Z_LIMIT})"
-        else:
-            outlier = v < med * (1 - FLAT_DROP)
-            how = f"{(med - v) / med * 100:.1f}% under the median (limit {FLAT_DROP:.0%})"
+        drop = (med - v) / med if med else 0.0
+        z = 0.6745 * (v - med) / mad if mad > 1e-9 * max(med, 1.0) else float("-inf")
+        outlier = z < Z_LIMIT and drop > MIN_DROP
+        how = (f"{drop * 100:.1f}% under the median" +
+               (f", robust z {z:.1f}" if z != float("-inf") else "") +
+               f" (limits: z < {Z_LIMIT}, drop > {MIN_DROP:.0%})")
         common_kw: dict[str, Any] = {"value": v, "unit": "GB/s",
                                      "expected": f"{med:.1f} GB/s (fleet median)",
                                      "threshold": f"MAD {mad:.2f} GB/s", "probe": "fleet"}

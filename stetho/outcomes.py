@@ -25,7 +25,7 @@ def result(node: str, check: str, subject: str, verdict: Verdict | None,
     return Result(node=node, check=check, subject=subject, status=status, message=message,
                   value=v.value, unit=v.unit, expected=v.expected, threshold=v.threshold,
                   remediation=v.remediation, evidence=v.evidence, probe=v.probe or probe,
-                  duration_s=round(duration_s, 6))
+                  duration_s=round(duration_s, 6), reference=v.reference)
 
 
 def classify(exc: BaseException) -> tuple[str, str]:

@@ -56,6 +56,8 @@ class IbSpec:
     state: str = "ACTIVE"
     phys_state: str = "LinkUp"
     counter_max: dict[str, int] = field(default_factory=dict)
+    pre_fec_ber_warn: float = 1e-7
+    pre_fec_ber_fail: float = 1e-5
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,34 @@ class NcclSpec:
 
 
 @dataclass(frozen=True)
+class DriftSpec:
+    """How a node's latest values are judged against its own history (stetho.drift)."""
+
+    window_days: float = 7.0
+    min_samples: int = 5
+    z_bound: float = 4.0
+    ks_min_samples: int = 10
+    ks_alpha: float = 0.01
+    trend_days: float = 14.0
+    horizon_days: float = 7.0
+    counter_rate_max: dict[str, float] = field(default_factory=dict)
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BaselineSpec:
+    """The healthy values measured on this node class, and the environment they were measured
+    on (`stetho baseline record` writes it; a person reviews and commits it)."""
+
+    fingerprint: dict[str, str] = field(default_factory=dict)
+    measured: dict[str, float] = field(default_factory=dict)
+    measured_on: str = ""
+    stetho_version: str = ""
+    source: str = ""
+    on_stale: str = "warn"  # warn | fail: a baseline whose fingerprint differs from the node's
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -97,6 +127,15 @@ class Profile:
     ib: IbSpec
     versions: dict[str, VersionRule]
     nccl: NcclSpec
+    drift: DriftSpec = field(default_factory=DriftSpec)
+    baseline: BaselineSpec = field(default_factory=BaselineSpec)
+
+    def reference_fingerprint(self) -> dict[str, str]:
+        """What the baseline was measured on: the recorded fingerprint, else the versions the
+        NCCL baseline names."""
+        if self.baseline.fingerprint:
+            return self.baseline.fingerprint
+        return dict(self.nccl.baseline.measured_with) if self.nccl.baseline else {}
 
 
 def search_path() -> list[Path]:
@@ -153,7 +192,7 @@ def _chain(path: Path, seen: tuple[Path, ...]) -> list[yamlconf.Doc]:
     return _chain(parent_path, seen + (path.resolve(),)) + [doc]
 
 
-_SECTIONS = ("gpu", "host", "ib", "versions", "nccl")
+_SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "baseline")
 _TOP = {"profile", "extends", "description", *_SECTIONS}
 
 
@@ -171,7 +210,48 @@ def _build(docs: list[yamlconf.Doc]) -> Profile:
         ib=_ib(top.section("ib")),
         versions=_versions(top.section("versions")),
         nccl=_nccl(top.section("nccl")),
+        drift=_drift(top.section("drift")),
+        baseline=_baseline(top.section("baseline")),
     )
+
+
+def _drift(s: yamlconf.Section) -> DriftSpec:
+    def floats(key: str) -> dict[str, float]:
+        sec = s.section(key)
+        out = {}
+        for k in sec.data:
+            v = sec.get(k, float)
+            _positive(sec, k, v)
+            out[str(k)] = v
+        return out
+
+    spec = DriftSpec(
+        window_days=s.get("window_days", float, 7.0), min_samples=s.get("min_samples", int, 5),
+        z_bound=s.get("z_bound", float, 4.0), ks_min_samples=s.get("ks_min_samples", int, 10),
+        ks_alpha=s.get("ks_alpha", float, 0.01), trend_days=s.get("trend_days", float, 14.0),
+        horizon_days=s.get("horizon_days", float, 7.0),
+        counter_rate_max=floats("counter_rate_max_per_day"), thresholds=floats("thresholds"))
+    if spec.min_samples < 2:
+        s.fail("min_samples must be at least 2", "min_samples")
+    s.check_unknown()
+    return spec
+
+
+def _baseline(s: yamlconf.Section) -> BaselineSpec:
+    value = s.get("on_stale", str, "warn")
+    if value not in ("warn", "fail"):
+        s.fail(f"baseline.on_stale must be warn or fail, got {value!r}", "on_stale")
+    fp = s.section("fingerprint")
+    measured = s.section("measured")
+    spec = BaselineSpec(
+        fingerprint={str(k): str(fp.get(k, (str, int, float))) for k in fp.data},
+        measured={str(k): measured.get(k, float) for k in measured.data},
+        measured_on=str(s.get("measured_on", object, "")),
+        stetho_version=str(s.get("stetho_version", object, "")),
+        source=str(s.get("source", str, "")), on_stale=str(value))
+    s.check_unknown({"on_stale", "fingerprint", "measured", "source", "measured_on",
+                     "stetho_version", "nodes"})
+    return spec
 
 
 def _positive(s: yamlconf.Section, key: str, value: float | None) -> None:
@@ -228,6 +308,8 @@ def _ib(s: yamlconf.Section) -> IbSpec:
         ports=s.get("ports", int), rate_gbps=s.get("rate_gbps", float),
         link_layer=s.get("link_layer", str, "InfiniBand"), state=s.get("state", str, "ACTIVE"),
         phys_state=s.get("phys_state", str, "LinkUp"), counter_max=_counter_map(s, "counter_max"),
+        pre_fec_ber_warn=s.get("pre_fec_ber_warn", float, 1e-7),
+        pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, 1e-5),
     )
     s.check_unknown()
     return spec

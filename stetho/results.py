@@ -7,7 +7,7 @@ remediation a person can act on.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 STATUSES = ("pass", "warn", "fail", "error", "skip")
@@ -32,18 +32,28 @@ class Result:
     evidence: str | None = None
     probe: str | None = None
     duration_s: float = 0.0
+    reference: float | None = None  # the numeric baseline/expectation a gate can tighten
+    override: dict[str, Any] | None = None  # set when it passes only through an override
+
+    @property
+    def display_status(self) -> str:
+        """'passed-with-override' for a result that passes only through an override."""
+        return "passed-with-override" if self.override else self.status
 
     @property
     def id(self) -> str:
         return f"{self.node}/{self.subject}" if self.subject else self.node
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not dataclasses.asdict: its deep copy is the hot spot of a thousand-node replay.
+        return {name: getattr(self, name) for name in _FIELDS}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Result:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**{k: v for k, v in d.items() if k in _FIELDS})
+
+
+_FIELDS = tuple(f.name for f in fields(Result))
 
 
 def exit_code(results: list[Result]) -> int:

@@ -29,10 +29,14 @@ class Verdict:
         self.remediation: str | None = None
         self.evidence: str | None = None
         self.probe: str | None = None
+        self.reference: float | None = None
 
     def measure(self, value: Any, unit: str | None = None, *, expected: Any = None,
-                threshold: Any = None) -> None:
+                threshold: Any = None, reference: float | None = None) -> None:
+        """`reference` is the numeric expectation (a baseline) when there is one, so a gate
+        policy can tighten the check's own threshold."""
         self.value, self.unit, self.expected, self.threshold = value, unit, expected, threshold
+        self.reference = reference
 
     def cite(self, excerpt: str, probe: str) -> None:
         """The evidence judged, as a short excerpt, and the probe that produced it."""

@@ -10,6 +10,20 @@ REPO = Path(__file__).resolve().parent.parent
 REAL = REPO / "fixtures" / "real"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests never write into the user's home: history, caches and venvs go to a temp dir
+    (shared by xdist workers through the environment they inherit)."""
+    import os
+    import tempfile
+
+    if "STETHO_TEST_HOME" not in os.environ:
+        home = tempfile.mkdtemp(prefix="stetho-tests-")
+        os.environ["STETHO_TEST_HOME"] = home
+        os.environ["STETHO_DB"] = f"{home}/history.db"
+        os.environ["STETHO_CACHE"] = f"{home}/cache"
+        os.environ["STETHO_VENVS"] = f"{home}/venvs"
+
+
 def real_files(folder: str, pattern: str = "*") -> list[Path]:
     """Every real recorded output in fixtures/real/<folder> matching pattern, sorted."""
     return sorted(p for p in (REAL / folder).glob(pattern) if p.is_file())
@@ -52,6 +66,10 @@ FAULT_NODES: dict[str, list[str]] = {
     "garbage": ["garbage=nvidia-smi"],
     "badxml": ["corrupt-xml"],
     "hang": ["hang=lspci"],
+    "optics": ["optics-degrading"],
+    "riser": ["riser"],
+    "ncclsocket": ["nccl-socket"],
+    "hostoom": ["host-oom"],
 }
 
 

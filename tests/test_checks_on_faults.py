@@ -33,7 +33,8 @@ def test_healthy_node_passes_everything(fault_results):
     assert checks >= {"gpu_count", "gpu_clocks", "gpu_throttle", "gpu_temperature", "gpu_ecc",
                       "gpu_xid", "gpu_bus_loss", "gpu_nvlink", "pcie_link", "pcie_aer",
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
-                      "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw"}
+                      "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
+                      "ib_link_ber", "host_memory"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -181,3 +182,16 @@ def test_hung_probe_is_killed_and_reported(fault_results):
     assert len(rows) == 1 and rows[0]["status"] == "error"
     assert "timeout" in rows[0]["message"] and "lspci" in rows[0]["message"]
     assert _one(fault_results, "hang", "gpu_count")["status"] == "pass"
+
+
+def test_optics_pre_fec_ber(fault_results):
+    r = _one(fault_results, "optics", "ib_link_ber", "mlx5_8:1")
+    assert r["status"] == "warn" and "pre-FEC BER 4e-06" in r["message"]
+    assert "transceiver" in r["remediation"]
+    assert _one(fault_results, "healthy", "ib_link_ber", "mlx5_8:1")["value"] == 5e-10
+
+
+def test_host_memory_pressure(fault_results):
+    r = _one(fault_results, "hostoom", "host_memory")
+    assert r["status"] == "fail" and "OOM killer ran 1 time(s), last on pt_data_worker" in \
+        r["message"] and "95% of swap in use" in r["message"]

@@ -78,7 +78,8 @@ def test_errors_only_exit_3(fault_cluster, tmp_path):
     """A node whose nvidia-smi prints garbage cannot be evaluated: exit 3, not 0 and not 1."""
     js = tmp_path / "out.json"
     proc = stetho("check", "--sim", str(fault_cluster / "garbage"), "--profile",
-                  "h100-sxm-8gpu", "--json", str(js), "-k", "gpu_clocks or cpu_governor")
+                  "h100-sxm-8gpu", "--json", str(js), "-k", "gpu_clocks or cpu_governor",
+                  "--no-history")
     _no_traceback(proc)
     assert proc.returncode == 3
     rows = json.loads(js.read_text())["results"]
@@ -88,7 +89,7 @@ def test_errors_only_exit_3(fault_cluster, tmp_path):
 def test_replay_gives_the_same_results_as_live(fault_cluster, tmp_path):
     live, replay, ev = tmp_path / "live.json", tmp_path / "replay.json", tmp_path / "b.json"
     stetho("check", "--sim", str(fault_cluster / "thermal"), "--profile", "h100-sxm-8gpu",
-           "--json", str(live), "--evidence-out", str(ev))
+           "--json", str(live), "--evidence-out", str(ev), "--no-history")
     proc = stetho("check", "--evidence", str(ev), "--json", str(replay))
     assert proc.returncode == 1
 

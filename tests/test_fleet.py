@@ -39,8 +39,15 @@ def test_busbw_outlier_by_robust_z():
     nodes = [_node(f"n{i}", busbw=v) for i, v in enumerate(values)]
     rows = {r.node: r for r in fleetchecks.evaluate(nodes) if r.check == "fleet_busbw"}
     assert rows["n6"].status == "fail" and rows["n6"].subject == "allreduce@8GiB"
-    assert "robust z" in rows["n6"].message
+    assert "robust z" in rows["n6"].message and "10.2% under the median" in rows["n6"].message
     assert all(rows[f"n{i}"].status == "pass" for i in range(6))
+
+
+def test_busbw_small_wobble_in_a_tight_fleet_is_not_an_outlier():
+    values = [479.0, 479.1, 478.9, 479.0, 479.05, 471.0]  # z is extreme, the drop is 1.7%
+    nodes = [_node(f"n{i}", busbw=v) for i, v in enumerate(values)]
+    assert {r.status for r in fleetchecks.evaluate(nodes) if r.check == "fleet_busbw"} == \
+        {"pass"}
 
 
 def test_busbw_identical_fleet_uses_a_relative_floor():

@@ -25,6 +25,8 @@ class Probe:
     fallbacks: tuple[tuple[str, ...], ...] = ()
     read: bool = True
     max_bytes: int = 4 * 1024 * 1024
+    per_device: bool = False  # argv has "{device}": run once per RDMA device found
+    env: tuple[tuple[str, str], ...] = ()  # extra environment for the command
     description: str = field(default="", compare=False)
 
     @property
@@ -67,17 +69,34 @@ NCCL_LIBRARY = Probe("nccl_library", globs=(
     "/usr/lib64/libnccl.so.*", "/usr/local/lib/libnccl.so.*", "/usr/local/nccl/lib/libnccl.so.*",
 ), read=False, description="installed NCCL version, from the library file name")
 
-#: Collected on every node, in this order.
+MLXLINK = Probe("mlxlink", ("mlxlink", "-d", "{device}", "-m", "-c", "--json"), timeout_s=30,
+                per_device=True,
+                description="per-HCA link diagnostics: pre-FEC BER, module power (MFT)")
+
+HOST_PRESSURE = Probe("host_pressure", globs=("/proc/pressure/io", "/proc/pressure/memory",
+                                             "/proc/pressure/cpu", "/proc/meminfo"),
+                      description="I/O and memory stall (PSI), swap use")
+
+#: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, PERFQUERY,
-    CPU_GOVERNOR, BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY,
+    CPU_GOVERNOR, BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK,
 )
+
+
+def for_device(probe: Probe, device: str) -> Probe:
+    """A per-device probe bound to one device: its record is named 'mlxlink:mlx5_0'."""
+    from dataclasses import replace
+
+    return replace(probe, name=f"{probe.name}:{device}", per_device=False,
+                   argv=tuple(a.replace("{device}", device) for a in probe.argv))
 
 
 def nccl_probe(argv: tuple[str, ...], timeout_s: float) -> Probe:
     """The live nccl-tests run a profile enables (argv from the profile)."""
-    return Probe("nccl_tests", argv, timeout_s=timeout_s,
-                 description="nccl-tests all_reduce_perf on this node's GPUs")
+    return Probe("nccl_tests", argv, timeout_s=timeout_s, env=(("NCCL_DEBUG", "INFO"),),
+                 description="nccl-tests all_reduce_perf on this node's GPUs (NCCL_DEBUG=INFO: "
+                 "the transport NCCL chose is in the output)")
 
 
 def nccl_saved_probe(path: str) -> Probe:

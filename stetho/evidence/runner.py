@@ -76,7 +76,7 @@ def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment) -> Probe
     if exe is None:
         return ProbeRecord(probe.name, "command", "missing", argv=argv,
                            reason=f"{argv[0]} not found on PATH")
-    child_env = dict(os.environ, PATH=env.path, LC_ALL="C", LANG="C")
+    child_env = dict(os.environ, PATH=env.path, LC_ALL="C", LANG="C", **dict(probe.env))
     if env.sysroot != "/":
         child_env["STETHO_SYSROOT"] = env.sysroot
     start = time.monotonic()

@@ -71,3 +71,53 @@ def _scheduler(path: str, value: str) -> tuple[str | None, tuple[str, ...]]:
     if active is None and len(words) == 1:
         active = words[0]
     return active, tuple(w.strip("[]") for w in words)
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """Linux PSI (/proc/pressure/<resource>): share of time tasks stalled on it, in percent."""
+
+    resource: str  # io | memory | cpu
+    some_avg10: float
+    some_avg60: float
+    some_avg300: float
+    full_avg60: float | None
+
+
+_PSI = re.compile(r"^(some|full) avg10=([\d.]+) avg60=([\d.]+) avg300=([\d.]+) total=\d+$")
+
+
+def parse_pressure(files: Mapping[str, str]) -> tuple[Pressure, ...]:
+    out = []
+    for path, text in sorted(files.items()):
+        resource = path.rstrip("/").rsplit("/", 1)[-1]
+        if "/pressure/" not in path:
+            continue
+        rows: dict[str, tuple[float, float, float]] = {}
+        for line in text.strip().splitlines():
+            m = _PSI.match(line.strip())
+            if not m:
+                raise ParseError("/proc/pressure", f"{path}: not a PSI line: {line[:60]!r}")
+            rows[m.group(1)] = (float(m.group(2)), float(m.group(3)), float(m.group(4)))
+        if "some" not in rows:
+            raise ParseError("/proc/pressure", f"{path}: no 'some' line")
+        some = rows["some"]
+        out.append(Pressure(resource, some[0], some[1], some[2],
+                            rows["full"][1] if "full" in rows else None))
+    return tuple(out)
+
+
+_MEMINFO = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?$")
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo -> {field: kB} (HugePages_* counts are plain numbers)."""
+    out = {}
+    for line in text.strip().splitlines():
+        m = _MEMINFO.match(line.strip())
+        if not m:
+            raise ParseError("/proc/meminfo", f"not a meminfo line: {line[:60]!r}")
+        out[m.group(1)] = int(m.group(2))
+    if "MemTotal" not in out:
+        raise ParseError("/proc/meminfo", "no MemTotal")
+    return out

@@ -29,6 +29,10 @@ H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
 IB_TREE = "04-infiniband/sysfs-class-infiniband-h100"
 IBSTAT = "04-infiniband/ibstat-h100-node-some-ports-down.txt"
 LSPCI = "09-lspci/lspci-vvv-h100-gpu-gen5x16-ok.txt"
+MLXLINK = "07-mlxlink-ethtool/mlxlink-json-400g-osfp-dr4-mft4.34.1.json"
+NCCL_IB_LOG = "03-nccl/nccl-debug-info-net-ib-sharp-2node-h100-EXCERPT.log"
+NCCL_SOCKET_LOG = "03-nccl/nccl-debug-info-net-socket-1node-2xA100-80GB.log"
+PROC = "proc-debian12-vm"  # fixtures/recorded: this project's own recordings
 KERNEL = "5.15.0-105-generic"
 NCCL_VERSION = "2.21.5"
 CPUS = 112
@@ -61,6 +65,8 @@ class NodeDraft:
         self.hang: set[str] = set()
         self.garbage: set[str] = set()
         self.truncate_xml = False
+        self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
+        self.nccl_transport = "ib"  # which recorded NCCL_DEBUG=INFO lines the run prints
         self.faults: list[str] = []
         self._healthy()
 
@@ -89,6 +95,12 @@ class NodeDraft:
             _write(q / "rotational", "0\n")
             _write(q / "scheduler", "[none] mq-deadline kyber bfq\n")
         _write(s / "proc/sys/kernel/osrelease", KERNEL + "\n")
+        rec = shipped("fixtures/recorded") / PROC
+        _write(s / "proc/meminfo", (rec / "meminfo").read_text())
+        for res in ("io", "memory", "cpu"):
+            # the recording was taken under load: a healthy idle node reads near zero
+            _write(s / f"proc/pressure/{res}", "some avg10=0.00 avg60=0.02 avg300=0.05 "
+                   "total=18731\nfull avg10=0.00 avg60=0.00 avg300=0.01 total=4417\n")
         _write(s / f"usr/lib/x86_64-linux-gnu/libnccl.so.{NCCL_VERSION}", "")
         src = self.fixtures / IB_TREE
         dst = s / "sys/class/infiniband"
@@ -158,7 +170,8 @@ class NodeDraft:
                     f" .. {self.name} pid 4100: Test failure common.cu:1025\n")
         if nccl is None:
             nccl = render.nccl_allreduce(self.name, live_bus, gpus[0][0], self.seed,
-                                         scale=self.nccl_scale, wrong_from=self.nccl_wrong_from)
+                                         scale=self.nccl_scale, wrong_from=self.nccl_wrong_from,
+                                         info_lines=self._nccl_info())
             if self.nccl_truncate:
                 nccl = "\n".join(nccl.splitlines()[:35]) + "\n"
         files = {
@@ -171,6 +184,11 @@ class NodeDraft:
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
             "all_reduce_perf.txt": nccl,
         }
+        real_mlx = self.real(MLXLINK)
+        for dev, ber in self.mlxlink_ber.items():
+            files[f"mlxlink-{dev}.json"] = real_mlx.replace(
+                '"Raw Physical BER" : "5E-10"', f'"Raw Physical BER" : "{ber}"')
+        files["mlxlink.json"] = real_mlx
         for name, content in files.items():
             _write(data / name, content)
         _write(data / "garbage.bin", "")
@@ -178,8 +196,22 @@ class NodeDraft:
         self._shims()
         meta = {"name": self.name, "faults": self.faults, "built_by": "stetho sim build",
                 "gpus": remaining, "sources": {"nvidia-smi -q": H100_Q, "sysfs": IB_TREE,
-                                               "ibstat": IBSTAT, "lspci": LSPCI}}
+                                               "ibstat": IBSTAT, "lspci": LSPCI,
+                                               "mlxlink": MLXLINK}}
         _write(self.root / "node.json", json.dumps(meta, indent=1) + "\n")
+
+    def _nccl_info(self) -> list[str]:
+        """Recorded NCCL_DEBUG=INFO lines naming the transport, re-hosted on this node."""
+        keep: tuple[str, ...]
+        if self.nccl_transport == "socket":
+            text = self.real(NCCL_SOCKET_LOG)
+            keep = ("Bootstrap", "Plugin Path", "P2P plugin", "NET/IB", "NET/Socket",
+                    "Using network")
+        else:
+            text = self.real(NCCL_IB_LOG)
+            keep = ("NET/IB : Using", "Using network", "NET/Plugin", "P2P plugin")
+        lines = [ln for ln in text.splitlines() if "NCCL INFO" in ln and any(k in ln for k in keep)]
+        return [re.sub(r"^[\w.-]+:", f"{self.name}:", ln, count=1) for ln in lines]
 
     def _shims(self) -> None:
         cases = {
@@ -190,6 +222,7 @@ class NodeDraft:
             "ibstat": [("*", "ibstat.txt")],
             "lspci": [("*", "lspci.txt")],
             "all_reduce_perf": [("*", "all_reduce_perf.txt")],
+            "mlxlink": [],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -198,6 +231,9 @@ class NodeDraft:
                 body.append("exec sleep 86400")
             elif tool in self.garbage:
                 body.append('exec cat "$D/garbage.bin"')
+            elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
+                body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
+                         'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']
             else:
                 body.append('case "$*" in')
                 body += [f'  {_case(pat)}) exec cat "$D/{f}" ;;' for pat, f in table]

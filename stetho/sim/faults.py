@@ -53,6 +53,44 @@ def governor_powersave(d: NodeDraft, arg: str | None) -> None:
 
 def nvme_rotational(d: NodeDraft, arg: str | None) -> None:
     _sys(d, f"/sys/block/{arg or 'nvme3n1'}/queue/rotational", "1\n")
+    # what it costs: I/O queued behind the rotational path
+    _sys(d, "/proc/pressure/io", "some avg10=41.20 avg60=37.85 avg300=30.11 total=981227331\n"
+         "full avg10=22.40 avg60=19.02 avg300=14.87 total=512344012\n")
+
+
+def nccl_socket(d: NodeDraft, arg: str | None) -> None:
+    """NCCL found no IB device and fell back to TCP sockets (the recorded NET/Socket lines);
+    a multi-node job's busbw collapses with it."""
+    d.nccl_transport = "socket"
+    d.nccl_scale = 0.35
+
+
+def host_oom(d: NodeDraft, arg: str | None) -> None:
+    """The data loader starved: the OOM killer ran and the node swaps. No OOM line is among
+    the recordings: the line below follows the kernel's format (mm/oom_kill.c)."""
+    d.kernel_lines.append(
+        "2024-07-31T06:30:12,118291+00:00 Out of memory: Killed process 48213 (pt_data_worker) "
+        "total-vm:98311204kB, anon-rss:61311980kB, file-rss:1024kB, shmem-rss:0kB, UID:1000 "
+        "pgtables:121808kB oom_score_adj:0")
+    meminfo = d.sysroot / "proc/meminfo"
+    text = re.sub(r"^SwapTotal:\s+\d+ kB", "SwapTotal:       8388604 kB",
+                  meminfo.read_text(), flags=re.M)
+    text = re.sub(r"^SwapFree:\s+\d+ kB", "SwapFree:         412316 kB", text, flags=re.M)
+    meminfo.write_text(text)
+    _sys(d, "/proc/pressure/memory", "some avg10=38.02 avg60=44.51 avg300=29.70 "
+         "total=771230119\nfull avg10=21.13 avg60=25.98 avg300=17.42 total=401998231\n")
+
+
+def riser(d: NodeDraft, arg: str | None) -> None:
+    """A flaky riser or slot: recorded correctable AER lines (BadTLP/BadDLLP/Timeout) on the
+    GPU's root port and the GPU itself, busbw down, and that GPU running hot."""
+    g = _gpu_arg(arg, 4, d)
+    lines = d.real("05-kernel-log/journal-aer-correctable-badtlp-baddllp-EXCERPT.log")
+    pci = d.gpu_pci(g)
+    d.add_kernel_lines([ln.replace("0000:07:00.0", pci + ".0") for ln in lines.splitlines()]
+                       * 3, gpu=g)
+    d.nccl_scale = 0.85
+    d.smi.set(g, ("Temperature", "GPU Current Temp"), "84 C")
 
 
 def clocks_unlocked(d: NodeDraft, arg: str | None) -> None:
@@ -98,6 +136,10 @@ def ib_port_down(d: NodeDraft, arg: str | None) -> None:
     _sys(d, f"/sys/class/infiniband/{dev}/ports/1/state", "1: DOWN")
     _sys(d, f"/sys/class/infiniband/{dev}/ports/1/phys_state", "2: Polling")
     _sys(d, f"/sys/class/infiniband/{dev}/ports/1/rate", "10 Gb/sec (4X SDR)")
+
+
+def optics_degrading(d: NodeDraft, arg: str | None) -> None:
+    d.mlxlink_ber[arg or "mlx5_8"] = "4E-6"
 
 
 def hca_fw_old(d: NodeDraft, arg: str | None) -> None:
@@ -170,7 +212,7 @@ def corrupt_xml(d: NodeDraft, arg: str | None) -> None:
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("governor-powersave", "CPUs 8-15 on the powersave governor", governor_powersave),
-    Fault("nvme-rotational", "an NVMe disk reports rotational=1 (default nvme3n1)",
+    Fault("nvme-rotational", "an NVMe disk reports rotational=1 (default nvme3n1); I/O PSI high",
           nvme_rotational, "device"),
     Fault("clocks-unlocked", "a GPU's application SM clock at 1755 MHz, not the locked 1980 "
           "(default gpu3)", clocks_unlocked, "gpuN"),
@@ -180,11 +222,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           nccl_wrong),
     Fault("nccl-fail", "nccl-tests aborts at CUDA init (the recorded 8x H100 failure)", nccl_fail),
     Fault("nccl-truncated", "nccl-tests output cut off mid-table", nccl_truncated),
+    Fault("nccl-socket", "NCCL falls back to TCP sockets (recorded NET/Socket lines); busbw "
+          "drops 65%", nccl_socket),
+    Fault("host-oom", "OOM-killer line, swap in use and memory PSI high", host_oom),
+    Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
+          "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",
           ib_rate_downgrade, "device"),
     Fault("ib-symbol-errors", "an IB port with 4096 symbol errors (default mlx5_5)",
           ib_symbol_errors, "device"),
     Fault("ib-port-down", "an IB port DOWN/Polling (default mlx5_7)", ib_port_down, "device"),
+    Fault("optics-degrading", "an IB port's pre-FEC BER at 4E-6 in mlxlink (default mlx5_8; "
+          "the recording reads 5E-10)", optics_degrading, "device"),
     Fault("hca-fw-old", "an HCA on firmware 28.36.1010 (default mlx5_6)", hca_fw_old, "device"),
     Fault("xid", "real Xid CODE lines for gpu2 in the kernel log (79 also drops the GPU and "
           "adds the recorded AER fatal lines)", xid, "CODE"),

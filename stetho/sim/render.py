@@ -56,7 +56,7 @@ def allreduce_busbw(size: int, ranks: int = 8) -> float:
 
 def nccl_allreduce(host: str, bus_ids: list[str], gpu_name: str, seed: int,
                    scale: float = 1.0, wrong_from: int | None = None,
-                   max_bytes: int = 8 << 30) -> str:
+                   max_bytes: int = 8 << 30, info_lines: list[str] | None = None) -> str:
     """all_reduce_perf -b 8 -e 8G -f 2 -g 8 output, nccl-tests 2.x layout (as recorded).
 
     `scale` multiplies bandwidth from 1 MiB up (a busbw drop); `wrong_from` makes every size
@@ -74,6 +74,8 @@ def nccl_allreduce(host: str, bus_ids: list[str], gpu_name: str, seed: int,
         short = bus.split(":")[1].lower()
         lines.append(f"#  Rank {rank:2d} Group  0 Pid {4100 + rank:6d} on {host:>10} device "
                      f"{rank:2d} [0x{short}] {gpu_name}")
+    # NCCL_DEBUG=INFO lines land between the device list and the table, as in real runs.
+    lines += info_lines or []
     lines += [
         "#",
         "#                                                              out-of-place            "

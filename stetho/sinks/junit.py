@@ -57,11 +57,19 @@ def _case(r: Result) -> TestCase:
         case.add_skipped_info(message=r.message)
     elif r.status == "warn":
         case.stderr = f"WARNING: {r.message}"
+    if r.override:
+        o = r.override
+        case.stdout = (f"PASSED WITH OVERRIDE {o.get('id')}: approved by {o.get('approver')}, "
+                       f"reason: {o.get('reason')}, expires {o.get('expires_at')}\n"
+                       + (r.evidence or ""))
     return case
 
 
 def _props(r: Result) -> dict[str, str]:
-    props = {"status": r.status, "node": r.node, "subject": r.subject}
+    props = {"status": r.display_status, "node": r.node, "subject": r.subject}
+    if r.override:
+        for k in ("id", "approver", "reason", "expires_at"):
+            props[f"override_{k}"] = str(r.override.get(k, ""))
     for key in ("value", "unit", "expected", "threshold", "remediation", "probe"):
         v = getattr(r, key)
         if v is not None:

@@ -48,7 +48,12 @@ def _row(r: Result) -> Row:
     value = format_value(r.value, r.unit)
     if r.expected is not None:
         value = f"{value} (expected {r.expected})" if value else f"expected {r.expected}"
-    return Row(r.node, r.check, r.subject or "-", r.status, value, r.message,
+    message = r.message
+    if r.override:
+        o = r.override
+        message = (f"passed with override {o.get('id')} (approved by {o.get('approver')}, "
+                   f"expires {o.get('expires_at')}; reason: {o.get('reason')}): {message}")
+    return Row(r.node, r.check, r.subject or "-", r.status, value, message,
                r.remediation or "")
 
 
