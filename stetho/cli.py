@@ -350,11 +350,14 @@ def history(node: str, check_name: str | None, metric: str | None, since: str,
               help="Run folders for live checks through the sweep.")
 @click.option("--act", is_flag=True, help="Carry out the scheduler actions (drain blocked "
               "nodes, resume nodes stetho drained that now pass); without it, a dry run.")
+@click.option("--reports/--no-reports", default=True, show_default=True,
+              help="Write a diagnosis report (and send the webhook alert) per blocked node, "
+              "under OUT/gate-<time>/reports.")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
 def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
          job: str | None, profile_name: str | None, node: str | None, junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
-         act: bool, quiet: bool) -> None:
+         act: bool, reports: bool, quiet: bool) -> None:
     """Go (0) or blocked (1) for a job or release on these nodes, by a gate policy.
 
     Fresh results come from the history database; the rest are checked live. Exit 3 when
@@ -418,6 +421,19 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
                                                     for o, why in decision.ignored_overrides])
         doc["exit_code"] = decision.exit_code
         _write(json_out, json.dumps(doc, indent=1, default=str) + "\n")
+    if reports and decision.blocking:
+        from stetho.diagnosis import runs
+        from stetho.fleet.sweep import new_run_id
+
+        gate_id = new_run_id()
+        written = runs.diagnose_results(
+            decision.results, run_dir=None, run=f"gate-{gate_id}",
+            out=Path(out) / f"gate-{gate_id}" / "reports", db=dbp,
+            gate=gate_mod.summary(decision, names), nodes=decision.blocked_nodes)
+        if not quiet:
+            for d, path in written:
+                click.echo(f"REPORT {d.node}: {d.top.title if d.top else 'undiagnosed'} -> "
+                           f"{path}")
     click.echo(gate_mod.summary(decision, names))
     sys.exit(decision.exit_code)
 

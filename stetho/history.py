@@ -96,8 +96,6 @@ class Sample:
 
 class History:
     def __init__(self, path: Path | str, timeout_s: float = 60.0) -> None:
-        import sqlite_utils
-
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,9 +107,22 @@ class History:
             self.conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: a sweep's pages
         except sqlite3.DatabaseError as exc:
             raise HistoryError(f"{path}: not a usable SQLite database: {exc}") from None
-        self.db = sqlite_utils.Database(self.conn)
+        self._db: Any = None
         self._node_ids: dict[str, int] = {}
         self._migrate()
+
+    @property
+    def db(self) -> Any:
+        """The connection as a sqlite_utils.Database, for queries and tables by name.
+
+        Imported on first use: sqlite-utils pulls in numpy where it is installed (~0.25 s),
+        which a pre-job gate or a node's check must not pay for on its hot path; those write
+        and read through the same connection with prepared statements."""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
 
     def close(self) -> None:
         self.conn.close()
@@ -303,10 +314,8 @@ class History:
         return out
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
-        cur = self.conn.execute("SELECT id, kind, started, exit_code, nodes, host FROM runs "
-                                "ORDER BY time DESC LIMIT ?", (limit,))
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, row, strict=True)) for row in cur]
+        return list(self.db["runs"].rows_where(select="id, kind, started, exit_code, nodes, host",
+                                               order_by="time desc", limit=limit))
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -21,8 +21,11 @@ KEY = "k" * 40
 
 
 def stetho(*args, env=None, timeout=300):
+    # blocked gates write reports under --out: keep them out of the working directory
+    out = os.path.join(os.environ["STETHO_TEST_HOME"], "gate-runs")
     return subprocess.run([sys.executable, "-m", "stetho", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+                          text=True, timeout=timeout,
+                          env={**os.environ, "STETHO_GATE_OUT": out, **(env or {})})
 
 
 def _results(node, bad=None):
@@ -82,11 +85,14 @@ def test_errors_block_pre_job_but_not_nightly():
     assert gate.decide(gatepolicy.load("nightly"), err).exit_code == 3
 
 
-def test_gate_from_fresh_history(db):
-    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db))
+def test_gate_from_fresh_history(db, tmp_path):
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
+                  "--out", str(tmp_path / "runs"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "BLOCK n007 cpu_governor: cpu_governor is wrong -> fix cpu_governor" in proc.stdout
     assert "gate pre-job: BLOCKED: 64 nodes, 63 go, 1 blocked (n007)" in proc.stdout
+    (report,) = (tmp_path / "runs").glob("gate-*/reports/n007-cpu-governor-*.md")
+    assert "CPU frequency governor" in report.read_text()
     ok = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-006]", "--db", str(db))
     assert ok.returncode == 0 and "GO: 6 nodes, 6 go, 0 blocked" in ok.stdout
 

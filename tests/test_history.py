@@ -149,7 +149,7 @@ def test_history_cli(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "gpu001: 5 metrics" in proc.stdout and "▁" in proc.stdout and "█" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "stetho", "history", "gpu001", "--metric", "m2",
-                           "--since", "5d", "--json"], capture_output=True, text=True, env=env,
+                           "--since", "108h", "--json"], capture_output=True, text=True, env=env,
                           timeout=60)
     doc = json.loads(proc.stdout)
     (row,) = doc["series"]

@@ -259,3 +259,14 @@ def test_report_command_over_the_run_folder(full_sweep, tmp_path):
     (md,) = tmp_path.glob("node06-nvme-rotational-*.md")
     text = md.read_text()
     assert "nvme3n1" in text and "udev" in text
+
+
+def test_inventory_host_with_shell_metacharacters_is_refused(tmp_path):
+    """A node name from the inventory reaches argv lists, reports and drain reasons: one that
+    could carry shell syntax is refused before anything runs."""
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"node01": {}, "node02$(reboot)": {}}}}))
+    proc = _sweep(inv, tmp_path / "runs")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "invalid node name 'node02$(reboot)'" in proc.stderr
+    assert not list((tmp_path / "runs").glob("2*/ansible/artifacts"))  # nothing ran

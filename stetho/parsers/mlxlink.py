@@ -53,6 +53,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TypeVar
 
 from stetho.parsers import ParseError
@@ -304,7 +305,9 @@ def _warning(result: Mapping[str, object]) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def _norm(key: str) -> str:
+    """Keys repeat across every port and node: normalised once (a replay hot spot)."""
     return " ".join(key.split()).lower()
 
 
@@ -377,6 +380,7 @@ def _split_range(key: str, text: str) -> tuple[str | None, Range | None]:
     return (None if is_na(body) else body), rng
 
 
+@lru_cache(maxsize=8192)
 def _number(key: str, text: str | None) -> float | None:
     if text is None or is_na(text):
         return None
