@@ -21,8 +21,16 @@ def document(results: list[Result], **meta: Any) -> dict[str, Any]:
     }
 
 
+#: Above this many results the document is written compact: an indented dump goes through
+#: json's pure-Python encoder (3.6 s instead of 1 s for a thousand-node run's 116,000 results).
+INDENT_UP_TO = 5000
+
+
 def render(results: list[Result], **meta: Any) -> str:
-    return json.dumps(document(results, **meta), indent=1, default=str) + "\n"
+    doc = document(results, **meta)
+    if len(results) > INDENT_UP_TO:
+        return json.dumps(doc, default=str, separators=(",", ":")) + "\n"
+    return json.dumps(doc, indent=1, default=str) + "\n"
 
 
 def load(text: str) -> list[Result]:
