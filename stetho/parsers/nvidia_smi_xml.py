@@ -73,13 +73,17 @@ def parse(text: str | bytes) -> SmiReport:
 
 
 def _text(el: ET.Element | None, path: str) -> str | None:
-    """Stripped text of the element at path, or None where it is absent."""
-    if el is None:
+    """Stripped text of the element at path, or None where it is absent.
+
+    Walked one tag at a time: a plain tag is found in C, a path with '/' goes through
+    ElementPath in Python (a third of this parser's time on a thousand-node replay)."""
+    for tag in path.split("/"):
+        if el is None:
+            return None
+        el = el.find(tag)
+    if el is None or el.text is None:
         return None
-    found = el.find(path)
-    if found is None or found.text is None:
-        return None
-    return found.text.strip()
+    return el.text.strip()
 
 
 def _int(el: ET.Element | None, path: str) -> int | None:
