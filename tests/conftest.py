@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,32 @@ def fault_results(fault_bundles: Path, tmp_path_factory: pytest.TempPathFactory)
     for r in json.loads(out.read_text())["results"]:
         by_node.setdefault(r["node"], []).append(r)
     return by_node
+
+
+def mutation_outcomes(parse: Callable[[str], object], text: str, tool: str,
+                      rounds: int = 300) -> set[str]:
+    """Seeded random edits of a real output (replaced and deleted characters): every one must
+    either still parse or raise ParseError for `tool`, never anything else. Returns which of
+    the two happened, so a test can check that both did (the edits were not all harmless)."""
+    import random
+    import string as string_mod
+
+    from stetho.parsers import ParseError
+
+    rng = random.Random(0)
+    outcomes = set()
+    for _ in range(rounds):
+        chars = list(text)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(len(chars))
+            if rng.random() < 0.5:
+                chars[pos] = rng.choice(string_mod.printable)
+            else:
+                del chars[pos]
+        try:
+            parse("".join(chars))
+            outcomes.add("parsed")
+        except ParseError as exc:
+            assert exc.tool == tool
+            outcomes.add("error")
+    return outcomes

@@ -23,7 +23,7 @@ from stetho.parsers.ib_common import (
     rate_gbps,
     speed_name,
 )
-from tests.conftest import REAL, real_files, real_ids
+from tests.conftest import REAL, mutation_outcomes, real_files, real_ids
 
 FILES = real_files("04-infiniband", "ibstat-*.txt")
 H100 = REAL / "04-infiniband" / "ibstat-h100-node-some-ports-down.txt"
@@ -309,21 +309,5 @@ def test_link_layer_and_port_helpers() -> None:
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
 def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
     """Seeded random edits of a real file either still parse or raise ParseError, nothing else."""
-    rng = random.Random(0)
-    text = path.read_text()
-    outcomes = set()
-    for _ in range(300):
-        chars = list(text)
-        for _ in range(rng.randint(1, 4)):
-            pos = rng.randrange(len(chars))
-            if rng.random() < 0.5:
-                chars[pos] = rng.choice(string.printable)
-            else:
-                del chars[pos]
-        try:
-            ibstat.parse("".join(chars))
-            outcomes.add("parsed")
-        except ParseError as exc:
-            assert exc.tool == ibstat.TOOL
-            outcomes.add("error")
+    outcomes = mutation_outcomes(ibstat.parse, path.read_text(), ibstat.TOOL, rounds=300)
     assert outcomes == {"parsed", "error"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stetho.parsers import ParseError, ibstatus
-from tests.conftest import REAL, real_files, real_ids
+from tests.conftest import REAL, mutation_outcomes, real_files, real_ids
 
 FILES = real_files("04-infiniband", "ibstatus-*.txt")
 HDR = REAL / "04-infiniband" / "ibstatus-a100-azure-hdr.txt"
@@ -124,21 +124,5 @@ def test_fatal_error_line() -> None:
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
 def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
     """Seeded random edits of a real file either still parse or raise ParseError, nothing else."""
-    rng = random.Random(0)
-    text = path.read_text()
-    outcomes = set()
-    for _ in range(300):
-        chars = list(text)
-        for _ in range(rng.randint(1, 4)):
-            pos = rng.randrange(len(chars))
-            if rng.random() < 0.5:
-                chars[pos] = rng.choice(string.printable)
-            else:
-                del chars[pos]
-        try:
-            ibstatus.parse("".join(chars))
-            outcomes.add("parsed")
-        except ParseError as exc:
-            assert exc.tool == ibstatus.TOOL
-            outcomes.add("error")
+    outcomes = mutation_outcomes(ibstatus.parse, path.read_text(), ibstatus.TOOL, rounds=300)
     assert outcomes == {"parsed", "error"}

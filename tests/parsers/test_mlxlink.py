@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from stetho.parsers import ParseError, mlxlink
-from tests.conftest import REAL, real_files, real_ids
+from tests.conftest import REAL, mutation_outcomes, real_files, real_ids
 
 FILES = real_files("07-mlxlink-ethtool", "mlxlink-*.json")
 DR4 = REAL / "07-mlxlink-ethtool" / "mlxlink-json-400g-osfp-dr4-mft4.34.1.json"
@@ -368,23 +368,7 @@ def test_deepcopy_of_real_document_unchanged_by_parse() -> None:
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
 def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
     """Seeded random edits of a real file either still parse or raise ParseError, nothing else."""
-    rng = random.Random(0)
-    text = path.read_text()
-    outcomes = set()
-    for _ in range(400):
-        chars = list(text)
-        for _ in range(rng.randint(1, 4)):
-            pos = rng.randrange(len(chars))
-            if rng.random() < 0.5:
-                chars[pos] = rng.choice(string.printable)
-            else:
-                del chars[pos]
-        try:
-            mlxlink.parse("".join(chars))
-            outcomes.add("parsed")
-        except ParseError as exc:
-            assert exc.tool == mlxlink.TOOL
-            outcomes.add("error")
+    outcomes = mutation_outcomes(mlxlink.parse, path.read_text(), mlxlink.TOOL, rounds=400)
     assert outcomes == {"parsed", "error"}
 
 

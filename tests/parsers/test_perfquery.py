@@ -11,7 +11,7 @@ import pytest
 
 from stetho.parsers import ParseError, perfquery
 from stetho.parsers.ib_common import ERROR_COUNTER_NAMES
-from tests.conftest import REAL, real_files, real_ids
+from tests.conftest import REAL, mutation_outcomes, real_files, real_ids
 
 FILES = real_files("04-infiniband", "perfquery-*.txt")
 FAULTY = REAL / "04-infiniband" / "perfquery-x-linkdowned-xmitdiscards.txt"
@@ -163,21 +163,5 @@ def test_malformed_content(text: str, needle: str) -> None:
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
 def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
     """Seeded random edits of a real file either still parse or raise ParseError, nothing else."""
-    rng = random.Random(0)
-    text = path.read_text()
-    outcomes = set()
-    for _ in range(300):
-        chars = list(text)
-        for _ in range(rng.randint(1, 4)):
-            pos = rng.randrange(len(chars))
-            if rng.random() < 0.5:
-                chars[pos] = rng.choice(string.printable)
-            else:
-                del chars[pos]
-        try:
-            perfquery.parse("".join(chars))
-            outcomes.add("parsed")
-        except ParseError as exc:
-            assert exc.tool == perfquery.TOOL
-            outcomes.add("error")
+    outcomes = mutation_outcomes(perfquery.parse, path.read_text(), perfquery.TOOL, rounds=300)
     assert outcomes == {"parsed", "error"}
