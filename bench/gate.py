@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.history import node_metrics, results_for  # noqa: E402
-from stetho.history import History, NodeRun  # noqa: E402
+from stetho.history.store import History, NodeRun  # noqa: E402
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:

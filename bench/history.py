@@ -21,8 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stetho import drift, historyview, profiles  # noqa: E402
-from stetho.history import History, NodeRun  # noqa: E402
+from stetho import profiles  # noqa: E402
+from stetho.history import drift
+from stetho.history import view as historyview
+from stetho.history.store import History, NodeRun  # noqa: E402
 from stetho.results import Result  # noqa: E402
 
 DAY = 86400

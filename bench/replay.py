@@ -65,7 +65,8 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--workers", default="auto")
     args = ap.parse_args()
-    from stetho import collect, profiles
+    from stetho import profiles
+    from stetho.evidence import collect
     from stetho.sim.builder import build_node
 
     prof = profiles.load("h100-sxm-8gpu")

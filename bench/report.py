@@ -33,7 +33,9 @@ def main() -> None:
     ap.add_argument("--failing", type=float, default=0.05)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    from stetho import checkrun, collect, profiles
+    from stetho import profiles
+    from stetho.checking import run as checkrun
+    from stetho.evidence import collect
     from stetho.sim.builder import build_node
     from stetho.sinks import json_out
 

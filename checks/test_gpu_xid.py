@@ -1,4 +1,4 @@
-"""Xid events from the kernel log, mapped through NVIDIA's Xid catalog (stetho.xid).
+"""Xid events from the kernel log, mapped through NVIDIA's Xid catalog (stetho.facts.xid).
 
 Per GPU: critical Xids (48 DBE, 79 off the bus, 74 NVLink, 94/95 contained/uncontained ECC,
 119/120 GSP, ...) fail with the catalog's action; application-level ones (13, 31, 43) warn.
@@ -6,7 +6,7 @@ Per node: a GPU that fell off the bus may no longer be listed by nvidia-smi at a
 and Xids on PCI addresses no listed GPU owns are checked separately.
 """
 
-from stetho import xid
+from stetho.facts import xid
 
 
 def _excerpt(events, limit=5):

@@ -6,7 +6,7 @@ check. Any of these warns; tasks fully stalled on memory for a tenth of the time
 
 import pytest
 
-from stetho.facts import Unavailable
+from stetho.facts.node import Unavailable
 
 
 def test_host_memory(node, facts, verdict):

@@ -4,8 +4,8 @@ Compared with real version ordering (535.161.08 > 535.54.03), never as strings. 
 profile pins that cannot be found is an error: an unknown version is not a good version.
 """
 
-from stetho.facts import Unavailable
-from stetho.versioning import Version
+from stetho.core.versioning import Version
+from stetho.facts.node import Unavailable
 
 _HOW = {
     "driver": "install the required NVIDIA driver branch (and reboot)",

@@ -5,7 +5,7 @@ over the tolerance fails. `#wrong` > 0 is data corruption. A failed or truncated
 never a pass. A baseline measured on other driver/CUDA/NCCL versions is reported stale.
 """
 
-from stetho.versioning import Version
+from stetho.core.versioning import Version
 
 
 def test_nccl_run(node, facts, verdict):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stetho import yamlconf
+from stetho.core import yamlconf
+from stetho.core.resources import shipped
 from stetho.errors import ConfigError
-from stetho.resources import shipped
 
 DEFAULT_PROFILE = "generic"
 VERSION_COMPONENTS = ("driver", "vbios", "cuda", "nccl", "hca_firmware", "kernel", "ofed")
@@ -91,7 +91,7 @@ class NcclSpec:
 
 @dataclass(frozen=True)
 class DriftSpec:
-    """How a node's latest values are judged against its own history (stetho.drift)."""
+    """How a node's latest values are judged against its own history (stetho.history.drift)."""
 
     window_days: float = 7.0
     min_samples: int = 5
@@ -316,7 +316,7 @@ def _ib(s: yamlconf.Section) -> IbSpec:
 
 
 def _versions(s: yamlconf.Section) -> dict[str, VersionRule]:
-    from stetho.versioning import Version
+    from stetho.core.versioning import Version
 
     out: dict[str, VersionRule] = {}
     for comp in s.data:

@@ -89,7 +89,8 @@ def fault_bundles(fault_cluster: Path, tmp_path_factory: pytest.TempPathFactory)
     """Each fault node's evidence, collected for real through the sim's shims and sysroot."""
     from dataclasses import replace
 
-    from stetho import collect, profiles
+    from stetho import profiles
+    from stetho.evidence import collect
 
     out = tmp_path_factory.mktemp("faultbundles")
     prof = profiles.load("h100-sxm-8gpu")

@@ -12,8 +12,9 @@ import sys
 import pytest
 import yaml
 
-from stetho import profiles, yamledit
-from stetho.resources import shipped
+from stetho import profiles
+from stetho.core import yamledit
+from stetho.core.resources import shipped
 
 pytestmark = pytest.mark.xdist_group("faultsim")
 

@@ -10,7 +10,7 @@ from stetho.diagnosis import engine, rules
 from stetho.diagnosis.signals import NodeContext
 from stetho.errors import ConfigError
 from stetho.evidence.bundle import load
-from stetho.facts import NodeFacts
+from stetho.facts.node import NodeFacts
 from stetho.results import Result
 
 pytestmark = pytest.mark.xdist_group("faultsim")

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from stetho import drift, profiles
-from stetho.history import History, NodeRun
+from stetho import profiles
+from stetho.history import drift
+from stetho.history.store import History, NodeRun
 
 DAY = 86400.0
 NOW = 1_800_000_000.0

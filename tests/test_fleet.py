@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from stetho import fleetchecks
+from stetho.checking import fleet as fleetchecks
 
 pytestmark = pytest.mark.xdist_group("faultsim")
 
@@ -92,7 +92,7 @@ def test_batch_mode_gives_the_same_results_as_per_subject(fault_bundles, tmp_pat
     batched = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--stetho-batch",
          "--stetho-evidence", str(few), "--stetho-results", str(tmp_path / "b.json"),
-         str(__import__("stetho.resources").resources.shipped("checks"))],
+         str(__import__("stetho.core.resources").core.resources.shipped("checks"))],
         capture_output=True, text=True, timeout=300)
     assert batched.returncode == 1
     rows = json.loads((tmp_path / "b.json").read_text())["results"]

@@ -12,9 +12,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from stetho import gate, gatepolicy
 from stetho.errors import ConfigError
-from stetho.history import History, NodeRun
+from stetho.gate import decision as gate
+from stetho.gate import policy as gatepolicy
+from stetho.history.store import History, NodeRun
 from stetho.results import Result
 
 KEY = "k" * 40
@@ -130,7 +131,7 @@ def override_repo(tmp_path):
 
 
 def _override(repo, policy_name, check, nodes, approver="sre-lead", key=KEY):
-    from stetho import overrides
+    from stetho.gate import overrides
 
     pol = gatepolicy.load(policy_name).overrides
     o = overrides.request(pol, check, nodes, "known issue, ticket 123", "alice", 3600,

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from stetho.errors import ConfigError
-from stetho.history import SCHEMA_VERSION, History, HistoryError, NodeRun, parse_since
+from stetho.history.store import SCHEMA_VERSION, History, HistoryError, NodeRun, parse_since
 from stetho.results import Result
 
 
@@ -75,7 +75,7 @@ def test_migrations_apply_in_order_from_an_empty_database(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys, time
-    from stetho.history import History, NodeRun
+    from stetho.history.store import History, NodeRun
     from stetho.results import Result
     path, who, runs, metrics = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     h = History(path)

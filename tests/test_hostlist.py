@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stetho import hostlist
+from stetho.core import hostlist
 from stetho.errors import ConfigError
 
 

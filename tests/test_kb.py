@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stetho import kb
-from stetho.cli_kb import kb as kb_cli
+from stetho.cli.kb import kb as kb_cli
 from stetho.errors import ConfigError, StethoError
+from stetho.publish import kb
 
 T0 = datetime(2026, 12, 2, 10, 15, tzinfo=timezone.utc)
 
@@ -361,7 +361,7 @@ def test_missing_remote_keeps_the_spool(tmp_path: Path, remote: Path) -> None:
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from stetho.kb import publish
+from stetho.publish.kb import publish
 go = Path(sys.argv[3])
 while not go.exists():
     time.sleep(0.005)

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from stetho import notify
-from stetho.notify import Alert, Delivery, Notifier, notify_all, render, webhook_url
+from stetho.publish import notify
+from stetho.publish.notify import Alert, Delivery, Notifier, notify_all, render, webhook_url
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "XoXb5ecretT0kenPath"
@@ -276,7 +276,7 @@ def test_concurrent_processes_never_exceed_limit(hook: Hook, tmp_path: Path) -> 
     script = tmp_path / "sender.py"
     script.write_text(textwrap.dedent("""
         import json, sys, time
-        from stetho.notify import Alert, Notifier
+        from stetho.publish.notify import Alert, Notifier
         url, state, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
         n = Notifier(url, state_path=state, backoff_s=0.01, lock_timeout_s=20)
         a = Alert("gpu-node-07", "xid-79", "GPU fell off the bus", "Xid 79", "critical")

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stetho import cli_override
+from stetho.cli import override as cli_override
 from stetho.errors import ConfigError
-from stetho.overrides import (
+from stetho.gate.overrides import (
     SCHEMA,
     GitError,
     Override,
@@ -555,7 +555,7 @@ def test_a_refused_push_stores_nothing_and_says_why(remote: Path, tmp_path: Path
 
 WRITER = textwrap.dedent("""
     import sys
-    from stetho.overrides import OverridePolicy, OverrideStore, request, request_message
+    from stetho.gate.overrides import OverridePolicy, OverrideStore, request, request_message
     repo, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     policy = OverridePolicy("release", ("bob",), "ok", 86400)
     store = OverrideStore(repo)
@@ -589,7 +589,7 @@ HOOK = textwrap.dedent("""\
     #!{python}
     # post-commit in clone b: once, another writer pushes from clone a before b can push.
     import pathlib
-    from stetho.overrides import Override, OverrideStore
+    from stetho.gate.overrides import Override, OverrideStore
     marker = pathlib.Path({marker!r})
     if not marker.exists():
         marker.write_text("fired")
@@ -797,7 +797,7 @@ def test_cli_without_a_policy_loader_falls_back_to_gate_policies(
     import importlib.util
 
     monkeypatch.setattr(cli_override, "POLICY_LOADER", None)
-    if importlib.util.find_spec("stetho.gatepolicy") is not None:
+    if importlib.util.find_spec("stetho.gate.policy") is not None:
         policy = cli_override.load_policy("release")  # gates/release.yml, through gatepolicy
         assert isinstance(policy, OverridePolicy) and policy.name == "release"
         return

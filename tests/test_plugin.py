@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from stetho.resources import shipped
+from stetho.core.resources import shipped
 
 pytestmark = pytest.mark.xdist_group("faultsim")
 

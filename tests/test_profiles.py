@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stetho import profiles
+from stetho.core.versioning import Version
 from stetho.errors import ConfigError
-from stetho.versioning import Version
 
 
 def test_generic_declares_no_hardware():

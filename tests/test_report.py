@@ -356,7 +356,7 @@ def test_write_without_trend_writes_only_the_report(tmp_path: Path) -> None:
 
 
 def test_written_report_is_readable_by_the_knowledge_base(tmp_path: Path) -> None:
-    from stetho.kb import read_report
+    from stetho.publish.kb import read_report
 
     d = riser()
     meta = read_report(write(d, tmp_path))

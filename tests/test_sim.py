@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
+from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.parsers import ib_sysfs, nvidia_smi_text, nvidia_smi_xml
-from stetho.resources import shipped
 from stetho.sim import builder
 from stetho.sim.faults import FAULTS
 

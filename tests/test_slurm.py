@@ -1,4 +1,4 @@
-"""stetho.slurm: drain what the gate blocks, resume only stetho's own drains.
+"""stetho.gate.slurm: drain what the gate blocks, resume only stetho's own drains.
 
 Three layers: the pure helpers and the parser (on lines recorded from a real slurmctld 22.05),
 the Slurm class against a recording stand-in `scontrol` (runs everywhere; asserts the exact
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from stetho import slurm as S
 from stetho.errors import ConfigError, StethoError
+from stetho.gate import slurm as S
 from tests import slurm_testbed as testbed
 
 # the session fixtures, under their own names (pytest finds them in this module's namespace)

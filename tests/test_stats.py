@@ -1,4 +1,4 @@
-"""stetho.stats against numpy/scipy as the reference, on seeded random and hand-built cases.
+"""stetho.history.stats against numpy/scipy as the reference, on seeded random and hand-built cases.
 
 The runtime module is pure Python; numpy and scipy appear here only as the ground truth. The KS
 test is held to scipy's own p-values (exact method to ~1e-10 relative, in practice bit for bit),
@@ -20,8 +20,8 @@ import pytest
 from scipy import special
 from scipy import stats as sps
 
-from stetho import stats
-from stetho.stats import (
+from stetho.history import stats
+from stetho.history.stats import (
     CounterDelta,
     Fit,
     KsResult,

@@ -152,7 +152,7 @@ def test_limit_naming_an_unknown_or_unsafe_host_is_a_usage_error(cluster):
 
 
 def test_second_sweep_is_refused_while_one_runs(cluster):
-    from stetho.fleet.lock import SweepLock
+    from stetho.core.locks import SweepLock
 
     root, inventory = cluster
     with SweepLock(root / "runs-locked" / ".sweep.lock", "20260101T000000Z-abcdef"):
@@ -182,8 +182,8 @@ def test_replay_of_the_run_folder(full_sweep, tmp_path):
 
 def test_plain_ansible_playbook_with_fetch_dir(full_sweep, cluster, tmp_path):
     """The playbook works without stetho sweep, as the README documents."""
+    from stetho.core.resources import shipped
     from stetho.fleet import wheels
-    from stetho.resources import shipped
 
     root, inventory = cluster
     house = wheels.build(Path(os.environ.get("STETHO_CACHE", root / "runs" / ".." / "cache"))
@@ -212,7 +212,7 @@ def test_progress_lines_are_per_host(full_sweep):
 
 
 def test_concurrent_lock_threads_only_one_wins(tmp_path):
-    from stetho.fleet.lock import SweepLock, SweepLocked
+    from stetho.core.locks import SweepLock, SweepLocked
 
     wins, losses = [], []
     barrier = threading.Barrier(4)

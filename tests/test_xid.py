@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from stetho.facts.xid import CATALOG, CATALOG_URL, lookup, severity_of
 from stetho.parsers.kernel_log import parse
-from stetho.xid import CATALOG, CATALOG_URL, lookup, severity_of
 from tests.conftest import real_files
 
 REQUIRED = [13, 31, 32, 38, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119,

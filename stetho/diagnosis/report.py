@@ -1,27 +1,27 @@
 """Render a Diagnosis as `diagnosis-report.md` (Jinja2 over Markdown) and its trend chart SVG.
 
 The report is read by an on-call engineer in a git web UI and by a technician at the rack, and
-it is parsed by the knowledge base (`stetho.kb`) through its YAML front matter. Almost all of
-its text comes from the node being diagnosed: log lines, messages, subjects, even the node name.
-A node that is broken, or owned, must not be able to turn that text into live Markdown or HTML
-(a script, a tracking image, a phishing link, a fake heading saying "root cause: none"), nor into
-front matter that misfiles the report. So nothing from data reaches the template unfiltered:
+it is parsed by the knowledge base (`stetho.publish.kb`) through its YAML front matter. Almost
+all of its text comes from the node being diagnosed: log lines, messages, subjects, even the
+node name. A node that is broken, or owned, must not be able to turn that text into live
+Markdown or HTML (a script, a tracking image, a phishing link, a fake heading saying "root
+cause: none"), nor into front matter that misfiles the report. So nothing from data reaches the
+template unfiltered:
 
 * `md`: inline text (table cells, prose, list items). Every character Markdown or HTML gives a
-  meaning to is backslash-escaped (``\\ ` * _ [ ] ( ) # + - ! | < > & ~ $``), as are the shapes
-  GitHub-flavoured renderers turn into links (``://``, ``www.``, ``@``), a leading ``=`` (setext
-  underline) and a leading ``12.`` (ordered list). Line breaks become spaces, so a value can
-  neither end its table row nor start a block. The text still reads the same once rendered.
-* `md_block`: the same for multi-line prose (the fix), lines kept as hard line breaks.
-* `fence`: log lines, commands and ticket text, verbatim in a fenced code block whose fence is
-  longer than the longest run of backticks inside, so no content line can close it. Fences are
-  only ever emitted at the top level of the document (never inside a list item), where a less
-  indented line cannot end the block early.
-* `yaml_value`: front matter scalars and lists. A value that reads back as the same string
-  when plain (``gpu-017``) stays plain; anything else is double-quoted with every character
-  YAML could misread escaped, so colons, quotes, brackets and newlines parse as text.
-* `link`: links to earlier reports. Only http(s) URLs and relative paths become links; the
-  destination is percent-encoded and entity-proofed. Anything else is shown as inert text.
+meaning to is backslash-escaped (``\\ ` * _ [ ] ( ) # + - ! | < > & ~ $``), as are the shapes
+GitHub-flavoured renderers turn into links (``://``, ``www.``, ``@``), a leading ``=`` (setext
+underline) and a leading ``12.`` (ordered list). Line breaks become spaces, so a value can
+neither end its table row nor start a block. The text still reads the same once rendered. *
+`md_block`: the same for multi-line prose (the fix), lines kept as hard line breaks. * `fence`:
+log lines, commands and ticket text, verbatim in a fenced code block whose fence is longer than
+the longest run of backticks inside, so no content line can close it. Fences are only ever
+emitted at the top level of the document (never inside a list item), where a less indented line
+cannot end the block early. * `yaml_value`: front matter scalars and lists. A value that reads
+back as the same string when plain (``gpu-017``) stays plain; anything else is double-quoted
+with every character YAML could misread escaped, so colons, quotes, brackets and newlines parse
+as text. * `link`: links to earlier reports. Only http(s) URLs and relative paths become links;
+the destination is percent-encoded and entity-proofed. Anything else is shown as inert text.
 
 In all of them, control characters (a terminal escape in a kernel log line) are replaced by
 their visible Unicode control pictures and bidirectional overrides by U+FFFD, so the file is
@@ -45,9 +45,9 @@ from urllib.parse import quote
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 
+from stetho.core.resources import shipped
 from stetho.diagnosis.model import Diagnosis
 from stetho.diagnosis.svg import render_trend
-from stetho.resources import shipped
 from stetho.results import Result, format_value
 
 TEMPLATE = "diagnosis-report.md.j2"

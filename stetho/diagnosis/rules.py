@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from stetho import yamlconf
+from stetho.core import yamlconf
+from stetho.core.resources import shipped
 from stetho.errors import ConfigError
-from stetho.resources import shipped
 
 
 @dataclass(frozen=True)

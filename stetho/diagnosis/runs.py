@@ -26,7 +26,7 @@ def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: An
     from stetho import profiles
     from stetho.errors import ConfigError
     from stetho.evidence.bundle import BundleError, load
-    from stetho.facts import NodeFacts
+    from stetho.facts.node import NodeFacts
 
     by_node: dict[str, list[Result]] = {}
     for r in results:
@@ -59,7 +59,7 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
 
     history = None
     if db is not None and db.exists():
-        from stetho.history import History
+        from stetho.history.store import History
 
         history = History(db)
     try:
@@ -85,9 +85,9 @@ def _with_similar(d: Diagnosis, path: Path, repo: str) -> Diagnosis:
     """Earlier incidents from the knowledge base that look like this one."""
     from dataclasses import replace
 
-    from stetho import kb
     from stetho.diagnosis.model import Similar
     from stetho.errors import StethoError
+    from stetho.publish import kb
 
     try:
         found = kb.similar(repo, path, limit=5)
@@ -99,7 +99,7 @@ def _with_similar(d: Diagnosis, path: Path, repo: str) -> Diagnosis:
 
 
 def _alert(written: list[tuple[Diagnosis, Path]]) -> None:
-    from stetho import notify
+    from stetho.publish import notify
 
     url = notify.webhook_url()
     if not url or not written:

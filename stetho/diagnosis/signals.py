@@ -23,7 +23,7 @@ class NodeContext:
     node: str
     results: list[Result]
     facts: Any = None  # NodeFacts when the evidence bundle is at hand
-    history: Any = None  # stetho.history.History, when there is one
+    history: Any = None  # stetho.history.store.History, when there is one
     summary: dict[str, Any] = field(default_factory=dict)
     fleet: list[dict[str, Any]] = field(default_factory=list)  # peers' summaries
 
@@ -52,7 +52,7 @@ def _first_line(text: str | None) -> str | None:
 def _facts(ctx: NodeContext, name: str) -> Any:
     if ctx.facts is None:
         return None
-    from stetho.facts import Unavailable
+    from stetho.facts.node import Unavailable
 
     try:
         return getattr(ctx.facts, name)()

@@ -24,12 +24,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from stetho import __version__, hostlist
+from stetho import __version__
+from stetho.core import hostlist
+from stetho.core.locks import SweepLock
+from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
-from stetho.fleet.lock import SweepLock
-from stetho.resources import shipped
 from stetho.results import Result, counts, exit_code
 
 CHECK_TASKS = ("stetho check", "stetho check (after install)")
@@ -139,11 +140,11 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
                         _results_doc(st.results))
         results.extend(st.results)
     summaries = _summaries(run_dir, hosts)
-    from stetho import fleetchecks
+    from stetho.checking import fleet as fleetchecks
 
     results.extend(fleetchecks.evaluate(list(summaries.values())))
     if opts.db is not None:
-        from stetho import recording
+        from stetho.history import recording
 
         results.extend(recording.after_run("sweep", run_id, results, summaries, opts.db,
                                            command=f"sweep {opts.limit or ''}".strip(),

@@ -36,7 +36,7 @@ def ofed_version(text: str) -> str:
 def nccl_from_library(paths: Iterable[str]) -> str | None:
     """The newest NCCL among library files such as '/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5'
     (the bare 'libnccl.so.2' symlink names no full version and is ignored)."""
-    from stetho.versioning import Version
+    from stetho.core.versioning import Version
 
     found = [m.group(1) for p in paths if (m := _LIBNCCL.search(p))]
     return max(found, key=Version) if found else None

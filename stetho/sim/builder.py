@@ -19,8 +19,8 @@ import re
 import shutil
 from pathlib import Path
 
+from stetho.core.resources import shipped
 from stetho.errors import ConfigError
-from stetho.resources import shipped
 from stetho.sim import faults as F
 from stetho.sim import render
 from stetho.sim.qtext import SmiText
@@ -122,7 +122,7 @@ class NodeDraft:
         line = F.real_xid_line(self.fixtures, code)
         if line is not None:
             return line
-        from stetho import xid
+        from stetho.facts import xid
 
         # No recording of this code: the NVRM line format of the recorded ones, catalog text.
         return f"NVRM: Xid (PCI:0000:00:00): {code}, pid='<unknown>', name=<unknown>, " \

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stetho.facts import NodeFacts, Unavailable
+from stetho.facts.node import NodeFacts, Unavailable
 
 
 @dataclass(frozen=True)

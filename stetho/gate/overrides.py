@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stetho import hostlist
+from stetho.core import hostlist
 from stetho.errors import ConfigError, StethoError
 
 SCHEMA = "stetho.override/1"

@@ -3,7 +3,7 @@
 Results come from the history database when they are fresh enough (the policy says how
 fresh), else from a live check (on this node with --local, or through the sweep with an
 inventory). The policy keeps the checks it counts, tightens thresholds, and says which
-statuses block; a valid override (stetho.overrides) lets one check pass on named nodes, shown
+statuses block; a valid override (stetho.gate.overrides) lets one check pass on named nodes, shown
 as passed-with-override. Exit: 0 go, 1 blocked, 3 could not evaluate where errors do not block.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from stetho.gatepolicy import GatePolicy, Tighten
+from stetho.gate.policy import GatePolicy, Tighten
 from stetho.results import Result
 
 
@@ -43,7 +43,7 @@ def decide(policy: GatePolicy, results: list[Result], overrides: list[Any] | Non
            sources: dict[str, str] | None = None,
            ignored: list[tuple[Any, str]] | None = None) -> Decision:
     """Apply a policy (and valid overrides) to results. Pure: no I/O."""
-    from stetho.overrides import covers
+    from stetho.gate.overrides import covers
 
     kept = [_tighten(policy, r) for r in results if policy.counts(r.check)]
     final = []
@@ -101,7 +101,7 @@ def _describe(t: Tighten) -> str:
 def from_history(db: Path, nodes: list[str], max_age_s: float, now: float | None = None
                  ) -> tuple[dict[str, list[Result]], dict[str, str]]:
     """Fresh results per node from history, and where each node's came from."""
-    from stetho.history import History
+    from stetho.history.store import History
 
     now = now if now is not None else time.time()
     found: dict[str, list[Result]] = {}
@@ -135,7 +135,7 @@ def load_overrides(policy: GatePolicy, repo: str | None, now: float
     """Valid overrides for this policy, and the ignored ones with why."""
     if not repo:
         return [], []
-    from stetho.overrides import OverrideStore, effective, key_from_env
+    from stetho.gate.overrides import OverrideStore, effective, key_from_env
 
     store = OverrideStore(repo)
     loaded = store.load_all()
@@ -177,7 +177,7 @@ def summary(decision: Decision, nodes: list[str]) -> str:
     text = (f"gate {decision.policy.name}: {verdict}: {len(nodes)} nodes, "
             f"{len(nodes) - len(blocked)} go, {len(blocked)} blocked")
     if blocked:
-        from stetho.hostlist import compress
+        from stetho.core.hostlist import compress
 
         text += f" ({compress(blocked)})"
     if errors:

@@ -1,8 +1,8 @@
-"""Gate policies (gates/*.yml): which checks count, which statuses block, thresholds that
-tighten the profile's, how fresh history must be, and who may approve overrides.
+"""Gate policies (gates/*.yml): which checks count, which statuses block, thresholds that tighten
+the profile's, how fresh history must be, and who may approve overrides.
 
-A policy is data a release manager or SRE lead reviews; the gate (stetho.gate) only applies it.
-A malformed policy raises ConfigError naming the file and line.
+A policy is data a release manager or SRE lead reviews; the gate (stetho.gate.decision) only
+applies it. A malformed policy raises ConfigError naming the file and line.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stetho import yamlconf
+from stetho.core import yamlconf
+from stetho.core.resources import shipped
 from stetho.errors import ConfigError
-from stetho.overrides import OverridePolicy
-from stetho.resources import shipped
+from stetho.gate.overrides import OverridePolicy
 from stetho.results import STATUSES
 
 
@@ -76,7 +76,7 @@ _KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on
 
 
 def load(name: str) -> GatePolicy:
-    from stetho.history import parse_since
+    from stetho.history.store import parse_since
 
     path = find(name)
     doc = yamlconf.load(path)

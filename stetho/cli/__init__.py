@@ -23,7 +23,7 @@ class _LazyGroup(click.Group):
     """Command groups that live in their own modules load only when used: `stetho gate` in a
     prolog must not pay for importing the knowledge-base and override machinery."""
 
-    lazy = {"kb": "stetho.cli_kb:kb", "override": "stetho.cli_override:override"}
+    lazy = {"kb": "stetho.cli.kb:kb", "override": "stetho.cli.override:override"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -90,7 +90,7 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
           workers: str | None, show_all: bool, problems: bool, quiet: bool,
           db: str | None, use_history: bool | None, outcome_out: str | None) -> None:
     """Run the health checks on this node (or a simulated one), or replay saved evidence."""
-    from stetho import checkrun
+    from stetho.checking import run as checkrun
     from stetho.evidence.bundle import Bundle
 
     if evidence and (local or sim):
@@ -101,7 +101,7 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     bundles: list[Bundle] | None = None
     replay = bool(evidence)
     if not evidence:
-        from stetho import collect
+        from stetho.evidence import collect
 
         bundle = collect.collect_local(profile=profile_name, sim=sim, node=node)
         if evidence_out:
@@ -122,9 +122,9 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
                        extra_checks=extra_checks, select=select, workers=workers)
     results = list(run.results)
     if use_history if use_history is not None else not replay:
-        from stetho import recording
         from stetho.fleet.sweep import new_run_id
-        from stetho.history import default_path
+        from stetho.history import recording
+        from stetho.history.store import default_path
 
         results += recording.after_run(
             "replay" if replay else "check", new_run_id(), results, run.summaries,
@@ -244,7 +244,7 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int, 
     from stetho.sinks import table
 
     progress = _Progress()
-    from stetho.history import default_path
+    from stetho.history.store import default_path
 
     opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
                                   out=Path(out), limit=limit, forks=forks,
@@ -302,8 +302,9 @@ def history(node: str, check_name: str | None, metric: str | None, since: str,
     """A node's measured metrics over time, with a sparkline each."""
     import json
 
-    from stetho import historyview, hostlist
-    from stetho.history import History, default_path, parse_since
+    from stetho.core import hostlist
+    from stetho.history import view as historyview
+    from stetho.history.store import History, default_path, parse_since
 
     hostlist.validate(node)
     path = Path(db) if db else default_path()
@@ -365,9 +366,10 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     """
     import time as time_mod
 
-    from stetho import gate as gate_mod
-    from stetho import gatepolicy, hostlist
-    from stetho.history import default_path
+    from stetho.core import hostlist
+    from stetho.gate import decision as gate_mod
+    from stetho.gate import policy as gatepolicy
+    from stetho.history.store import default_path
 
     if bool(nodes) == bool(local):
         raise click.UsageError("give exactly one of --nodes and --local")
@@ -440,8 +442,10 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
 
 def _gate_local(policy: Any, profile_name: str | None, node: str | None, db: Path
                 ) -> tuple[list[Any], list[str], dict[str, str]]:
-    from stetho import checkrun, collect, recording
+    from stetho.checking import run as checkrun
+    from stetho.evidence import collect
     from stetho.fleet.sweep import new_run_id
+    from stetho.history import recording
 
     bundle = collect.collect_local(profile=profile_name, node=node)
     select = " or ".join(policy.local_checks) or None
@@ -453,7 +457,7 @@ def _gate_local(policy: Any, profile_name: str | None, node: str | None, db: Pat
 
 
 def _scheduler(decision: Any, names: list[str], act: bool) -> list[Any]:
-    from stetho.slurm import Slurm, drain_reason
+    from stetho.gate.slurm import Slurm, drain_reason
 
     blocked: dict[str, str] = {}
     for r in decision.blocking:
@@ -483,9 +487,9 @@ def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None
     """Diagnose a run's failing nodes: ranked root causes and a diagnosis-report.md each."""
     import json
 
-    from stetho import hostlist
+    from stetho.core import hostlist
     from stetho.diagnosis import runs
-    from stetho.history import default_path
+    from stetho.history.store import default_path
     from stetho.sinks.json_out import load
 
     folder = Path(run_dir)
@@ -522,8 +526,8 @@ def baseline() -> None:
               help="Write here instead of the profile's own file.")
 def baseline_record(sources: tuple[str, ...], profile_name: str, out: str | None) -> None:
     """Record the median of the given nodes as the profile's baseline (review and commit it)."""
-    from stetho import baseline as bl
     from stetho import profiles
+    from stetho.history import baselines as bl
 
     prof = profiles.load(profile_name)
     m = bl.measure(bl.bundles_of(list(sources)), prof)
@@ -540,8 +544,8 @@ def baseline_record(sources: tuple[str, ...], profile_name: str, out: str | None
 @click.option("--json", "as_json", is_flag=True)
 def baseline_show(profile_name: str, as_json: bool) -> None:
     """The profile's baseline values and the fingerprint they were measured on."""
-    from stetho import baseline as bl
     from stetho import profiles
+    from stetho.history import baselines as bl
 
     prof = profiles.load(profile_name)
     _baseline_table(prof, bl.compare(prof, None), as_json, current=False)
@@ -555,8 +559,8 @@ def baseline_show(profile_name: str, as_json: bool) -> None:
 def baseline_diff(profile_name: str, sources: tuple[str, ...], as_json: bool) -> None:
     """The baseline against current values (medians of the given nodes), and the fingerprint
     differences. Exit 1 when a value is worse than the tolerance or the fingerprint differs."""
-    from stetho import baseline as bl
     from stetho import profiles
+    from stetho.history import baselines as bl
 
     prof = profiles.load(profile_name)
     rows = bl.compare(prof, bl.measure(bl.bundles_of(list(sources)), prof))
@@ -634,7 +638,7 @@ def sim_faults() -> None:
               help="Where to write the evidence bundle.")
 def collect(sim: str | None, node: str | None, profile_name: str | None, out: str) -> None:
     """Collect this node's evidence into a bundle, without checking it."""
-    from stetho import collect as collect_mod
+    from stetho.evidence import collect as collect_mod
 
     bundle = collect_mod.collect_local(profile=profile_name, sim=sim, node=node)
     bundle.save(Path(out))

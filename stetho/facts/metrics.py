@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stetho.facts import NodeFacts, Unavailable
+from stetho.facts.node import NodeFacts, Unavailable
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """`stetho override ...`: request, approve, list and revoke two-person gate overrides.
 
-A thin click layer over `stetho.overrides`; errors are raised as StethoError subclasses and
+A thin click layer over `stetho.gate.overrides`; errors are raised as StethoError subclasses and
 mapped to exit codes by `stetho.cli.main`. The override repository comes from --repo or
 $STETHO_OVERRIDE_REPO, the signing key from $STETHO_OVERRIDE_KEY.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import click
 
-from stetho import hostlist
+from stetho.core import hostlist
 from stetho.errors import ConfigError, StethoError
-from stetho.overrides import (
+from stetho.gate.overrides import (
     Override,
     OverrideFileError,
     OverridePolicy,
@@ -34,7 +34,7 @@ from stetho.overrides import (
 )
 
 #: How a policy name becomes an OverridePolicy. Tests (and embedders) set this; when None the
-#: gate policy loader `stetho.gatepolicy.load_override_policy` is used.
+#: gate policy loader `stetho.gate.policy.load_override_policy` is used.
 POLICY_LOADER: Callable[[str], OverridePolicy] | None = None
 
 #: States `list` shows without --all: the ones someone may need to act on.
@@ -47,13 +47,13 @@ def load_policy(name: str) -> OverridePolicy:
     loader = POLICY_LOADER
     if loader is None:
         try:
-            module = importlib.import_module("stetho.gatepolicy")
+            module = importlib.import_module("stetho.gate.policy")
         except ImportError as exc:
             raise ConfigError(f"cannot load gate policy {name!r}: gate policies are not "
                               f"available ({exc})") from None
         found = getattr(module, "load_override_policy", None)
         if not callable(found):
-            raise ConfigError(f"cannot load gate policy {name!r}: stetho.gatepolicy has no "
+            raise ConfigError(f"cannot load gate policy {name!r}: stetho.gate.policy has no "
                               "load_override_policy")
         loader = found
     policy = loader(name)
@@ -83,7 +83,7 @@ def _store(repo: str | None, branch: str | None) -> OverrideStore:
 
 
 def _duration(text: str) -> float:
-    from stetho.history import parse_since
+    from stetho.history.store import parse_since
 
     try:
         return parse_since(text)

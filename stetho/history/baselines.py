@@ -36,9 +36,9 @@ class Measurement:
 
 
 def measure(bundle_paths: list[Path], profile: Profile) -> Measurement:
-    from stetho import metrics
     from stetho.evidence.bundle import load
-    from stetho.facts import NodeFacts, Unavailable
+    from stetho.facts import metrics
+    from stetho.facts.node import NodeFacts, Unavailable
 
     busbw: dict[int, list[float]] = {}
     measured: dict[str, list[float]] = {}
@@ -83,7 +83,7 @@ def _round(v: float) -> float:
 def record(profile: Profile, m: Measurement, source: str, out: Path | None = None) -> Path:
     """Write the measurement into the profile's YAML (or `out`), keeping everything else."""
     from stetho import profiles as profiles_mod
-    from stetho import yamledit
+    from stetho.core import yamledit
     from stetho.parsers.nccl_tests import format_size
 
     path = out or Path(profile.source)

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from stetho import yamlconf
+from stetho.core import yamlconf
 
 
 def set_block(text: str, path: tuple[str, ...], value: Any, file: str = "<yaml>") -> str:

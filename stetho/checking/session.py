@@ -87,7 +87,7 @@ class Session:
             return self._facts[name]
         from stetho import profiles
         from stetho.evidence import bundle as bundle_mod
-        from stetho.facts import NodeFacts
+        from stetho.facts.node import NodeFacts
 
         source = next((s for s in self.sources() if s.name == name), None)
         if source is None:
@@ -160,7 +160,7 @@ def _worker_bundles(config: pytest.Config) -> list[Path]:
 
 
 def _collect_local(config: pytest.Config, profile: str | None) -> Any:
-    from stetho import collect
+    from stetho.evidence import collect
 
     return collect.collect_local(profile=profile or None, sim=config.getoption("stetho_sim"),
                                  node=config.getoption("stetho_node"))

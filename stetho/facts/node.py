@@ -361,7 +361,7 @@ def summary(facts: NodeFacts) -> dict[str, Any]:
                     busbw[str(row.size_bytes)] = row.oop_busbw_gbps
     except Unavailable:
         pass
-    from stetho import metrics
+    from stetho.facts import metrics
 
     return {"node": facts.name, "profile": facts.profile.name, "versions": versions,
             "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)]}
@@ -372,7 +372,7 @@ def _one(value: str | None) -> tuple[str, ...]:
 
 
 def _distinct(values: Any) -> tuple[str, ...]:
-    from stetho.versioning import Version
+    from stetho.core.versioning import Version
 
     seen = sorted({v for v in values if v}, key=lambda v: _safe_version(v, Version))
     return tuple(seen)

@@ -7,8 +7,8 @@ Unavailable is a skip or an error as it says; anything else is an error, never a
 
 from __future__ import annotations
 
+from stetho.checking.verdict import CheckError, CheckFailed, Verdict
 from stetho.results import Result
-from stetho.verdict import CheckError, CheckFailed, Verdict
 
 
 def result(node: str, check: str, subject: str, verdict: Verdict | None,
@@ -29,7 +29,7 @@ def result(node: str, check: str, subject: str, verdict: Verdict | None,
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
-    from stetho.facts import Unavailable
+    from stetho.facts.node import Unavailable
     from stetho.parsers import ParseError
 
     if isinstance(exc, CheckFailed):

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from stetho import metrics as M
-from stetho import stats
-from stetho.history import History
+from stetho.facts import metrics as M
+from stetho.history import stats
+from stetho.history.store import History
 from stetho.profiles import DriftSpec, Profile
 from stetho.results import Result
 

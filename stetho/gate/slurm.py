@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from stetho import hostlist
+from stetho.core import hostlist
 from stetho.errors import ConfigError, StethoError
 
 REASON_PREFIX = "stetho:"

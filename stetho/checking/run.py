@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stetho.core.resources import shipped
 from stetho.errors import ConfigError, EvaluationError
-from stetho.resources import shipped
 from stetho.results import Result
 
 
@@ -46,7 +46,7 @@ class _Inject:
         self.config: Any = None
 
     def pytest_configure(self, config: Any) -> None:
-        from stetho.plugin import state
+        from stetho.checking.plugin import state
 
         self.config = config
         st = state(config)
@@ -86,7 +86,7 @@ def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
     # a node check does not need, and keeps a site's unrelated plugins out of the verdict.
     env_autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    args += ["-p", "stetho.plugin"]
+    args += ["-p", "stetho.checking.plugin"]
     if workers:
         # Spread over processes in batches: per-subject items would cost more in xdist's
         # report traffic than the checks themselves.
@@ -104,7 +104,7 @@ def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
     if inject.config is None:
         raise EvaluationError(f"pytest could not start (exit {int(code)}): "
                               f"{sink.getvalue().strip()[-500:]}")
-    from stetho.plugin import state
+    from stetho.checking.plugin import state
 
     st = state(inject.config)
     if int(code) in (3, 4) and not st.results:  # internal error, usage error

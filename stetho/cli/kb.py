@@ -1,8 +1,8 @@
 """`stetho kb`: publish diagnosis reports to the knowledge base repository, and search it.
 
-A thin click layer over stetho.kb; errors are StethoError/ConfigError, which the main CLI maps
-to exit codes 3 and 2. `--repo` defaults to $STETHO_KB_REPO so nodes and on-call laptops can be
-configured once.
+A thin click layer over stetho.publish.kb; errors are StethoError/ConfigError, which the main
+CLI maps to exit codes 3 and 2. `--repo` defaults to $STETHO_KB_REPO so nodes and on-call
+laptops can be configured once.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from stetho import kb as kblib
 from stetho.errors import ConfigError
+from stetho.publish import kb as kblib
 
 _REPO_HELP = ("Knowledge base: a working clone's path, or a git URL / bare repository "
               "(used through a cached clone) [env: STETHO_KB_REPO].")

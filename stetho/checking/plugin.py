@@ -4,8 +4,9 @@ Loaded through the `pytest11` entry point, so `pytest checks/ --stetho-evidence 
 like any pytest suite and a site adds its own checks as test files; `stetho check` drives the
 same plugin in-process. A check names a subject fixture (`gpu`, `ib_port`, `disk`, `node`, ...)
 and the plugin parametrizes it over every node's subjects, ids like `node07/gpu3`. Over many
-nodes it batches instead (see stetho.session). Results travel in the reports' user_properties,
-which also cross pytest-xdist's worker boundary; fleet checks run on the controller at the end.
+nodes it batches instead (see stetho.checking.session). Results travel in the reports'
+user_properties, which also cross pytest-xdist's worker boundary; fleet checks run on the
+controller at the end.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from stetho import outcomes
-from stetho.session import RESULT_KEY, SUMMARY_KEY, Session
-from stetho.subjects import KINDS, Subject, expand
-from stetho.verdict import CheckError, Verdict
+from stetho.checking import outcomes
+from stetho.checking.session import RESULT_KEY, SUMMARY_KEY, Session
+from stetho.checking.subjects import KINDS, Subject, expand
+from stetho.checking.verdict import CheckError, Verdict
 
 _SESSION = pytest.StashKey[Session]()
 _VERDICT = pytest.StashKey[Verdict]()
@@ -332,7 +333,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             s.summaries.setdefault(summary["node"], summary)
         s.pending = []
     if not config.getoption("stetho_no_fleet", False) and s.summaries:
-        from stetho import fleetchecks
+        from stetho.checking import fleet as fleetchecks
 
         s.results.extend(fleetchecks.evaluate(list(s.summaries.values())))
     out = config.getoption("stetho_results", None)

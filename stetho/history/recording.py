@@ -22,9 +22,10 @@ def after_run(kind: str, run_id: str, results: list[Result],
               warn: Callable[[str], None] | None = None) -> list[Result]:
     """Drift results for every summarised node (added to the run), then record the run.
     Returns the drift results."""
-    from stetho import drift, profiles
+    from stetho import profiles
     from stetho.errors import ConfigError
-    from stetho.history import History, HistoryError, NodeRun
+    from stetho.history import drift
+    from stetho.history.store import History, HistoryError, NodeRun
 
     say = warn or (lambda m: print(f"stetho: warning: {m}", file=sys.stderr))
     now = when if when is not None else time.time()

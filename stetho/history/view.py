@@ -6,7 +6,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from stetho.history import History
+from stetho.history.store import History
 from stetho.sinks.sparkline import sparkline
 
 

@@ -1,0 +1,2 @@
+"""Stage 8: go or no-go. Policies say what blocks, the decision applies them (with overrides),
+and scheduler actions drain or resume nodes."""

@@ -1,0 +1,1 @@
+"""Where results leave stetho for people: the knowledge-base git repository and webhooks."""
