@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from stetho import profiles
+from stetho.checking import nodes
 from stetho.diagnosis import engine, rules
 from stetho.diagnosis.signals import NodeContext
 from stetho.errors import ConfigError
 from stetho.evidence.bundle import load
-from stetho.facts.node import NodeFacts
 from stetho.results import Result
 
 pytestmark = pytest.mark.xdist_group("faultsim")
@@ -34,9 +34,10 @@ EXPECTED = {
 
 def _ctx(node, fault_results, fault_bundles):
     bundle = load(fault_bundles / f"{node}.json")
-    facts = NodeFacts(bundle, profiles.load(bundle.profile))
+    prof = profiles.load(bundle.profile)
+    facts = nodes.node_facts(bundle, prof)
     results = [Result.from_json(r) for r in fault_results[node]]
-    return NodeContext(node, results, facts, None, facts.summary())
+    return NodeContext(node, results, facts, None, nodes.summary(facts, prof))
 
 
 def test_every_shipped_rule_is_tested():

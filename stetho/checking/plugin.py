@@ -25,6 +25,8 @@ from stetho.checking import outcomes
 from stetho.checking.session import RESULT_KEY, SUMMARY_KEY, Session
 from stetho.checking.subjects import KINDS, Subject, expand
 from stetho.checking.verdict import CheckError, Verdict
+from stetho.facts.node import NodeFacts
+from stetho.profiles import Profile
 
 _SESSION = pytest.StashKey[Session]()
 _VERDICT = pytest.StashKey[Verdict]()
@@ -84,7 +86,7 @@ def pytest_configure_node(node: Any) -> None:
         paths = []
         for i, src in enumerate(sources):
             p = folder / f"{i:05d}.json"
-            (src.bundle if src.bundle is not None else s.facts(src.name).bundle).save(p)
+            (src.bundle if src.bundle is not None else s.node(src.name).facts.bundle).save(p)
             paths.append(str(p))
         s._spilled = paths  # type: ignore[attr-defined]
     node.workerinput["stetho_bundles"] = s._spilled  # type: ignore[attr-defined]
@@ -143,7 +145,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                   for i, names in enumerate(s.groups())]
         metafunc.parametrize(kind, params, indirect=True)
         return
-    subjects = [sub for n in s.all_facts() for sub in expand(kind, n)]
+    subjects = [sub for n in s.all_nodes() for sub in expand(kind, n)]
     metafunc.parametrize(kind, subjects, ids=[sub.test_id for sub in subjects], indirect=True)
 
 
@@ -203,17 +205,21 @@ nccl_size = _subject_fixture("nccl_size")
 
 
 @pytest.fixture
-def facts(request: pytest.FixtureRequest) -> Any:
+def facts(request: pytest.FixtureRequest) -> NodeFacts | None:
     """The NodeFacts of the node this test runs for (None in a batch: set per subject)."""
     p = _param(request.node)
     if p is None:
         raise pytest.UsageError("the `facts` fixture needs a subject fixture (gpu, node, ...)")
-    return None if isinstance(p, Batch) else p.node
+    return None if isinstance(p, Batch) else p.node.facts
 
 
 @pytest.fixture
-def profile(facts: Any) -> Any:
-    return None if facts is None else facts.profile
+def profile(request: pytest.FixtureRequest) -> Profile | None:
+    """The profile the node is judged against (None in a batch: set per subject)."""
+    p = _param(request.node)
+    if p is None:
+        raise pytest.UsageError("the `profile` fixture needs a subject fixture (gpu, node, ...)")
+    return None if isinstance(p, Batch) else p.node.profile
 
 
 @pytest.fixture
@@ -238,8 +244,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     argnames = pyfuncitem._fixtureinfo.argnames
     results = []
     for name in batch.names:
-        facts_ = s.facts(name)
-        for sub in expand(batch.kind, facts_):
+        for sub in expand(batch.kind, s.node(name)):
             results.append(_run_subject(pyfuncitem, argnames, check, batch.kind, sub))
     pyfuncitem.stash[_BATCH_RESULTS] = results
     bad = [r for r in results if r.status in ("fail", "error")]
@@ -261,7 +266,7 @@ def _run_subject(item: pytest.Function, argnames: tuple[str, ...], check: str, k
         if arg == kind:
             kwargs[arg] = sub.item
         elif arg == "facts":
-            kwargs[arg] = sub.node
+            kwargs[arg] = sub.node.facts
         elif arg == "profile":
             kwargs[arg] = sub.node.profile
         elif arg == "verdict":
@@ -293,7 +298,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if isinstance(p, Batch):
         results = item.stash.get(_BATCH_RESULTS, None)
         if results is None:  # the batch could not start (a fixture error, a skip)
-            results = [_item_result(item, Subject(s.facts(n), p.kind.replace("_", "-")),
+            results = [_item_result(item, Subject(s.node(n), p.kind.replace("_", "-")),
                                     call, report) for n in p.names]
     else:
         results = [_item_result(item, p, call, report)]

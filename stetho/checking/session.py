@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from stetho.checking.nodes import CheckNode
 from stetho.results import Result
 
 #: More nodes than this are checked in batches (one item per check x group of nodes).
@@ -45,7 +46,7 @@ class Session:
         self.summaries: dict[str, dict[str, Any]] = {}
         self.pending: list[dict[str, Any]] = []  # summaries to send with the next report
         self._sources: list[NodeSource] | None = None
-        self._facts: dict[str, Any] = {}
+        self._nodes: dict[str, CheckNode] = {}
         self._group: tuple[str, ...] = ()
 
     # -- where nodes come from ---------------------------------------------------------------
@@ -81,13 +82,12 @@ class Session:
         size = max(1, -(-len(names) // BATCH_GROUPS))
         return [tuple(names[i:i + size]) for i in range(0, len(names), size)]
 
-    # -- facts, loaded when first needed ------------------------------------------------------
-    def facts(self, name: str) -> Any:
-        if name in self._facts:
-            return self._facts[name]
+    # -- nodes, loaded when first needed ------------------------------------------------------
+    def node(self, name: str) -> CheckNode:
+        if name in self._nodes:
+            return self._nodes[name]
         from stetho import profiles
         from stetho.evidence import bundle as bundle_mod
-        from stetho.facts.node import NodeFacts
 
         source = next((s for s in self.sources() if s.name == name), None)
         if source is None:
@@ -98,20 +98,20 @@ class Session:
             assert source.path is not None
             bundle = bundle_mod.load(source.path)
         prof = profiles.load(self.override() or bundle.profile or profiles.DEFAULT_PROFILE)
-        facts = NodeFacts(bundle, prof)
-        self._facts[name] = facts
-        self.pending.append(facts.summary())
-        return facts
+        node = CheckNode.of(bundle, prof)
+        self._nodes[name] = node
+        self.pending.append(node.summary())
+        return node
 
-    def all_facts(self) -> list[Any]:
-        return [self.facts(s.name) for s in self.sources()]
+    def all_nodes(self) -> list[CheckNode]:
+        return [self.node(s.name) for s in self.sources()]
 
     def enter_group(self, names: tuple[str, ...]) -> None:
         """Batch mode holds one group's facts at a time: memory stays flat as nodes grow."""
         if names != self._group:
             for n in self._group:
                 if n not in names:
-                    self._facts.pop(n, None)
+                    self._nodes.pop(n, None)
             self._group = names
 
     # -- results and summaries from reports ---------------------------------------------------

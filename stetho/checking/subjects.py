@@ -11,16 +11,20 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from stetho.facts.node import NodeFacts, Unavailable
+from stetho.checking.nodes import CheckNode
+from stetho.facts.node import Unavailable
 
 
 @dataclass(frozen=True)
 class Subject:
-    node: NodeFacts = field(compare=False)
+    """One thing a check judges. `item` is what the check's subject fixture receives: the
+    parser's own typed record (a Gpu, an IbPort, a BlockDevice, ...), a version component's
+    name, a message size, or the node itself."""
+
+    node: CheckNode = field(compare=False)
     id: str
-    item: Any = field(compare=False, default=None)
+    item: object = field(compare=False, default=None)
     unavailable: Unavailable | None = field(compare=False, default=None)
 
     @property
@@ -28,32 +32,33 @@ class Subject:
         return f"{self.node.name}/{self.id}" if self.id else self.node.name
 
 
-def _node(n: NodeFacts) -> list[Subject]:
-    return [Subject(n, "", n)]
+def _node(n: CheckNode) -> list[Subject]:
+    return [Subject(n, "", n.facts)]
 
 
-def _gpus(n: NodeFacts) -> list[Subject]:
-    return [Subject(n, f"gpu{g.index}", g) for g in n.gpus()]
+def _gpus(n: CheckNode) -> list[Subject]:
+    return [Subject(n, f"gpu{g.index}", g) for g in n.facts.gpus()]
 
 
-def _ib_ports(n: NodeFacts) -> list[Subject]:
-    return [Subject(n, p.id, p) for p in n.ib_ports()]
+def _ib_ports(n: CheckNode) -> list[Subject]:
+    return [Subject(n, p.id, p) for p in n.facts.ib_ports()]
 
 
-def _disks(n: NodeFacts) -> list[Subject]:
+def _disks(n: CheckNode) -> list[Subject]:
     patterns = n.profile.host.rotational_devices
-    devices = [d for d in n.block_devices() if any(fnmatch.fnmatch(d.name, p) for p in patterns)]
+    devices = [d for d in n.facts.block_devices()
+               if any(fnmatch.fnmatch(d.name, p) for p in patterns)]
     if not devices:
         raise Unavailable("skip", f"no block device matches {', '.join(patterns)}", "block_queue")
     return [Subject(n, d.name, d) for d in devices]
 
 
-def _pcie_devices(n: NodeFacts) -> list[Subject]:
-    devices = [d for d in n.lspci() if d.is_nvidia_gpu or d.is_hca]
+def _pcie_devices(n: CheckNode) -> list[Subject]:
+    devices = [d for d in n.facts.lspci() if d.is_nvidia_gpu or d.is_hca]
     if not devices:
         raise Unavailable("skip", "lspci shows no NVIDIA GPU and no HCA", "lspci")
     try:
-        by_bus = {_short_bus(g.pci_bus_id): g.index for g in n.gpus()}
+        by_bus = {_short_bus(g.pci_bus_id): g.index for g in n.facts.gpus()}
     except Unavailable:
         by_bus = {}
     out = []
@@ -73,14 +78,14 @@ def _short_bus(addr: str) -> str:
     return ":".join(parts[-2:])
 
 
-def _versions(n: NodeFacts) -> list[Subject]:
+def _versions(n: CheckNode) -> list[Subject]:
     comps = list(n.profile.versions)
     if not comps:
         raise Unavailable("skip", f"profile {n.profile.name} declares no version requirements")
     return [Subject(n, c, c) for c in comps]
 
 
-def _nccl_sizes(n: NodeFacts) -> list[Subject]:
+def _nccl_sizes(n: CheckNode) -> list[Subject]:
     from stetho.parsers.nccl_tests import format_size
 
     spec = n.profile.nccl
@@ -93,7 +98,7 @@ def _nccl_sizes(n: NodeFacts) -> list[Subject]:
 
 
 #: fixture name -> how to list a node's subjects of that kind.
-KINDS: dict[str, Callable[[NodeFacts], list[Subject]]] = {
+KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "node": _node,
     "gpu": _gpus,
     "ib_port": _ib_ports,
@@ -104,7 +109,7 @@ KINDS: dict[str, Callable[[NodeFacts], list[Subject]]] = {
 }
 
 
-def expand(kind: str, node: NodeFacts) -> list[Subject]:
+def expand(kind: str, node: CheckNode) -> list[Subject]:
     try:
         subjects = KINDS[kind](node)
     except Unavailable as u:

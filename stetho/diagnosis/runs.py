@@ -24,9 +24,10 @@ def failing_nodes(results: Iterable[Result]) -> list[str]:
 def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: Any = None
              ) -> list[NodeContext]:
     from stetho import profiles
+    from stetho.checking import nodes as nodes_mod
+    from stetho.checking.nodes import node_facts
     from stetho.errors import ConfigError
     from stetho.evidence.bundle import BundleError, load
-    from stetho.facts.node import NodeFacts
 
     by_node: dict[str, list[Result]] = {}
     for r in results:
@@ -41,9 +42,10 @@ def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: An
         if (host / "evidence.json").is_file():
             try:
                 bundle = load(host / "evidence.json")
-                facts = NodeFacts(bundle, profiles.load(bundle.profile))
+                prof = profiles.load(bundle.profile)
+                facts = node_facts(bundle, prof)
                 if not summary:
-                    summary = facts.summary()
+                    summary = nodes_mod.summary(facts, prof)
             except (BundleError, ConfigError):
                 facts = None
         out.append(NodeContext(node, by_node.get(node, []), facts, history, summary))

@@ -1,21 +1,49 @@
 """Node facts: a bundle's raw evidence turned into typed facts, parsed lazily and once.
 
-Every accessor either returns parsed facts or raises `Unavailable` with a status:
-`skip` when the thing is simply not on this node (no nvidia-smi, no /sys/class/infiniband) and
-`error` when it should be and could not be read or parsed. Which one depends on the profile: a
-node whose profile expects 8 GPUs and has no nvidia-smi is an error, a generic node a skip.
+Every accessor either returns the parsers' own typed data or raises `Unavailable` with a
+status: `skip` when the thing is simply not on this node (no nvidia-smi, no
+/sys/class/infiniband) and `error` when it should be and could not be read or parsed. Which one
+depends on what the node is expected to have (`Expected`, which the checking stage derives from
+the node's profile): a node expected to carry 8 GPUs with no nvidia-smi is an error, a generic
+node a skip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from stetho.evidence.bundle import Bundle, ProbeRecord
 from stetho.parsers import ParseError
-from stetho.profiles import Profile
+
+if TYPE_CHECKING:
+    from stetho.parsers.gpu_model import Gpu, SmiReport
+    from stetho.parsers.ib_common import IbPort
+    from stetho.parsers.ib_sysfs import IbDevice
+    from stetho.parsers.ibstat import IbstatReport
+    from stetho.parsers.kernel_log import KernelLog
+    from stetho.parsers.lspci import PciDevice
+    from stetho.parsers.mlxlink import MlxlinkReport
+    from stetho.parsers.nccl_log import NcclLog
+    from stetho.parsers.nccl_tests import NcclRun
+    from stetho.parsers.nvlink import NvlinkErrorsGpu, NvlinkGpu
+    from stetho.parsers.sysfs_host import BlockDevice, CpuGovernor, Pressure
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a node is supposed to carry, as far as its facts need to know to tell a `skip` (not
+    on this node) from an `error` (should be here, is not). Built from the node's profile by the
+    checking stage; facts know nothing else of profiles."""
+
+    profile: str = "generic"
+    gpus: int | None = None
+    ib_ports: int | None = None
+    ib_link_layer: str = "InfiniBand"
+    nccl: bool = False
 
 
 class Unavailable(Exception):
@@ -26,6 +54,11 @@ class Unavailable(Exception):
         self.status = status
         self.reason = reason
         self.probe = probe
+
+    def fresh(self) -> Unavailable:
+        """A new copy to raise: a cached exception that is re-raised would collect the frames of
+        every raise in its traceback, and keep the facts they point at alive."""
+        return Unavailable(self.status, self.reason, self.probe)
 
 
 _ABSENT_MEANS = {
@@ -45,20 +78,16 @@ _ABSENT_MEANS = {
 
 
 class NodeFacts:
-    def __init__(self, bundle: Bundle, profile: Profile) -> None:
+    def __init__(self, bundle: Bundle, expected: Expected | None = None) -> None:
         self.bundle = bundle
-        self.profile = profile
+        self.expected = expected or Expected()
         self.name = bundle.node
-        self._cache: dict[str, Any] = {}
-
-    def summary(self) -> dict[str, Any]:
-        return summary(self)
+        self._cache: dict[str, object] = {}
+        self._fp: dict[str, str] | None = None
 
     def fingerprint(self) -> dict[str, str]:
-        return self._fp if hasattr(self, "_fp") else self._fingerprint()
-
-    def _fingerprint(self) -> dict[str, str]:
-        self._fp = fingerprint(self)
+        if self._fp is None:
+            self._fp = fingerprint(self)
         return self._fp
 
     # -- raw access -------------------------------------------------------------------------
@@ -97,26 +126,27 @@ class NodeFacts:
         return rec.files
 
     def parsed(self, key: str, load: Callable[[], T]) -> T:
-        """Parse once; a ParseError becomes an `error` Unavailable naming the probe."""
+        """Parse once; a ParseError becomes an `error` Unavailable naming the probe. What is
+        cached for a failure is the reason (kind and message), never a traceback."""
         if key in self._cache:
             cached = self._cache[key]
             if isinstance(cached, Unavailable):
-                raise cached
-            return cached  # type: ignore[no-any-return]
-        value: Any
+                raise cached.fresh()
+            return cached  # type: ignore[return-value]
         try:
             value = load()
         except ParseError as exc:
-            value = Unavailable("error", f"cannot parse {exc.tool} output: {exc.reason}", key)
+            failure = Unavailable("error", f"cannot parse {exc.tool} output: {exc.reason}", key)
         except Unavailable as exc:
-            value = exc
-        self._cache[key] = value
-        if isinstance(value, Unavailable):
-            raise value
-        return value  # type: ignore[no-any-return]
+            failure = exc.fresh()
+        else:
+            self._cache[key] = value
+            return value
+        self._cache[key] = failure
+        raise failure.fresh() from None
 
     # -- GPUs ---------------------------------------------------------------------------------
-    def smi(self) -> Any:
+    def smi(self) -> SmiReport:
         from stetho.parsers import nvidia_smi_xml
 
         return self.parsed("nvidia_smi", lambda: nvidia_smi_xml.parse(self._gpu_text()))
@@ -125,49 +155,49 @@ class NodeFacts:
         try:
             return self.text("nvidia_smi")
         except Unavailable as u:
-            expected = self.profile.gpu.count
+            expected = self.expected.gpus
             if u.status == "skip" and expected:
-                raise Unavailable("error", f"{u.reason}, but profile {self.profile.name} "
+                raise Unavailable("error", f"{u.reason}, but profile {self.expected.profile} "
                                   f"expects {expected} GPUs", u.probe) from None
             raise
 
-    def gpus(self) -> tuple[Any, ...]:
+    def gpus(self) -> tuple[Gpu, ...]:
         report = self.smi()
-        if not report.gpus and not self.profile.gpu.count:
+        if not report.gpus and not self.expected.gpus:
             raise Unavailable("skip", "nvidia-smi lists no GPUs on this node", "nvidia_smi")
         return tuple(report.gpus)
 
-    def kernel_log(self) -> Any:
+    def kernel_log(self) -> KernelLog:
         from stetho.parsers import kernel_log
 
         return self.parsed("kernel_log", lambda: kernel_log.parse(self.text("kernel_log")))
 
-    def nvlink_status(self) -> Any:
+    def nvlink_status(self) -> tuple[NvlinkGpu, ...]:
         from stetho.parsers import nvlink
 
         return self.parsed("nvlink_status", lambda: nvlink.parse_status(self.text("nvlink_status")))
 
-    def nvlink_errors(self) -> Any:
+    def nvlink_errors(self) -> tuple[NvlinkErrorsGpu, ...]:
         from stetho.parsers import nvlink
 
         return self.parsed("nvlink_errors", lambda: nvlink.parse_errors(self.text("nvlink_errors")))
 
-    def lspci(self) -> Any:
+    def lspci(self) -> tuple[PciDevice, ...]:
         from stetho.parsers import lspci
 
         return self.parsed("lspci", lambda: lspci.parse(self.text("lspci")))
 
     # -- InfiniBand ---------------------------------------------------------------------------
-    def ib_devices(self) -> Any:
+    def ib_devices(self) -> tuple[IbDevice, ...]:
         from stetho.parsers import ib_sysfs
 
-        def load() -> Any:
+        def load() -> tuple[IbDevice, ...]:
             try:
                 files = self.files("ib_sysfs")
             except Unavailable as u:
-                if u.status == "skip" and self.profile.ib.ports:
-                    raise Unavailable("error", f"{u.reason}, but profile {self.profile.name} "
-                                      f"expects {self.profile.ib.ports} InfiniBand ports",
+                if u.status == "skip" and self.expected.ib_ports:
+                    raise Unavailable("error", f"{u.reason}, but profile {self.expected.profile} "
+                                      f"expects {self.expected.ib_ports} InfiniBand ports",
                                       "ib_sysfs") from None
                 raise
             devices = ib_sysfs.parse(files)
@@ -177,19 +207,19 @@ class NodeFacts:
 
         return self.parsed("ib_sysfs", load)
 
-    def ib_ports(self) -> tuple[Any, ...]:
+    def ib_ports(self) -> tuple[IbPort, ...]:
         return tuple(p for d in self.ib_devices() for p in d.ports)
 
-    def ibstat(self) -> Any:
+    def ibstat(self) -> IbstatReport:
         from stetho.parsers import ibstat
 
         return self.parsed("ibstat", lambda: ibstat.parse(self.text("ibstat")))
 
-    def mlxlink(self) -> tuple[Any, ...]:
+    def mlxlink(self) -> tuple[MlxlinkReport, ...]:
         """Per-port mlxlink reports (pre-FEC BER, module power); () when MFT is absent."""
         from stetho.parsers import mlxlink
 
-        def load() -> tuple[Any, ...]:
+        def load() -> tuple[MlxlinkReport, ...]:
             out = []
             for name, rec in sorted(self.bundle.probes.items()):
                 if not name.startswith("mlxlink:") or rec.status in ("missing", "skipped"):
@@ -200,18 +230,18 @@ class NodeFacts:
         return self.parsed("mlxlink", load)
 
     # -- host -----------------------------------------------------------------------------------
-    def governors(self) -> Any:
+    def governors(self) -> tuple[CpuGovernor, ...]:
         from stetho.parsers import sysfs_host
 
         return self.parsed("cpu_governor",
                            lambda: sysfs_host.parse_governors(self.files("cpu_governor")))
 
-    def block_devices(self) -> Any:
+    def block_devices(self) -> tuple[BlockDevice, ...]:
         from stetho.parsers import sysfs_host
 
         return self.parsed("block_queue", lambda: sysfs_host.parse_block(self.files("block_queue")))
 
-    def pressure(self) -> dict[str, Any]:
+    def pressure(self) -> dict[str, Pressure]:
         from stetho.parsers import sysfs_host
 
         return self.parsed("pressure", lambda: {
@@ -230,33 +260,35 @@ class NodeFacts:
         return self.parsed("meminfo", load)
 
     # -- NCCL ---------------------------------------------------------------------------------
-    def nccl_run(self) -> Any:
+    def nccl_run(self) -> NcclRun:
         from stetho.parsers import nccl_tests
 
-        def load() -> Any:
+        def load() -> NcclRun:
             rec = self.record("nccl_tests")
             if rec.kind == "files":
                 files = self.files("nccl_tests")
                 return nccl_tests.parse(next(iter(files.values())))
             return nccl_tests.parse(self.text("nccl_tests"))
 
-        if not self.profile.nccl.enabled:
-            raise Unavailable("skip", f"profile {self.profile.name} does not enable nccl-tests")
+        if not self.expected.nccl:
+            raise Unavailable("skip", f"profile {self.expected.profile} does not enable "
+                              "nccl-tests")
         return self.parsed("nccl_tests", load)
 
-    def nccl_log(self) -> Any:
+    def nccl_log(self) -> NcclLog:
         """What NCCL said about itself (NCCL_DEBUG=INFO lines in the nccl-tests output):
         its version and the transport it chose, IB or sockets."""
         from stetho.parsers import nccl_log
 
-        def load() -> Any:
+        def load() -> NcclLog:
             rec = self.record("nccl_tests")
             text = next(iter(self.files("nccl_tests").values())) if rec.kind == "files" \
                 else self.text("nccl_tests")
             return nccl_log.parse(text)
 
-        if not self.profile.nccl.enabled:
-            raise Unavailable("skip", f"profile {self.profile.name} does not enable nccl-tests")
+        if not self.expected.nccl:
+            raise Unavailable("skip", f"profile {self.expected.profile} does not enable "
+                              "nccl-tests")
         return self.parsed("nccl_log", load)
 
     # -- versions -------------------------------------------------------------------------------
@@ -276,7 +308,7 @@ class NodeFacts:
             return _distinct(g.vbios_version for g in self.gpus()), "nvidia-smi -q -x"
         if component == "hca_firmware":
             ib = [d for d in self.ib_devices()
-                  if any(p.link_layer == self.profile.ib.link_layer for p in d.ports)]
+                  if any(p.link_layer == self.expected.ib_link_layer for p in d.ports)]
             return _distinct(d.fw_ver for d in ib), "/sys/class/infiniband/*/fw_ver"
         if component == "kernel":
             files = self.files("kernel_release")
@@ -339,47 +371,20 @@ def fingerprint(facts: NodeFacts) -> dict[str, str]:
 FLEET_COMPONENTS = ("driver", "cuda", "vbios", "nccl", "hca_firmware", "kernel", "ofed")
 
 
-def summary(facts: NodeFacts) -> dict[str, Any]:
-    """What fleet checks compare across nodes: versions, and busbw per message size.
-
-    Small and JSON-ready; built from facts the node checks parse anyway. Anything the node
-    cannot tell is simply absent (its own checks already report why)."""
-    versions: dict[str, list[str]] = {}
-    for comp in FLEET_COMPONENTS:
-        try:
-            found, _ = facts.version(comp)
-        except Unavailable:
-            continue
-        if found:
-            versions[comp] = list(found)
-    busbw: dict[str, float] = {}
-    try:
-        run = facts.nccl_run()
-        if not run.failed and not run.truncated:
-            for row in run.rows:
-                if row.oop_busbw_gbps is not None and row.size_bytes >= (1 << 20):
-                    busbw[str(row.size_bytes)] = row.oop_busbw_gbps
-    except Unavailable:
-        pass
-    from stetho.facts import metrics
-
-    return {"node": facts.name, "profile": facts.profile.name, "versions": versions,
-            "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)]}
-
-
 def _one(value: str | None) -> tuple[str, ...]:
     return (value,) if value else ()
 
 
-def _distinct(values: Any) -> tuple[str, ...]:
-    from stetho.core.versioning import Version
-
-    seen = sorted({v for v in values if v}, key=lambda v: _safe_version(v, Version))
+def _distinct(values: Iterable[str | None]) -> tuple[str, ...]:
+    seen = sorted({v for v in values if v}, key=_version_order)
     return tuple(seen)
 
 
-def _safe_version(v: str, cls: Any) -> Any:
+def _version_order(v: str) -> tuple[int, object]:
+    """Real version order where a version parses; anything else after, by text."""
+    from stetho.core.versioning import Version
+
     try:
-        return (0, cls(v))
+        return (0, Version(v))
     except ValueError:
         return (1, v)

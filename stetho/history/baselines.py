@@ -36,16 +36,17 @@ class Measurement:
 
 
 def measure(bundle_paths: list[Path], profile: Profile) -> Measurement:
+    from stetho.checking.nodes import node_facts
     from stetho.evidence.bundle import load
     from stetho.facts import metrics
-    from stetho.facts.node import NodeFacts, Unavailable
+    from stetho.facts.node import Unavailable
 
     busbw: dict[int, list[float]] = {}
     measured: dict[str, list[float]] = {}
     prints: dict[str, list[str]] = {}
     nodes = 0
     for path in bundle_paths:
-        facts = NodeFacts(load(path), profile)
+        facts = node_facts(load(path), profile)
         nodes += 1
         try:
             run = facts.nccl_run()

@@ -1,0 +1,69 @@
+"""A node as the checking stage sees it: its facts, read with what its profile expects, and the
+summary it sends to the controller (versions, busbw and metrics, for fleet checks and history).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stetho.evidence.bundle import Bundle
+from stetho.facts import metrics
+from stetho.facts.node import FLEET_COMPONENTS, Expected, NodeFacts, Unavailable
+from stetho.profiles import Profile
+
+
+def expected(profile: Profile) -> Expected:
+    """What the profile promises, in the terms facts need to tell a skip from an error."""
+    return Expected(profile=profile.name, gpus=profile.gpu.count, ib_ports=profile.ib.ports,
+                    ib_link_layer=profile.ib.link_layer, nccl=profile.nccl.enabled)
+
+
+def node_facts(bundle: Bundle, profile: Profile) -> NodeFacts:
+    return NodeFacts(bundle, expected(profile))
+
+
+def summary(facts: NodeFacts, profile: Profile) -> dict[str, Any]:
+    """What fleet checks compare across nodes: versions, and busbw per message size.
+
+    Small and JSON-ready; built from facts the node checks parse anyway. Anything the node
+    cannot tell is simply absent (its own checks already report why)."""
+    versions: dict[str, list[str]] = {}
+    for comp in FLEET_COMPONENTS:
+        try:
+            found, _ = facts.version(comp)
+        except Unavailable:
+            continue
+        if found:
+            versions[comp] = list(found)
+    busbw: dict[str, float] = {}
+    try:
+        run = facts.nccl_run()
+        if not run.failed and not run.truncated:
+            for row in run.rows:
+                if row.oop_busbw_gbps is not None and row.size_bytes >= (1 << 20):
+                    busbw[str(row.size_bytes)] = row.oop_busbw_gbps
+    except Unavailable:
+        pass
+    return {"node": facts.name, "profile": profile.name, "versions": versions,
+            "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)]}
+
+
+class CheckNode:
+    """One node under check: its facts and its profile (what the checks judge it against)."""
+
+    __slots__ = ("facts", "profile")
+
+    def __init__(self, facts: NodeFacts, profile: Profile) -> None:
+        self.facts = facts
+        self.profile = profile
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+    @classmethod
+    def of(cls, bundle: Bundle, profile: Profile) -> CheckNode:
+        return cls(node_facts(bundle, profile), profile)
+
+    def summary(self) -> dict[str, Any]:
+        return summary(self.facts, self.profile)
