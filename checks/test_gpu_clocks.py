@@ -4,8 +4,17 @@ Floating clocks make one GPU the slowest rank of every collective. nvidia-smi re
 application clocks (what `-ac`/`-lgc`/`-lmc` set); they must equal the target within tolerance.
 """
 
+from __future__ import annotations
 
-def test_gpu_clocks(gpu, profile, verdict):
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.parsers.gpu_model import Gpu
+    from stetho.profiles import Profile
+
+
+def test_gpu_clocks(gpu: Gpu, profile: Profile, verdict: Verdict) -> None:
     target = profile.gpu.clocks
     if target is None:
         import pytest

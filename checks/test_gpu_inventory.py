@@ -3,8 +3,17 @@
 A GPU that fell off the bus simply vanishes from nvidia-smi; counting is how it is noticed.
 """
 
+from __future__ import annotations
 
-def test_gpu_count(node, facts, profile, verdict):
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.profiles import Profile
+
+
+def test_gpu_count(node: NodeFacts, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
     expected = profile.gpu.count
     report = facts.smi()
     found = len(report.gpus)

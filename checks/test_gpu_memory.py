@@ -4,8 +4,16 @@ A pending row remap needs a GPU reset before the bad row is retired; a remap fai
 double-bit error means the GPU should be drained and replaced.
 """
 
+from __future__ import annotations
 
-def test_gpu_ecc(gpu, verdict):
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.parsers.gpu_model import Gpu
+
+
+def test_gpu_ecc(gpu: Gpu, verdict: Verdict) -> None:
     agg, vol, rows = gpu.ecc_aggregate, gpu.ecc_volatile, gpu.remapped_rows
     dbe = sum(x or 0 for x in (agg.dram_uncorrectable, agg.sram_uncorrectable))
     dbe_now = sum(x or 0 for x in (vol.dram_uncorrectable, vol.sram_uncorrectable))

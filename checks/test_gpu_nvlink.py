@@ -3,10 +3,20 @@
 A down NVLink silently reroutes all-reduce traffic; rising recovery counts precede link loss.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.parsers.gpu_model import Gpu
+    from stetho.profiles import Profile
 
-def test_gpu_nvlink(gpu, facts, profile, verdict):
+
+def test_gpu_nvlink(gpu: Gpu, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
     status = {g.index: g for g in facts.nvlink_status()}.get(gpu.index)
     if status is None:
         verdict.error(f"nvidia-smi nvlink -s lists no GPU {gpu.index}")

@@ -1,7 +1,16 @@
 """GPU temperature against the profile's limits (and the GPU's own slowdown threshold)."""
 
+from __future__ import annotations
 
-def test_gpu_temperature(gpu, profile, verdict):
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.parsers.gpu_model import Gpu
+    from stetho.profiles import Profile
+
+
+def test_gpu_temperature(gpu: Gpu, profile: Profile, verdict: Verdict) -> None:
     temp = gpu.gpu_temp_c
     warn_c, fail_c = profile.gpu.temp_warn_c, profile.gpu.temp_fail_c
     if gpu.slowdown_temp_c is not None:

@@ -4,6 +4,15 @@ These cap clocks whatever the locked target, and point at cooling, power deliver
 baseboard's power-brake signal. Software power capping is reported as a warning.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.parsers.gpu_model import Gpu
+
+
 _FAIL = {
     "hw_slowdown": "HW slowdown",
     "hw_thermal_slowdown": "HW thermal slowdown",
@@ -12,7 +21,7 @@ _FAIL = {
 _WARN = {"sw_thermal_slowdown": "SW thermal slowdown", "sw_power_cap": "SW power cap"}
 
 
-def test_gpu_throttle(gpu, verdict):
+def test_gpu_throttle(gpu: Gpu, verdict: Verdict) -> None:
     active = gpu.reasons.active()
     verdict.measure(", ".join(active) or "none", expected="no HW slowdown, thermal or power brake")
     verdict.cite(f"{gpu.pci_bus_id}: clocks event reasons active: {', '.join(active) or 'none'}; "

@@ -6,16 +6,28 @@ Per node: a GPU that fell off the bus may no longer be listed by nvidia-smi at a
 and Xids on PCI addresses no listed GPU owns are checked separately.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from stetho.facts import xid
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def _excerpt(events, limit=5):
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.parsers.gpu_model import Gpu
+    from stetho.parsers.kernel_log import BusLoss, XidEvent
+
+
+def _excerpt(events: Sequence[XidEvent | BusLoss], limit: int = 5) -> str:
     lines = [e.line for e in events[-limit:]]
     more = len(events) - len(lines)
     return ("... %d earlier lines\n" % more if more > 0 else "") + "\n".join(lines)
 
 
-def test_gpu_xid(gpu, facts, verdict):
+def test_gpu_xid(gpu: Gpu, facts: NodeFacts, verdict: Verdict) -> None:
     log = facts.kernel_log()
     events = log.xids_for(gpu.pci_bus_id)
     codes = sorted({e.code for e in events})
@@ -41,11 +53,11 @@ def test_gpu_xid(gpu, facts, verdict):
     verdict.ok(f"informational Xid only: {summary}")
 
 
-def _message(events, code):
+def _message(events: Sequence[XidEvent], code: int) -> str:
     return next((e.message for e in events if e.code == code), "")
 
 
-def test_gpu_bus_loss(node, facts, verdict):
+def test_gpu_bus_loss(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
     """GPUs that fell off the bus, and Xids on PCI addresses no listed GPU owns."""
     log = facts.kernel_log()
     try:
@@ -60,7 +72,8 @@ def test_gpu_bus_loss(node, facts, verdict):
         verdict.cite(f"no bus-loss message in {log.lines} kernel log lines", "kernel_log")
         verdict.ok("no GPU fell off the bus")
         return
-    verdict.cite(_excerpt(list(log.fallen_off_bus) + orphans), "kernel_log")
+    events: list[XidEvent | BusLoss] = [*log.fallen_off_bus, *orphans]
+    verdict.cite(_excerpt(events), "kernel_log")
     if lost:
         verdict.fail(f"GPU fell off the bus: {', '.join(lost)}",
                      remediation="drain the node; check the PCIe AER lines before the loss "

@@ -4,10 +4,22 @@
 thread; data loaders slow down with it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.profiles import Profile
 
-def test_cpu_governor(node, facts, profile, verdict):
+
+def test_cpu_governor(node: NodeFacts,
+                      facts: NodeFacts,
+                      profile: Profile,
+                      verdict: Verdict) -> None:
     want = profile.host.governor
     if want is None:
         pytest.skip(f"profile {profile.name} sets no CPU governor")
@@ -27,17 +39,12 @@ def test_cpu_governor(node, facts, profile, verdict):
     verdict.ok(f"all {len(governors)} CPUs on {want}")
 
 
-def _ranges(nums):
+def _ranges(nums: list[int]) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8'."""
-    out, start, prev = [], None, None
+    runs: list[list[int]] = []
     for n in sorted(nums):
-        if start is None:
-            start = prev = n
-        elif n == prev + 1:
-            prev = n
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
         else:
-            out.append(f"{start}-{prev}" if prev != start else str(start))
-            start = prev = n
-    if start is not None:
-        out.append(f"{start}-{prev}" if prev != start else str(start))
-    return ",".join(out)
+            runs.append([n])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)

@@ -4,8 +4,16 @@ An SSD flagged rotational gets the rotational I/O path (larger read-ahead, diffe
 scheduling heuristics, no discard batching), which slows checkpoint and dataset reads.
 """
 
+from __future__ import annotations
 
-def test_disk_rotational(disk, verdict):
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.parsers.sysfs_host import BlockDevice
+
+
+def test_disk_rotational(disk: BlockDevice, verdict: Verdict) -> None:
     verdict.measure(int(disk.rotational) if disk.rotational is not None else None,
                     expected=0)
     verdict.cite(f"/sys/block/{disk.name}/queue/rotational: "

@@ -4,12 +4,20 @@ A starved data loader leaves the GPUs waiting for input; the node looks healthy 
 check. Any of these warns; tasks fully stalled on memory for a tenth of the time fails.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
 
 from stetho.facts.node import Unavailable
 
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
 
-def test_host_memory(node, facts, verdict):
+
+def test_host_memory(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
     problems = []
     try:
         kills = facts.kernel_log().oom_kills

@@ -5,14 +5,27 @@ GPUDirect RDMA bandwidth. An idle GPU may lower its link *speed* to save power, 
 downgrade only warns (recheck under load); a width downgrade, or any HCA downgrade, fails.
 """
 
+from __future__ import annotations
 
-def test_pcie_link(pcie_device, profile, verdict):
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.parsers.lspci import PciDevice
+    from stetho.profiles import Profile
+
+
+def test_pcie_link(pcie_device: PciDevice, profile: Profile, verdict: Verdict) -> None:
     d = pcie_device
     cap, sta = d.link_cap, d.link_sta
     if d.caps_denied:
         verdict.error("lspci could not read the PCIe capabilities (run stetho as root)")
     if cap is None or sta is None:
         verdict.error(f"lspci shows no LnkCap/LnkSta for {d.address}")
+    if cap.gen is None or sta.gen is None:
+        verdict.error(f"{d.address}: unknown PCIe link speed (LnkCap {cap.speed_gts:g} GT/s, "
+                      f"LnkSta {sta.speed_gts:g} GT/s)")
     is_gpu = d.is_nvidia_gpu
     want_gen = profile.gpu.pcie_gen if is_gpu and profile.gpu.pcie_gen else cap.gen
     want_width = profile.gpu.pcie_width if is_gpu and profile.gpu.pcie_width else cap.width
@@ -39,7 +52,7 @@ def test_pcie_link(pcie_device, profile, verdict):
     verdict.ok(f"Gen{sta.gen} x{sta.width}")
 
 
-def test_pcie_aer(node, facts, verdict):
+def test_pcie_aer(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
     log = facts.kernel_log()
     fatal = [e for e in log.aer if e.severity == "uncorrected-fatal"]
     nonfatal = [e for e in log.aer if e.severity == "uncorrected-nonfatal"]

@@ -4,8 +4,18 @@ Compared with real version ordering (535.161.08 > 535.54.03), never as strings. 
 profile pins that cannot be found is an error: an unknown version is not a good version.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from stetho.core.versioning import Version
 from stetho.facts.node import Unavailable
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.profiles import Profile
+
 
 _HOW = {
     "driver": "install the required NVIDIA driver branch (and reboot)",
@@ -19,7 +29,10 @@ _HOW = {
 }
 
 
-def test_versions(version_component, facts, profile, verdict):
+def test_versions(version_component: str,
+                  facts: NodeFacts,
+                  profile: Profile,
+                  verdict: Verdict) -> None:
     comp = version_component
     rule = profile.versions[comp]
     expected = (f">= {rule.minimum}" if rule.minimum else "") + \

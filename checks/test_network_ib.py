@@ -4,7 +4,18 @@ A port that renegotiated from 400 to 200 Gb/s, or one with climbing symbol error
 collective that crosses it. Counters are named as perfquery names them, whatever the source.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.parsers.ib_common import IbPort
+    from stetho.profiles import Profile
+
 
 _COUNTER_FIX = {
     "SymbolErrorCounter": "clean or replace the cable/transceiver (physical layer errors)",
@@ -18,13 +29,13 @@ _COUNTER_FIX = {
 }
 
 
-def _expects(profile, port):
+def _expects(profile: Profile, port: IbPort) -> None:
     want = profile.ib.link_layer
     if want and port.link_layer and port.link_layer != want:
         pytest.skip(f"{port.link_layer} port; profile {profile.name} checks {want} ports")
 
 
-def test_ib_port_state(ib_port, profile, verdict):
+def test_ib_port_state(ib_port: IbPort, profile: Profile, verdict: Verdict) -> None:
     p = ib_port
     _expects(profile, p)
     rate = p.rate_gbps
@@ -50,7 +61,7 @@ def test_ib_port_state(ib_port, profile, verdict):
     verdict.ok(f"{p.state} {p.phys_state} {p.rate_text}")
 
 
-def test_ib_counters(ib_port, profile, verdict):
+def test_ib_counters(ib_port: IbPort, profile: Profile, verdict: Verdict) -> None:
     p = ib_port
     limits = profile.ib.counter_max
     errors = p.errors()
@@ -70,7 +81,10 @@ def test_ib_counters(ib_port, profile, verdict):
     verdict.ok("error counters under thresholds")
 
 
-def test_ib_port_count(node, facts, profile, verdict):
+def test_ib_port_count(node: NodeFacts,
+                       facts: NodeFacts,
+                       profile: Profile,
+                       verdict: Verdict) -> None:
     want = profile.ib.ports
     if not want:
         pytest.skip(f"profile {profile.name} sets no InfiniBand port count")
@@ -96,7 +110,7 @@ def test_ib_port_count(node, facts, profile, verdict):
     verdict.ok(f"{len(up)} {profile.ib.link_layer} ports up")
 
 
-def test_ib_link_ber(ib_port, facts, profile, verdict):
+def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
     """Raw (pre-FEC) BER from mlxlink: optics and cables degrade here first."""
     _expects(profile, ib_port)
     reports = {r.device: r for r in facts.mlxlink()}

@@ -5,10 +5,19 @@ over the tolerance fails. `#wrong` > 0 is data corruption. A failed or truncated
 never a pass. A baseline measured on other driver/CUDA/NCCL versions is reported stale.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from stetho.core.versioning import Version
 
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.profiles import Profile
 
-def test_nccl_run(node, facts, verdict):
+
+def test_nccl_run(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
     run = facts.nccl_run()
     verdict.measure(run.avg_busbw_gbps, "GB/s avg busbw")
     tail = "\n".join(filter(None, [run.failure] + [
@@ -29,9 +38,11 @@ def test_nccl_run(node, facts, verdict):
     verdict.ok(f"{len(run.rows)} sizes, 0 wrong, avg busbw {run.avg_busbw_gbps} GB/s")
 
 
-def test_nccl_busbw(nccl_size, facts, profile, verdict):
+def test_nccl_busbw(nccl_size: int, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
     spec = profile.nccl
     base = spec.baseline
+    if base is None:  # subjects come from the baseline, so there is one; said for the reader
+        verdict.error(f"profile {profile.name} has no NCCL busbw baseline")
     want = base.busbw_gbps[nccl_size]
     floor = want * (1 - spec.tolerance_pct / 100)
     run = facts.nccl_run()
@@ -42,6 +53,8 @@ def test_nccl_busbw(nccl_size, facts, profile, verdict):
         verdict.error(f"nccl-tests output has no row for {nccl_size} B "
                       f"(maxBytes {run.max_bytes}; truncated={run.truncated})")
     got = run.busbw(nccl_size)
+    if got is None:
+        verdict.error(f"nccl-tests printed no out-of-place busbw for {nccl_size} B")
     drop = (want - got) / want * 100
     verdict.measure(got, "GB/s", expected=f"{want:g} GB/s (baseline)",
                     threshold=f">= {floor:.1f} GB/s (-{spec.tolerance_pct:g}%)", reference=want)
@@ -69,7 +82,7 @@ def test_nccl_busbw(nccl_size, facts, profile, verdict):
     verdict.ok(f"busbw {got:g} GB/s ({-drop:+.1f}% vs baseline)")
 
 
-def _stale(facts, reference):
+def _stale(facts: NodeFacts, reference: dict[str, str]) -> str:
     """'driver 535.161.08 (baseline) vs 550.54.15 (node); ...' for what differs, else ''."""
     mine = facts.fingerprint()
     diffs = []

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from typing import Any
+from dataclasses import replace
 
+from stetho.checking.nodes import NodeSummary
 from stetho.results import Result
 
 #: Fewer nodes of a profile than this and "its peers" means nothing: no fleet results.
@@ -25,8 +26,8 @@ MIN_DROP = 0.03
 BLOCKING = ("driver", "cuda", "nccl", "hca_firmware")
 
 
-def evaluate(summaries: list[dict[str, Any]]) -> list[Result]:
-    by_profile: dict[str, list[dict[str, Any]]] = {}
+def evaluate(summaries: list[NodeSummary]) -> list[Result]:
+    by_profile: dict[str, list[NodeSummary]] = {}
     for s in summaries:
         by_profile.setdefault(s["profile"], []).append(s)
     out: list[Result] = []
@@ -38,7 +39,7 @@ def evaluate(summaries: list[dict[str, Any]]) -> list[Result]:
     return out
 
 
-def versions(profile: str, nodes: list[dict[str, Any]]) -> list[Result]:
+def versions(profile: str, nodes: list[NodeSummary]) -> list[Result]:
     comps = sorted({c for n in nodes for c in n["versions"]})
     majority: dict[str, tuple[str, int]] = {}
     for comp in comps:
@@ -72,7 +73,7 @@ def versions(profile: str, nodes: list[dict[str, Any]]) -> list[Result]:
     return out
 
 
-def busbw(profile: str, nodes: list[dict[str, Any]]) -> list[Result]:
+def busbw(profile: str, nodes: list[NodeSummary]) -> list[Result]:
     largest = Counter(max(n["busbw"], key=int) for n in nodes if n["busbw"])
     if not largest:
         return []
@@ -91,19 +92,17 @@ def busbw(profile: str, nodes: list[dict[str, Any]]) -> list[Result]:
         how = (f"{drop * 100:.1f}% under the median" +
                (f", robust z {z:.1f}" if z != float("-inf") else "") +
                f" (limits: z < {Z_LIMIT}, drop > {MIN_DROP:.0%})")
-        common_kw: dict[str, Any] = {"value": v, "unit": "GB/s",
-                                     "expected": f"{med:.1f} GB/s (fleet median)",
-                                     "threshold": f"MAD {mad:.2f} GB/s", "probe": "fleet"}
+        base = Result(node, "fleet_busbw", label, "pass",
+                      f"busbw {v:g} GB/s, fleet median {med:.1f} GB/s", value=v, unit="GB/s",
+                      expected=f"{med:.1f} GB/s (fleet median)",
+                      threshold=f"MAD {mad:.2f} GB/s", probe="fleet")
         if outlier:
-            out.append(Result(node, "fleet_busbw", label, "fail",
-                              f"busbw {v:g} GB/s is an outlier among {len(values)} {profile} "
-                              f"nodes: median {med:.1f} GB/s, {how}",
-                              remediation="this node slows every job it joins: drain it, rerun "
-                              "nccl-tests, check its NVLink, clocks, PCIe and NCCL transport",
-                              **common_kw))
-        else:
-            out.append(Result(node, "fleet_busbw", label, "pass",
-                              f"busbw {v:g} GB/s, fleet median {med:.1f} GB/s", **common_kw))
+            base = replace(base, status="fail",
+                           message=f"busbw {v:g} GB/s is an outlier among {len(values)} "
+                           f"{profile} nodes: median {med:.1f} GB/s, {how}",
+                           remediation="this node slows every job it joins: drain it, rerun "
+                           "nccl-tests, check its NVLink, clocks, PCIe and NCCL transport")
+        out.append(base)
     return out
 
 

@@ -4,12 +4,23 @@ summary it sends to the controller (versions, busbw and metrics, for fleet check
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from stetho.evidence.bundle import Bundle
 from stetho.facts import metrics
+from stetho.facts.metrics import MetricRow
 from stetho.facts.node import FLEET_COMPONENTS, Expected, NodeFacts, Unavailable
 from stetho.profiles import Profile
+
+
+class NodeSummary(TypedDict):
+    """What a node sends to the controller beside its results (JSON-ready)."""
+
+    node: str
+    profile: str
+    versions: dict[str, list[str]]  # component -> distinct versions on the node
+    busbw: dict[str, float]  # message size in bytes (as text) -> out-of-place busbw GB/s
+    metrics: list[MetricRow]
 
 
 def expected(profile: Profile) -> Expected:
@@ -22,7 +33,7 @@ def node_facts(bundle: Bundle, profile: Profile) -> NodeFacts:
     return NodeFacts(bundle, expected(profile))
 
 
-def summary(facts: NodeFacts, profile: Profile) -> dict[str, Any]:
+def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
     """What fleet checks compare across nodes: versions, and busbw per message size.
 
     Small and JSON-ready; built from facts the node checks parse anyway. Anything the node
@@ -65,5 +76,5 @@ class CheckNode:
     def of(cls, bundle: Bundle, profile: Profile) -> CheckNode:
         return cls(node_facts(bundle, profile), profile)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> NodeSummary:
         return summary(self.facts, self.profile)

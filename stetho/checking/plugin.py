@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -27,10 +27,14 @@ from stetho.checking.subjects import KINDS, Subject, expand
 from stetho.checking.verdict import CheckError, Verdict
 from stetho.facts.node import NodeFacts
 from stetho.profiles import Profile
+from stetho.results import Result
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
 
 _SESSION = pytest.StashKey[Session]()
 _VERDICT = pytest.StashKey[Verdict]()
-_BATCH_RESULTS = pytest.StashKey[list[Any]]()
+_BATCH_RESULTS = pytest.StashKey[list[Result]]()
 
 
 @dataclass(frozen=True)
@@ -67,12 +71,8 @@ def session(config: pytest.Config) -> Session:
     return config.stash[_SESSION]
 
 
-# Kept for callers that knew the earlier name.
-state = session
-
-
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
+def pytest_configure_node(node: WorkerController) -> None:
     """xdist controller: hand workers bundle files, so local evidence is collected once."""
     s = session(node.config)
     if not _explicit(node.config):
@@ -162,7 +162,7 @@ def _group_key(item: pytest.Item) -> tuple[str, ...]:
     return p.names if isinstance(p, Batch) else ()
 
 
-def _param(item: pytest.Item) -> Any:
+def _param(item: pytest.Item) -> Subject | Batch | None:
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
@@ -172,8 +172,8 @@ def _param(item: pytest.Item) -> Any:
     return None
 
 
-def _item_of(request: pytest.FixtureRequest) -> Any:
-    p = request.param
+def _item_of(request: pytest.FixtureRequest) -> object:
+    p: Subject | Batch = request.param
     if isinstance(p, Batch):
         return p  # replaced per subject in pytest_pyfunc_call
     if p.unavailable is not None:
@@ -183,12 +183,12 @@ def _item_of(request: pytest.FixtureRequest) -> Any:
     return p.item
 
 
-def _subject_fixture(kind: str) -> Any:
+def _subject_fixture(kind: str) -> Callable[[pytest.FixtureRequest], object]:
     """One fixture per subject kind (`gpu`, `ib_port`, ...): the subject a test is
     parametrized with, or a skip/error saying why the node has none."""
 
     @pytest.fixture(name=kind)
-    def fixture(request: pytest.FixtureRequest) -> Any:
+    def fixture(request: pytest.FixtureRequest) -> object:
         return _item_of(request)
 
     fixture.__doc__ = f"The `{kind}` subject this check runs for."
@@ -255,7 +255,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def _run_subject(item: pytest.Function, argnames: tuple[str, ...], check: str, kind: str,
-                 sub: Subject) -> Any:
+                 sub: Subject) -> Result:
     v = Verdict()
     start = time.perf_counter()
     probe = sub.unavailable.probe if sub.unavailable else None
@@ -311,7 +311,7 @@ def _check_name(item: pytest.Item) -> str:
 
 
 def _item_result(item: pytest.Item, sub: Subject, call: pytest.CallInfo[None],
-                 report: Any) -> Any:
+                 report: pytest.TestReport) -> Result:
     v = item.stash.get(_VERDICT, None)
     probe = sub.unavailable.probe if sub.unavailable else None
     skipped = _skip_reason(report) if report.skipped else None
@@ -320,7 +320,7 @@ def _item_result(item: pytest.Item, sub: Subject, call: pytest.CallInfo[None],
                            probe=probe, duration_s=call.duration)
 
 
-def _skip_reason(report: Any) -> str:
+def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         return str(longrepr[2]).removeprefix("Skipped: ")

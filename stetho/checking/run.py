@@ -10,11 +10,17 @@ import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError, EvaluationError
 from stetho.results import Result
+
+if TYPE_CHECKING:
+    import pytest
+
+    from stetho.checking.nodes import NodeSummary
+    from stetho.evidence.bundle import Bundle
 
 
 def check_dirs(extra: tuple[str, ...] = ()) -> list[Path]:
@@ -40,16 +46,16 @@ _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexce
 class _Inject:
     """Hands the already-loaded bundles to the plugin's session state."""
 
-    def __init__(self, bundles: list[Any] | None, profile: str | None) -> None:
+    def __init__(self, bundles: list[Bundle] | None, profile: str | None) -> None:
         self.bundles = bundles
         self.profile = profile
-        self.config: Any = None
+        self.config: pytest.Config | None = None
 
-    def pytest_configure(self, config: Any) -> None:
-        from stetho.checking.plugin import state
+    def pytest_configure(self, config: pytest.Config) -> None:
+        from stetho.checking.plugin import session
 
         self.config = config
-        st = state(config)
+        st = session(config)
         st.bundles = self.bundles
         st.profile_override = self.profile
 
@@ -60,10 +66,10 @@ class CheckRun:
     busbw, and the metrics its checks measured: what history and fleet checks consume)."""
 
     results: list[Result]
-    summaries: dict[str, dict[str, Any]]
+    summaries: dict[str, NodeSummary]
 
 
-def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
+def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = None,
         profile: str | None = None, extra_checks: tuple[str, ...] = (),
         select: str | None = None, workers: int | str | None = None,
         verbose: bool = False) -> CheckRun:
@@ -104,9 +110,9 @@ def run(bundles: list[Any] | None = None, *, evidence: list[str] | None = None,
     if inject.config is None:
         raise EvaluationError(f"pytest could not start (exit {int(code)}): "
                               f"{sink.getvalue().strip()[-500:]}")
-    from stetho.checking.plugin import state
+    from stetho.checking.plugin import session
 
-    st = state(inject.config)
+    st = session(inject.config)
     if int(code) in (3, 4) and not st.results:  # internal error, usage error
         raise EvaluationError(f"pytest exited {int(code)} before any check ran: "
                               f"{sink.getvalue().strip()[-500:]}")

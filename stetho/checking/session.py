@@ -14,11 +14,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from stetho.checking.nodes import CheckNode
+from stetho.checking.nodes import CheckNode, NodeSummary
+from stetho.evidence.bundle import Bundle
 from stetho.results import Result
 
 #: More nodes than this are checked in batches (one item per check x group of nodes).
@@ -34,17 +34,17 @@ _NODE_IN_HEAD = re.compile(rb'"node":\s*"((?:[^"\\]|\\.)*)"')
 class NodeSource:
     name: str
     path: Path | None = None
-    bundle: Any = None
+    bundle: Bundle | None = None
 
 
 class Session:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.results: list[Result] = []
-        self.bundles: list[Any] | None = None  # injected by `stetho check`
+        self.bundles: list[Bundle] | None = None  # injected by `stetho check`
         self.profile_override: str | None = None
-        self.summaries: dict[str, dict[str, Any]] = {}
-        self.pending: list[dict[str, Any]] = []  # summaries to send with the next report
+        self.summaries: dict[str, NodeSummary] = {}
+        self.pending: list[NodeSummary] = []  # summaries to send with the next report
         self._sources: list[NodeSource] | None = None
         self._nodes: dict[str, CheckNode] = {}
         self._group: tuple[str, ...] = ()
@@ -159,7 +159,7 @@ def _worker_bundles(config: pytest.Config) -> list[Path]:
     return []
 
 
-def _collect_local(config: pytest.Config, profile: str | None) -> Any:
+def _collect_local(config: pytest.Config, profile: str | None) -> Bundle:
     from stetho.evidence import collect
 
     return collect.collect_local(profile=profile or None, sim=config.getoption("stetho_sim"),

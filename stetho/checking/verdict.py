@@ -7,7 +7,7 @@ a site's own check fails too; any other exception is an `error`, never a pass.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import NoReturn
 
 
 class CheckFailed(AssertionError):
@@ -22,17 +22,17 @@ class Verdict:
     def __init__(self) -> None:
         self.status = "pass"
         self.message = ""
-        self.value: Any = None
+        self.value: object = None
         self.unit: str | None = None
-        self.expected: Any = None
-        self.threshold: Any = None
+        self.expected: object = None
+        self.threshold: object = None
         self.remediation: str | None = None
         self.evidence: str | None = None
         self.probe: str | None = None
         self.reference: float | None = None
 
-    def measure(self, value: Any, unit: str | None = None, *, expected: Any = None,
-                threshold: Any = None, reference: float | None = None) -> None:
+    def measure(self, value: object, unit: str | None = None, *, expected: object = None,
+                threshold: object = None, reference: float | None = None) -> None:
         """`reference` is the numeric expectation (a baseline) when there is one, so a gate
         policy can tighten the check's own threshold."""
         self.value, self.unit, self.expected, self.threshold = value, unit, expected, threshold

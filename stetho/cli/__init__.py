@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from stetho import __version__
 from stetho.errors import ConfigError, StethoError
+
+if TYPE_CHECKING:
+    from stetho.checking.nodes import NodeSummary
 
 
 class _LazyGroup(click.Group):
@@ -151,7 +154,7 @@ def _collected_at(bundles: list[Any] | None) -> float | None:
 
 
 def _write_outcome(path: str, results: list[Any], bundle: Any,
-                   summary: dict[str, Any] | None) -> None:
+                   summary: NodeSummary | None) -> None:
     import json
 
     from stetho.fleet.outcome import Outcome

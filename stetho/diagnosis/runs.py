@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from stetho.checking.nodes import NodeSummary
 from stetho.diagnosis.model import Diagnosis
 from stetho.diagnosis.signals import NodeContext
 from stetho.results import Result
@@ -36,7 +37,7 @@ def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: An
     for node in nodes:
         host = run_dir / "hosts" / node
         facts = None
-        summary: dict[str, Any] = {}
+        summary: NodeSummary | dict[str, Any] = {}
         if (host / "summary.json").is_file():
             summary = json.loads((host / "summary.json").read_text())
         if (host / "evidence.json").is_file():

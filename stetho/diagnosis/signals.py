@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from stetho.checking.nodes import NodeSummary
 from stetho.diagnosis.model import Evidence
 from stetho.results import Result, format_value
 
@@ -24,15 +25,15 @@ class NodeContext:
     results: list[Result]
     facts: Any = None  # NodeFacts when the evidence bundle is at hand
     history: Any = None  # stetho.history.store.History, when there is one
-    summary: dict[str, Any] = field(default_factory=dict)
-    fleet: list[dict[str, Any]] = field(default_factory=list)  # peers' summaries
+    summary: NodeSummary | dict[str, Any] = field(default_factory=dict)
+    fleet: list[NodeSummary] = field(default_factory=list)  # peers' summaries
 
     def results_of(self, check: str, statuses: tuple[str, ...] = ("fail", "warn", "error")
                    ) -> list[Result]:
         return [r for r in self.results if r.check == check and r.status in statuses]
 
     def metric(self, check: str, metric: str) -> list[tuple[str, float]]:
-        return [(s, float(v)) for c, s, m, v, _ in self.summary.get("metrics", [])
+        return [(str(s), float(v)) for c, s, m, v, _ in self.summary.get("metrics", [])
                 if c == check and m == metric]
 
 

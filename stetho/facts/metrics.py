@@ -10,7 +10,6 @@ threshold; a metric can be both), a gauge is compared with the node's own recent
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from stetho.facts.node import NodeFacts, Unavailable
 
@@ -23,8 +22,13 @@ class Metric:
     value: float
     unit: str = ""
 
-    def to_row(self) -> list[Any]:
+    def to_row(self) -> MetricRow:
         return [self.check, self.subject, self.metric, self.value, self.unit]
+
+
+#: A metric as it travels in a node summary and into history: [check, subject, metric, value,
+#: unit] (a list, the shape JSON gives it back in).
+MetricRow = list[str | float]
 
 
 #: Cumulative hardware counters: drift looks at their delta and rate between runs.

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from stetho.checking.nodes import NodeSummary
 from stetho.evidence.bundle import Bundle
 from stetho.results import Result
 
@@ -28,7 +29,7 @@ class Outcome:
     results: list[Result]
     junit: str
     evidence: Bundle | None
-    summary: dict[str, Any] | None = None  # versions, busbw and metrics, for fleet/history
+    summary: NodeSummary | None = None  # versions, busbw and metrics, for fleet/history
 
     def to_json(self) -> dict[str, Any]:
         from stetho.sinks import json_out

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from stetho import __version__
+from stetho.checking.nodes import NodeSummary
 from stetho.core import hostlist
 from stetho.core.locks import SweepLock
 from stetho.core.resources import shipped
@@ -209,9 +210,9 @@ def _host_error(name: str, message: str) -> Result:
                   "(`stetho sweep --limit " + name + "`)", probe="ansible")
 
 
-def _summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, dict[str, Any]]:
+def _summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, NodeSummary]:
     """Each host's summary (versions, busbw, metrics) from the outcome it sent back."""
-    out = {}
+    out: dict[str, NodeSummary] = {}
     for name in sorted(hosts):
         path = run_dir / "hosts" / name / "summary.json"
         if path.is_file():

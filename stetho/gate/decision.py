@@ -12,10 +12,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from stetho.gate.policy import GatePolicy, Tighten
 from stetho.results import Result
+
+if TYPE_CHECKING:
+    from stetho.gate.overrides import Override
+
+#: An override the gate did not apply (or a file it could not read), and why.
+Ignored = tuple["Override | Path", str]
 
 
 @dataclass
@@ -24,7 +30,7 @@ class Decision:
     results: list[Result]  # what the policy counts, after tightening and overrides
     blocking: list[Result]
     sources: dict[str, str]  # node -> "history <run> (<age>)" | "live" | "missing"
-    ignored_overrides: list[tuple[Any, str]] = field(default_factory=list)
+    ignored_overrides: list[Ignored] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -39,9 +45,9 @@ class Decision:
         return sorted({r.node for r in self.blocking})
 
 
-def decide(policy: GatePolicy, results: list[Result], overrides: list[Any] | None = None,
-           sources: dict[str, str] | None = None,
-           ignored: list[tuple[Any, str]] | None = None) -> Decision:
+def decide(policy: GatePolicy, results: list[Result],
+           overrides: list[Override] | None = None, sources: dict[str, str] | None = None,
+           ignored: list[Ignored] | None = None) -> Decision:
     """Apply a policy (and valid overrides) to results. Pure: no I/O."""
     from stetho.gate.overrides import covers
 
@@ -131,7 +137,7 @@ def missing(nodes: list[str], why: str) -> list[Result]:
 
 
 def load_overrides(policy: GatePolicy, repo: str | None, now: float
-                   ) -> tuple[list[Any], list[tuple[Any, str]]]:
+                   ) -> tuple[list[Override], list[Ignored]]:
     """Valid overrides for this policy, and the ignored ones with why."""
     if not repo:
         return [], []
@@ -140,7 +146,7 @@ def load_overrides(policy: GatePolicy, repo: str | None, now: float
     store = OverrideStore(repo)
     loaded = store.load_all()
     good = [o for _, o in loaded if not isinstance(o, Exception)]
-    bad: list[tuple[Any, str]] = [(p, str(e)) for p, e in loaded if isinstance(e, Exception)]
+    bad: list[Ignored] = [(p, str(e)) for p, e in loaded if isinstance(e, Exception)]
     valid, ignored = effective(good, policy.overrides, key_from_env(), now)
     return valid, bad + list(ignored)
 
@@ -163,8 +169,8 @@ def lines(decision: Decision) -> list[str]:
             out.append(f"OVERRIDE {r.node}/{r.subject or '-'} {r.check}: passed with override "
                        f"{o['id']} approved by {o['approver']}, expires {o['expires_at']} "
                        f"(reason: {o['reason']})")
-    for o, why in decision.ignored_overrides:
-        oid = getattr(o, "id", str(o))
+    for what, why in decision.ignored_overrides:
+        oid = what if isinstance(what, Path) else what.id
         out.append(f"IGNORED override {oid}: {why}")
     return out
 

@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from stetho.core import hostlist
 from stetho.errors import ConfigError, StethoError
@@ -141,7 +140,7 @@ class Override:
     def revoked(self) -> bool:
         return self.revoked_by is not None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = dataclasses.asdict(self)
         d["nodes"] = sorted(self.nodes)
         return {"schema": SCHEMA, **d}
@@ -189,8 +188,8 @@ class Override:
             raise OverrideFileError(f"{source}: {exc}") from None
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for k, v in pairs:
         if k in out:
             raise ValueError(f"duplicate key {k!r}")

@@ -9,15 +9,15 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
+from stetho.checking.nodes import NodeSummary
 from stetho.results import Result
 
 
 def after_run(kind: str, run_id: str, results: list[Result],
-              summaries: dict[str, dict[str, Any]], db: Path, *, record: bool = True,
+              summaries: Mapping[str, NodeSummary], db: Path, *, record: bool = True,
               when: float | None = None, command: str = "", run_dir: str = "",
               warn: Callable[[str], None] | None = None) -> list[Result]:
     """Drift results for every summarised node (added to the run), then record the run.
@@ -47,8 +47,8 @@ def after_run(kind: str, run_id: str, results: list[Result],
             by_node: dict[str, list[Result]] = {}
             for r in every:
                 by_node.setdefault(r.node, []).append(r)
-            runs = [NodeRun(n, summaries.get(n, {}).get("profile", ""), rs,
-                            summaries.get(n, {}).get("metrics", []))
+            runs = [NodeRun(n, summaries[n]["profile"] if n in summaries else "", rs,
+                            summaries[n]["metrics"] if n in summaries else [])
                     for n, rs in sorted(by_node.items()) if n != "*"]
             history.record(run_id, kind, runs, when=now, command=command, run_dir=run_dir)
     except (sqlite3.Error, OSError) as exc:
