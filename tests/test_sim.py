@@ -10,7 +10,7 @@ import pytest
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.parsers import ib_sysfs, nvidia_smi_text, nvidia_smi_xml
-from stetho.sim import builder
+from stetho.sim import builder, draft
 from stetho.sim.faults import FAULTS
 
 REAL = shipped("fixtures/real")
@@ -32,7 +32,7 @@ def test_layout(node):
     for tool in ("nvidia-smi", "dmesg", "ibstat", "lspci", "all_reduce_perf"):
         assert (node / "bin" / tool).stat().st_mode & 0o111
     govs = list((node / "sysroot/sys/devices/system/cpu").glob("cpu*/cpufreq/scaling_governor"))
-    assert len(govs) == builder.CPUS
+    assert len(govs) == draft.CPUS
 
 
 def test_shims_replay_recorded_outputs(node):

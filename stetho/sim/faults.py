@@ -11,15 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from stetho.errors import ConfigError
-
-if TYPE_CHECKING:
-    from stetho.sim.builder import NodeDraft
-
-REASONS = "Clocks Event Reasons"
+from stetho.sim.draft import REASONS, NodeDraft
 
 
 @dataclass(frozen=True)
@@ -260,13 +254,3 @@ def parse(spec: str) -> tuple[str, str | None]:
     if name not in FAULTS:
         raise ConfigError(f"unknown fault {name!r}; known: {', '.join(sorted(FAULTS))}")
     return name, (arg or None)
-
-
-def real_xid_line(fixtures: Path, code: int) -> str | None:
-    """The first recorded kernel log line carrying Xid `code`, if any fixture has one."""
-    pattern = re.compile(r"NVRM: Xid \(PCI:[0-9a-fA-F:]+\): %d," % code)
-    for path in sorted((fixtures / "05-kernel-log").glob("*")):
-        for line in path.read_text(errors="replace").splitlines():
-            if pattern.search(line):
-                return line
-    return None

@@ -1,0 +1,261 @@
+"""One simulated node while it is built: the edited copies of the real recorded outputs,
+then `finish()` writes the folder (sysroot, data, shims). Faults (stetho.sim.faults) edit a
+draft; the builder (stetho.sim.builder) makes one per node and applies them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from pathlib import Path
+
+from stetho.core.resources import shipped
+from stetho.sim import render
+from stetho.sim.qtext import SmiText
+
+H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
+IB_TREE = "04-infiniband/sysfs-class-infiniband-h100"
+IBSTAT = "04-infiniband/ibstat-h100-node-some-ports-down.txt"
+LSPCI = "09-lspci/lspci-vvv-h100-gpu-gen5x16-ok.txt"
+MLXLINK = "07-mlxlink-ethtool/mlxlink-json-400g-osfp-dr4-mft4.34.1.json"
+NCCL_IB_LOG = "03-nccl/nccl-debug-info-net-ib-sharp-2node-h100-EXCERPT.log"
+NCCL_SOCKET_LOG = "03-nccl/nccl-debug-info-net-socket-1node-2xA100-80GB.log"
+PROC = "proc-debian12-vm"  # fixtures/recorded: this project's own recordings
+KERNEL = "5.15.0-105-generic"
+NCCL_VERSION = "2.21.5"
+CPUS = 112
+NVME = 8
+#: The section of `nvidia-smi -q` that lists clock event (throttle) reasons.
+REASONS = "Clocks Event Reasons"
+
+_ISO_PREFIX = re.compile(r"^(?:kern\s*:\s*\w+\s*:\s*)?\d{4}-\d\d-\d\dT[\d:,.]+[+-]\d\d:?\d\d\s+")
+_UPTIME_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s*")
+_SYSLOG_PREFIX = re.compile(r"^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kernel:\s*(?:\[\s*\d+\.\d+\]\s*)?")
+
+
+class NodeDraft:
+    """One node while it is built: the edited copies, then `finish()` writes them out."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        self.root, self.name = root, name
+        self.fixtures = shipped("fixtures/real")
+        self.sysroot = root / "sysroot"
+        self.seed = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
+        self.smi = SmiText(self.real(H100_Q))
+        self.gpu_count = len(self.smi.gpu_spans())
+        self.bus_ids = self.smi.bus_ids()
+        self.kernel_lines: list[str] = render.healthy_kernel_log(self.driver)
+        self.nccl_scale = 1.0
+        self.nccl_wrong_from: int | None = None
+        self.nccl_output: str | None = None
+        self.nccl_truncate = False
+        self.lspci_widths: dict[int, int] = {}
+        self.lost_gpus: set[int] = set()
+        self.nvlink_down: set[tuple[int, int]] = set()
+        self.hang: set[str] = set()
+        self.garbage: set[str] = set()
+        self.truncate_xml = False
+        self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
+        self.nccl_transport = "ib"  # which recorded NCCL_DEBUG=INFO lines the run prints
+        self.faults: list[str] = []
+        self._healthy()
+
+    @property
+    def driver(self) -> str:
+        m = re.search(r"Driver Version\s*:\s*(\S+)", str(self.smi))
+        return m.group(1) if m else "?"
+
+    def real(self, rel: str) -> str:
+        return (self.fixtures / rel).read_text(encoding="utf-8")
+
+    def _healthy(self) -> None:
+        for g in range(self.gpu_count):
+            self.smi.set(g, (REASONS, "HW Slowdown"), "Not Active")
+            self.smi.set(g, (REASONS, "HW Slowdown", "HW Power Brake Slowdown"), "Not Active")
+            self.smi.set(g, ("Serial Number",), f"SIM{self.seed % 10**6:06d}{g:02d}")
+            self.smi.set(g, ("GPU UUID",), _uuid(f"{self.name}/gpu{g}"))
+        self._sysroot()
+
+    def _sysroot(self) -> None:
+        s = self.sysroot
+        for cpu in range(CPUS):
+            _write(s / f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor", "performance\n")
+        for n in range(NVME):
+            q = s / f"sys/block/nvme{n}n1/queue"
+            _write(q / "rotational", "0\n")
+            _write(q / "scheduler", "[none] mq-deadline kyber bfq\n")
+        _write(s / "proc/sys/kernel/osrelease", KERNEL + "\n")
+        rec = shipped("fixtures/recorded") / PROC
+        _write(s / "proc/meminfo", (rec / "meminfo").read_text())
+        for res in ("io", "memory", "cpu"):
+            # the recording was taken under load: a healthy idle node reads near zero
+            _write(s / f"proc/pressure/{res}", "some avg10=0.00 avg60=0.02 avg300=0.05 "
+                   "total=18731\nfull avg10=0.00 avg60=0.00 avg300=0.01 total=4417\n")
+        _write(s / f"usr/lib/x86_64-linux-gnu/libnccl.so.{NCCL_VERSION}", "")
+        src = self.fixtures / IB_TREE
+        dst = s / "sys/class/infiniband"
+        for f in sorted(src.rglob("*")):
+            if f.is_file():
+                text = f.read_text(encoding="utf-8")
+                rel = f.relative_to(src).as_posix()
+                if rel.endswith("counters/link_downed") and text.strip() == "255":
+                    text = "0"  # the recording's mlx5_1 reads a saturated 255: not healthy
+                _write(dst / rel, text)
+
+    # -- helpers for faults -------------------------------------------------------------------
+    def gpu_pci(self, g: int) -> str:
+        """'00000000:4C:00.0' -> '0000:4c:00', as the kernel prints it."""
+        _, bus, devfn = self.bus_ids[g].lower().split(":")
+        return f"0000:{bus}:{devfn.split('.')[0]}"
+
+    def real_xid_line(self, code: int) -> str:
+        line = recorded_xid_line(self.fixtures, code)
+        if line is not None:
+            return line
+        from stetho.facts import xid
+
+        # No recording of this code: the NVRM line format of the recorded ones, catalog text.
+        return f"NVRM: Xid (PCI:0000:00:00): {code}, pid='<unknown>', name=<unknown>, " \
+               f"{xid.lookup(code).name}"
+
+    def add_kernel_lines(self, lines: list[str], gpu: int, source_pci: str | None = None) -> None:
+        pci = self.gpu_pci(gpu)
+        for i, raw in enumerate(lines):
+            line = _SYSLOG_PREFIX.sub("", _UPTIME_PREFIX.sub("", _ISO_PREFIX.sub("", raw)))
+            if source_pci:
+                line = line.replace(source_pci, pci)
+            line = re.sub(r"PCI:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}", f"PCI:{pci}", line)
+            stamp = f"2024-07-31T06:{10 + len(self.kernel_lines) // 60:02d}:" \
+                    f"{len(self.kernel_lines) % 60:02d},{(i * 7919) % 10**6:06d}+00:00"
+            self.kernel_lines.append(f"{stamp} {line}")
+
+    # -- output -----------------------------------------------------------------------------------
+    def finish(self) -> None:
+        from stetho.parsers import nvidia_smi_text
+        from stetho.sim import smi_xml
+
+        data = self.root / "data"
+        smi = SmiText(str(self.smi))
+        for g in sorted(self.lost_gpus, reverse=True):
+            smi.drop_gpu(g)
+        remaining = len(smi.gpu_spans())
+        smi.lines = [re.sub(r"^(Attached GPUs\s*:\s*)\d+", rf"\g<1>{remaining}", x)
+                     for x in smi.lines]
+        text = str(smi)
+        report = nvidia_smi_text.parse(text)
+        xml = smi_xml.render(report)
+        if self.truncate_xml:
+            xml = xml[: len(xml) // 2]
+        gpus = [(g.product_name or "?", g.uuid or "?") for g in report.gpus]
+        status = render.nvlink_status(gpus)
+        for g, link in self.nvlink_down:
+            status = re.sub(rf"(GPU {g}: .*\n(?:\t .*\n)*?\t Link {link}): [\d.]+ GB/s",
+                            r"\1: <inactive>", status)
+        live_bus = [b for i, b in enumerate(self.bus_ids) if i not in self.lost_gpus]
+        nccl = self.nccl_output
+        if nccl is None and self.lost_gpus:
+            nccl = ("# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup "
+                    "iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n"
+                    f"{self.name}: Test CUDA failure common.cu:892 'invalid device ordinal'\n"
+                    f" .. {self.name} pid 4100: Test failure common.cu:1025\n")
+        if nccl is None:
+            nccl = render.nccl_allreduce(self.name, live_bus, gpus[0][0], self.seed,
+                                         scale=self.nccl_scale, wrong_from=self.nccl_wrong_from,
+                                         info_lines=self._nccl_info())
+            if self.nccl_truncate:
+                nccl = "\n".join(nccl.splitlines()[:35]) + "\n"
+        files = {
+            "nvidia-smi-q.txt": text,
+            "nvidia-smi-q-x.xml": xml,
+            "nvlink-s.txt": status,
+            "nvlink-e.txt": render.nvlink_errors(gpus),
+            "dmesg.log": "\n".join(self.kernel_lines) + "\n",
+            "ibstat.txt": self.real(IBSTAT),
+            "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
+            "all_reduce_perf.txt": nccl,
+        }
+        real_mlx = self.real(MLXLINK)
+        for dev, ber in self.mlxlink_ber.items():
+            files[f"mlxlink-{dev}.json"] = real_mlx.replace(
+                '"Raw Physical BER" : "5E-10"', f'"Raw Physical BER" : "{ber}"')
+        files["mlxlink.json"] = real_mlx
+        for name, content in files.items():
+            _write(data / name, content)
+        _write(data / "garbage.bin", "")
+        (data / "garbage.bin").write_bytes(random.Random(self.seed).randbytes(4096))
+        self._shims()
+        meta = {"name": self.name, "faults": self.faults, "built_by": "stetho sim build",
+                "gpus": remaining, "sources": {"nvidia-smi -q": H100_Q, "sysfs": IB_TREE,
+                                               "ibstat": IBSTAT, "lspci": LSPCI,
+                                               "mlxlink": MLXLINK}}
+        _write(self.root / "node.json", json.dumps(meta, indent=1) + "\n")
+
+    def _nccl_info(self) -> list[str]:
+        """Recorded NCCL_DEBUG=INFO lines naming the transport, re-hosted on this node."""
+        keep: tuple[str, ...]
+        if self.nccl_transport == "socket":
+            text = self.real(NCCL_SOCKET_LOG)
+            keep = ("Bootstrap", "Plugin Path", "P2P plugin", "NET/IB", "NET/Socket",
+                    "Using network")
+        else:
+            text = self.real(NCCL_IB_LOG)
+            keep = ("NET/IB : Using", "Using network", "NET/Plugin", "P2P plugin")
+        lines = [ln for ln in text.splitlines() if "NCCL INFO" in ln and any(k in ln for k in keep)]
+        return [re.sub(r"^[\w.-]+:", f"{self.name}:", ln, count=1) for ln in lines]
+
+    def _shims(self) -> None:
+        cases = {
+            "nvidia-smi": [("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
+                           ("nvlink -s|nvlink --status", "nvlink-s.txt"),
+                           ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt")],
+            "dmesg": [("*", "dmesg.log")],
+            "ibstat": [("*", "ibstat.txt")],
+            "lspci": [("*", "lspci.txt")],
+            "all_reduce_perf": [("*", "all_reduce_perf.txt")],
+            "mlxlink": [],
+        }
+        for tool, table in cases.items():
+            body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
+                    '(see stetho/sim/builder.py)', 'D="$(dirname "$0")/../data"']
+            if tool in self.hang:
+                body.append("exec sleep 86400")
+            elif tool in self.garbage:
+                body.append('exec cat "$D/garbage.bin"')
+            elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
+                body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
+                         'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']
+            else:
+                body.append('case "$*" in')
+                body += [f'  {_case(pat)}) exec cat "$D/{f}" ;;' for pat, f in table]
+                body.append(f'  *) echo "simulated {tool}: unsupported arguments: $*" >&2; '
+                            'exit 2 ;;')
+                body.append("esac")
+            path = self.root / "bin" / tool
+            _write(path, "\n".join(body) + "\n")
+            path.chmod(0o755)
+
+
+def _case(pattern: str) -> str:
+    """A sh case pattern: '*' as is, else each '|' alternative quoted."""
+    return "*" if pattern == "*" else "|".join(f'"{p}"' for p in pattern.split("|"))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _uuid(key: str) -> str:
+    h = hashlib.sha256(key.encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def recorded_xid_line(fixtures: Path, code: int) -> str | None:
+    """The first recorded kernel log line carrying Xid `code`, if any fixture has one."""
+    pattern = re.compile(r"NVRM: Xid \(PCI:[0-9a-fA-F:]+\): %d," % code)
+    for path in sorted((fixtures / "05-kernel-log").glob("*")):
+        for line in path.read_text(errors="replace").splitlines():
+            if pattern.search(line):
+                return line
+    return None
