@@ -139,9 +139,11 @@ class Profile:
 
 
 def search_path() -> list[Path]:
-    """Folders searched for `<name>.yml`: $STETHO_BASELINES (os.pathsep list), ./baselines,
+    """Folders searched for `<name>.yml`: the configured ones (STETHO_BASELINES), ./baselines,
     then the shipped baselines. A site's own profiles win over shipped ones of the same name."""
-    dirs = [Path(p) for p in os.environ.get("STETHO_BASELINES", "").split(os.pathsep) if p]
+    from stetho import config
+
+    dirs = list(config.active().baselines)
     dirs.append(Path.cwd() / "baselines")
     dirs.append(shipped("baselines"))
     return dirs

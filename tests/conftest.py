@@ -23,6 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["STETHO_DB"] = f"{home}/history.db"
         os.environ["STETHO_CACHE"] = f"{home}/cache"
         os.environ["STETHO_VENVS"] = f"{home}/venvs"
+    from stetho import config as settings
+
+    settings.activate(settings.load())
 
 
 def real_files(folder: str, pattern: str = "*") -> list[Path]:
@@ -146,3 +149,30 @@ def mutation_outcomes(parse: Callable[[str], object], text: str, tool: str,
             assert exc.tool == tool
             outcomes.add("error")
     return outcomes
+
+
+class StethoEnv:
+    """Set STETHO_* variables the way a user would, for this test: in the environment (which
+    subprocesses inherit) and in the active configuration, rebuilt from it as the CLI does at
+    start. The library itself never reads the environment."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.mp = monkeypatch
+
+    def _reload(self) -> None:
+        from stetho import config
+
+        self.mp.setattr(config, "_ACTIVE", [config.load()])
+
+    def setenv(self, name: str, value: str) -> None:
+        self.mp.setenv(name, value)
+        self._reload()
+
+    def delenv(self, name: str, raising: bool = True) -> None:
+        self.mp.delenv(name, raising=raising)
+        self._reload()
+
+
+@pytest.fixture
+def stetho_env(monkeypatch: pytest.MonkeyPatch) -> StethoEnv:
+    return StethoEnv(monkeypatch)

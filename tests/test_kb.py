@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from stetho.cli.kb import kb as kb_cli
 from stetho.errors import ConfigError, StethoError
 from stetho.publish import kb
+from tests.conftest import StethoEnv
 
 T0 = datetime(2026, 12, 2, 10, 15, tzinfo=timezone.utc)
 
@@ -26,7 +27,7 @@ T0 = datetime(2026, 12, 2, 10, 15, tzinfo=timezone.utc)
 # -- helpers ----------------------------------------------------------------------------------
 
 @pytest.fixture(autouse=True)
-def gitenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def gitenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stetho_env: StethoEnv) -> Path:
     """Git that works anywhere and ignores the machine's config: an identity, 'main' as the
     default branch. Set in os.environ, so the subprocess publishers inherit it too."""
     cfg = tmp_path / "gitconfig"
@@ -37,9 +38,9 @@ def gitenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for who in ("AUTHOR", "COMMITTER"):
         monkeypatch.setenv(f"GIT_{who}_NAME", "KB Test")
         monkeypatch.setenv(f"GIT_{who}_EMAIL", "kb@test.invalid")
-    monkeypatch.setenv("STETHO_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("STETHO_SPOOL", str(tmp_path / "spool"))
-    monkeypatch.delenv("STETHO_KB_REPO", raising=False)
+    stetho_env.setenv("STETHO_CACHE", str(tmp_path / "cache"))
+    stetho_env.setenv("STETHO_SPOOL", str(tmp_path / "spool"))
+    stetho_env.delenv("STETHO_KB_REPO", raising=False)
     return cfg
 
 
@@ -508,13 +509,13 @@ def test_similar(remote: Path, populated: dict[str, Path]) -> None:
 # -- the CLI ------------------------------------------------------------------------------------
 
 def test_cli_publish_and_search(tmp_path: Path, remote: Path,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                monkeypatch: pytest.MonkeyPatch, stetho_env: StethoEnv) -> None:
     runs = tmp_path / "runs"
     a = make_report(runs, "node07", "riser-pcie-slot", T0, signature=["xid-79"])
     b = make_report(runs / "sub", "node08", "riser-pcie-slot", T0 + timedelta(hours=1))
     (runs / "README.md").write_text("# notes, not a report\n")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("STETHO_KB_REPO", "remote.git")  # relative: the cached clone must cope
+    stetho_env.setenv("STETHO_KB_REPO", "remote.git")  # relative: the cached clone must cope
     runner = CliRunner()
     result = runner.invoke(kb_cli, ["publish", str(runs)])
     assert result.exit_code == 0, result.output
@@ -540,9 +541,10 @@ def test_cli_publish_and_search(tmp_path: Path, remote: Path,
     assert [r["id"] for r in rows] == [kb.read_report(a).id] and rows[0]["score"] > 0.5
     neither = runner.invoke(kb_cli, ["search"])
     assert isinstance(neither.exception, ConfigError)
-    monkeypatch.delenv("STETHO_KB_REPO")
+    stetho_env.delenv("STETHO_KB_REPO")
     no_repo = runner.invoke(kb_cli, ["search", "x"])
-    assert no_repo.exit_code == 2 and "--repo" in no_repo.output
+    assert isinstance(no_repo.exception, ConfigError)  # exit 2 through stetho.cli.main
+    assert "--repo" in str(no_repo.exception) and "STETHO_KB_REPO" in str(no_repo.exception)
 
 
 def test_cli_failed_publish_is_a_stetho_error(tmp_path: Path, remote: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from stetho.publish import notify
 from stetho.publish.notify import Alert, Delivery, Notifier, notify_all, render, webhook_url
+from tests.conftest import StethoEnv
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "XoXb5ecretT0kenPath"
@@ -109,10 +110,10 @@ def hook() -> Iterator[Hook]:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("STETHO_NOTIFY_STATE", str(tmp_path / "notify.db"))
-    monkeypatch.delenv("STETHO_WEBHOOK_URL", raising=False)
-    monkeypatch.delenv("STETHO_WEBHOOK_FORMAT", raising=False)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stetho_env: StethoEnv) -> None:
+    stetho_env.setenv("STETHO_NOTIFY_STATE", str(tmp_path / "notify.db"))
+    stetho_env.delenv("STETHO_WEBHOOK_URL", raising=False)
+    stetho_env.delenv("STETHO_WEBHOOK_FORMAT", raising=False)
 
 
 class Clock:
@@ -395,9 +396,10 @@ def test_redactor_covers_spellings() -> None:
 
 # -- no webhook, notify_all --------------------------------------------------------------------
 
-def test_no_url_is_a_no_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_url_is_a_no_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           stetho_env: StethoEnv) -> None:
     state = tmp_path / "never.db"
-    monkeypatch.setenv("STETHO_NOTIFY_STATE", str(state))
+    stetho_env.setenv("STETHO_NOTIFY_STATE", str(state))
     assert webhook_url() is None and webhook_url("  ") is None
     out = notify_all([alert(), alert()])
     assert out == [Delivery(sent=False)] * 2
@@ -405,15 +407,16 @@ def test_no_url_is_a_no_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert not state.exists()
 
 
-def test_webhook_url_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STETHO_WEBHOOK_URL", "https://env.example/x")
+def test_webhook_url_precedence(monkeypatch: pytest.MonkeyPatch, stetho_env: StethoEnv) -> None:
+    stetho_env.setenv("STETHO_WEBHOOK_URL", "https://env.example/x")
     assert webhook_url() == "https://env.example/x"
     assert webhook_url("https://config.example/y") == "https://config.example/y"
 
 
-def test_notify_all_from_env(hook: Hook, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STETHO_WEBHOOK_URL", hook.url)
-    monkeypatch.setenv("STETHO_WEBHOOK_FORMAT", "slack")
+def test_notify_all_from_env(hook: Hook, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                             stetho_env: StethoEnv) -> None:
+    stetho_env.setenv("STETHO_WEBHOOK_URL", hook.url)
+    stetho_env.setenv("STETHO_WEBHOOK_FORMAT", "slack")
     out = notify_all([alert(), alert(node="other")], state_path=tmp_path / "s.db",
                      backoff_s=0.01)
     assert [d.sent for d in out] == [True, True]

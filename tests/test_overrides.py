@@ -42,6 +42,7 @@ from stetho.gate.overrides import (
     sign,
     verify,
 )
+from tests.conftest import StethoEnv
 
 ACK = "I accept that these nodes run with a failing check until the override expires"
 POLICY = OverridePolicy(name="release", approvers=("bob", "carol"), acknowledgement=ACK,
@@ -269,16 +270,16 @@ def test_effective_partitions_and_explains() -> None:
     assert find_cover(valid, "release", "nccl_busbw", "gpu09") is None
 
 
-def test_key_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("STETHO_OVERRIDE_KEY", raising=False)
+def test_key_from_env(monkeypatch: pytest.MonkeyPatch, stetho_env: StethoEnv) -> None:
+    stetho_env.delenv("STETHO_OVERRIDE_KEY", raising=False)
     assert key_from_env() is None
-    monkeypatch.setenv("STETHO_OVERRIDE_KEY", "5e" * 32 + "\n")
+    stetho_env.setenv("STETHO_OVERRIDE_KEY", "5e" * 32 + "\n")
     assert key_from_env() == KEY
-    monkeypatch.setenv("STETHO_OVERRIDE_KEY", "correct horse battery staple, long")
+    stetho_env.setenv("STETHO_OVERRIDE_KEY", "correct horse battery staple, long")
     assert key_from_env() == b"correct horse battery staple, long"
-    monkeypatch.setenv("STETHO_OVERRIDE_KEY", "ab" * 20)  # 40 hex chars: a 40-char string
+    stetho_env.setenv("STETHO_OVERRIDE_KEY", "ab" * 20)  # 40 hex chars: a 40-char string
     assert key_from_env() == b"ab" * 20
-    monkeypatch.setenv("STETHO_OVERRIDE_KEY", "short-key")
+    stetho_env.setenv("STETHO_OVERRIDE_KEY", "short-key")
     with pytest.raises(ConfigError, match="too short .9 characters.*openssl rand -hex 32"):
         key_from_env()
 
@@ -351,8 +352,8 @@ def git(cwd: Path, *argv: str) -> str:
 
 
 @pytest.fixture(autouse=True)
-def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-                 ) -> None:
+def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                 stetho_env: StethoEnv) -> None:
     """Git reads only this config (an identity, a default branch); caches go to tmp."""
     home = tmp_path_factory.mktemp("githome")
     cfg = home / "gitconfig"
@@ -360,7 +361,7 @@ def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
                    "[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(cfg))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("STETHO_CACHE", str(home / "cache"))
+    stetho_env.setenv("STETHO_CACHE", str(home / "cache"))
     for var in ("STETHO_GIT_AUTHOR", "STETHO_OVERRIDE_KEY", "STETHO_OVERRIDE_REPO",
                 "STETHO_USER", "STETHO_OVERRIDE_BRANCH"):
         monkeypatch.delenv(var, raising=False)
@@ -511,7 +512,8 @@ def test_store_from_url_clones_into_the_cache(remote: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_git_failures_name_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_git_failures_name_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       stetho_env: StethoEnv) -> None:
     missing = OverrideStore(f"file://{tmp_path}/no-such-repo.git")
     with pytest.raises(GitError, match=r"`git clone -q -- file://.*no-such-repo.git.*` .*failed"):
         missing.load_all()
@@ -525,11 +527,11 @@ def test_git_failures_name_the_command(tmp_path: Path, monkeypatch: pytest.Monke
     p = pending()
     with pytest.raises(ConfigError, match="no identity .*STETHO_GIT_AUTHOR"):
         OverrideStore(str(local)).save(p, request_message(p))
-    monkeypatch.setenv("STETHO_GIT_AUTHOR", "Gate Bot <gate@example.invalid>")
+    stetho_env.setenv("STETHO_GIT_AUTHOR", "Gate Bot <gate@example.invalid>")
     OverrideStore(str(local)).save(p, request_message(p))  # no remote: commit only
     assert git(local, "log", "-1", "--format=%an <%ae>|%s").strip() == \
         f"Gate Bot <gate@example.invalid>|{request_message(p)}"
-    monkeypatch.setenv("STETHO_GIT_AUTHOR", "no brackets")
+    stetho_env.setenv("STETHO_GIT_AUTHOR", "no brackets")
     q = pending()
     with pytest.raises(ConfigError, match="expected 'Name <email>'"):
         OverrideStore(str(local)).save(q, request_message(q))
@@ -654,11 +656,12 @@ def test_revoke_applies_on_top_of_a_concurrent_approval(remote: Path, tmp_path: 
 
 
 @pytest.fixture
-def cli_env(remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cli_env(remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+            stetho_env: StethoEnv) -> Path:
     work = clone(remote, tmp_path / "work")
     monkeypatch.setattr(cli_override, "POLICY_LOADER", _loader)
-    monkeypatch.setenv("STETHO_OVERRIDE_REPO", str(work))
-    monkeypatch.setenv("STETHO_OVERRIDE_KEY", KEY.hex())
+    stetho_env.setenv("STETHO_OVERRIDE_REPO", str(work))
+    stetho_env.setenv("STETHO_OVERRIDE_KEY", KEY.hex())
     return work
 
 
@@ -737,7 +740,7 @@ def test_cli_request_refusals(cli_env: Path, remote: Path, args: list[str], why:
 
 @pytest.mark.slow
 def test_cli_approve_refusals(cli_env: Path, remote: Path,
-                              monkeypatch: pytest.MonkeyPatch) -> None:
+                              monkeypatch: pytest.MonkeyPatch, stetho_env: StethoEnv) -> None:
     code, out, exc = run(*_request_args())
     oid = out.splitlines()[0]
     cases = [
@@ -753,12 +756,12 @@ def test_cli_approve_refusals(cli_env: Path, remote: Path,
     code, _, exc = run("approve", oid, "--approver", "bob", "--acknowledge", ACK,
                        env={"STETHO_OVERRIDE_KEY": "tooshort"})
     assert isinstance(exc, ConfigError) and "too short" in str(exc)
-    monkeypatch.delenv("STETHO_OVERRIDE_KEY")
+    stetho_env.delenv("STETHO_OVERRIDE_KEY")
     code, _, exc = run("approve", oid, "--approver", "bob", "--acknowledge", ACK)
     assert isinstance(exc, ConfigError) and "STETHO_OVERRIDE_KEY is not set" in str(exc)
     assert remote_files(remote)[oid].approver is None
-    monkeypatch.setenv("STETHO_USER", "bob")  # the default approver
-    monkeypatch.setenv("STETHO_OVERRIDE_KEY", KEY.hex())
+    stetho_env.setenv("STETHO_USER", "bob")  # the default approver
+    stetho_env.setenv("STETHO_OVERRIDE_KEY", KEY.hex())
     code, _, exc = run("approve", oid, "--acknowledge", ACK)
     assert code == 0, exc
     code, _, exc = run("approve", oid, "--approver", "carol", "--acknowledge", ACK)

@@ -60,25 +60,25 @@ def test_malformed_profiles_name_file_and_line(tmp_path, text, line, needle):
         assert f"{path}:{line}:" in str(err.value)
 
 
-def test_error_in_parent_profile_points_at_the_parent(tmp_path, monkeypatch):
+def test_error_in_parent_profile_points_at_the_parent(tmp_path, monkeypatch, stetho_env):
     _write(tmp_path, "profile: base\ngpu:\n  temperature:\n    warn_c: hot\n", "base.yml")
     child = _write(tmp_path, "profile: child\nextends: base\nhost: {governor: performance}\n")
-    monkeypatch.setenv("STETHO_BASELINES", str(tmp_path))
+    stetho_env.setenv("STETHO_BASELINES", str(tmp_path))
     with pytest.raises(ConfigError, match=r"base\.yml:4: gpu\.temperature\.warn_c"):
         profiles.load(child)
 
 
-def test_extends_loop(tmp_path, monkeypatch):
+def test_extends_loop(tmp_path, monkeypatch, stetho_env):
     _write(tmp_path, "profile: a\nextends: b\n", "a.yml")
     _write(tmp_path, "profile: b\nextends: a\n", "b.yml")
-    monkeypatch.setenv("STETHO_BASELINES", str(tmp_path))
+    stetho_env.setenv("STETHO_BASELINES", str(tmp_path))
     with pytest.raises(ConfigError, match="loop"):
         profiles.load("a")
 
 
-def test_site_profile_overrides_a_key(tmp_path, monkeypatch):
+def test_site_profile_overrides_a_key(tmp_path, monkeypatch, stetho_env):
     _write(tmp_path, "profile: mine\nextends: h100-sxm-8gpu\ngpu:\n  count: 4\n", "mine.yml")
-    monkeypatch.setenv("STETHO_BASELINES", str(tmp_path))
+    stetho_env.setenv("STETHO_BASELINES", str(tmp_path))
     p = profiles.load("mine")
     assert p.gpu.count == 4 and p.gpu.clocks.sm_mhz == 1980 and p.ib.ports == 8
 

@@ -62,6 +62,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from stetho import config as settings
+
+    if not settings.is_active():  # plain `pytest checks/`: this is the edge
+        settings.activate(settings.load())
     s = Session(config)
     config.stash[_SESSION] = s
     config.pluginmanager.register(s, "stetho-session")

@@ -24,10 +24,12 @@ if TYPE_CHECKING:
 
 
 def check_dirs(extra: tuple[str, ...] = ()) -> list[Path]:
-    """Shipped checks, then $STETHO_CHECKS (os.pathsep list), then --checks folders."""
+    """Shipped checks, then the configured ones (STETHO_CHECKS), then --checks folders."""
+    from stetho import config
+
     dirs = [shipped("checks")]
-    env = [p for p in os.environ.get("STETHO_CHECKS", "").split(os.pathsep) if p]
-    for d in [*env, *extra]:
+    wanted: list[Path | str] = [*config.active().checks, *extra]
+    for d in wanted:
         path = Path(d)
         if not path.exists():
             raise ConfigError(f"checks folder {d} does not exist")
@@ -79,6 +81,8 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
     """
     import pytest
 
+    from stetho import config
+
     args = [str(d) for d in check_dirs(extra_checks)]
     args += [*_QUIET, "--continue-on-collection-errors", "--rootdir",
              str(shipped("checks")), "-c", os.devnull, "-W", "ignore::DeprecationWarning"]
@@ -88,10 +92,6 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["--stetho-profile", profile]
     if select:
         args += ["-k", select]
-    # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
-    # a node check does not need, and keeps a site's unrelated plugins out of the verdict.
-    env_autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     args += ["-p", "stetho.checking.plugin"]
     if workers:
         # Spread over processes in batches: per-subject items would cost more in xdist's
@@ -99,14 +99,11 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["-p", "xdist.plugin", "-n", str(workers), "--stetho-batch"]
     inject = _Inject(bundles, profile)
     sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink) if not verbose else contextlib.nullcontext():
-            code = pytest.main(args, plugins=[inject])
-    finally:
-        if env_autoload is None:
-            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
-        else:
-            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = env_autoload
+    # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
+    # a node check does not need, and keeps a site's unrelated plugins out of the verdict.
+    with config.process_environment(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
+            contextlib.redirect_stdout(sink) if not verbose else contextlib.nullcontext():
+        code = pytest.main(args, plugins=[inject])
     if inject.config is None:
         raise EvaluationError(f"pytest could not start (exit {int(code)}): "
                               f"{sink.getvalue().strip()[-500:]}")

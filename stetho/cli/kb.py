@@ -1,8 +1,8 @@
 """`stetho kb`: publish diagnosis reports to the knowledge base repository, and search it.
 
 A thin click layer over stetho.publish.kb; errors are StethoError/ConfigError, which the main
-CLI maps to exit codes 3 and 2. `--repo` defaults to $STETHO_KB_REPO so nodes and on-call
-laptops can be configured once.
+CLI maps to exit codes 3 and 2. `--repo` defaults to the configured knowledge base
+(STETHO_KB_REPO, or `kb_repo` in the config file) so nodes and on-call laptops are set up once.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from pathlib import Path
 
 import click
 
+from stetho.cli.common import settings
 from stetho.errors import ConfigError
 from stetho.publish import kb as kblib
 
 _REPO_HELP = ("Knowledge base: a working clone's path, or a git URL / bare repository "
-              "(used through a cached clone) [env: STETHO_KB_REPO].")
+              "(used through a cached clone) [default: STETHO_KB_REPO, the config file's "
+              "`kb_repo`].")
 
 
 @click.group("kb")
@@ -32,22 +34,23 @@ def kb() -> None:
 
 
 @kb.command("publish")
-@click.option("--repo", envvar="STETHO_KB_REPO", required=True, metavar="PATH_OR_URL",
-              help=_REPO_HELP)
+@click.option("--repo", metavar="PATH_OR_URL", help=_REPO_HELP)
 @click.option("--spool", "spool_path", type=click.Path(file_okay=False, path_type=Path),
-              envvar="STETHO_SPOOL",
-              help="Spool directory [default: ~/.local/share/stetho/kb-spool; env: STETHO_SPOOL].")
+              help="Spool directory [default: STETHO_SPOOL, else "
+              "~/.local/share/stetho/kb-spool].")
 @click.option("-m", "--message", help="Commit subject [default: kb: publish N reports (...)].")
 @click.argument("reports", nargs=-1, type=click.Path(exists=True, path_type=Path),
                 metavar="[REPORT_OR_DIR]...")
-def publish_cmd(repo: str, spool_path: Path | None, message: str | None,
+def publish_cmd(repo: str | None, spool_path: Path | None, message: str | None,
                 reports: tuple[Path, ...]) -> None:
     """Spool REPORTs (a directory: every report under it) and publish the whole spool.
 
     Reports are copied into the spool first and leave it only once pushed, so a failed
     publish loses nothing: the next one (with or without new reports) takes them along.
     """
-    root = spool_path or kblib.spool_dir()
+    cfg = settings(kb_repo=repo, spool=spool_path)
+    repo = _repo(cfg.kb_repo)
+    root = cfg.spool
     if reports:
         spooled = kblib.spool(kblib.find_reports(reports), root)
         click.echo(f"spooled {_n(len(spooled))} in {root}")
@@ -66,6 +69,13 @@ def publish_cmd(repo: str, spool_path: Path | None, message: str | None,
             click.echo(f"  {result.paths.get(rid, rid)}")
 
 
+def _repo(repo: str | None) -> str:
+    if not repo:
+        raise ConfigError("no knowledge base: pass --repo PATH_OR_URL, set STETHO_KB_REPO, or "
+                          "set kb_repo in ~/.config/stetho/stetho.toml")
+    return repo
+
+
 def _n(count: int) -> str:
     return f"{count} report{'s' if count != 1 else ''}"
 
@@ -75,17 +85,17 @@ def _n(count: int) -> str:
 @click.option("--similar", "similar_to", type=click.Path(exists=True, dir_okay=False,
                                                          path_type=Path),
               help="Instead of a query: earlier incidents like this report, best first.")
-@click.option("--repo", envvar="STETHO_KB_REPO", required=True, metavar="PATH_OR_URL",
-              help=_REPO_HELP)
+@click.option("--repo", metavar="PATH_OR_URL", help=_REPO_HELP)
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="At most this many results [default: 5 with --similar, all otherwise].")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def search_cmd(query: str | None, similar_to: Path | None, repo: str, limit: int | None,
-               as_json: bool) -> None:
+def search_cmd(query: str | None, similar_to: Path | None, repo: str | None,
+               limit: int | None, as_json: bool) -> None:
     """Reports matching every word of QUERY (id, node, cause, signature, checks, text), newest
     first; or, with --similar, earlier incidents ranked by cause, signature and node."""
     if (query is None) == (similar_to is None):
         raise ConfigError("kb search takes a QUERY or --similar REPORT (one of them)")
+    repo = _repo(settings(kb_repo=repo).kb_repo)
     if similar_to is not None:
         ranked = kblib.similar(repo, similar_to, limit=limit or 5)
         if as_json:

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from stetho.cli.common import settings
 from stetho.core import hostlist
 from stetho.errors import ConfigError, StethoError
 from stetho.gate.overrides import (
@@ -76,6 +77,7 @@ def _who(given: str | None, option: str) -> str:
 
 
 def _store(repo: str | None, branch: str | None) -> OverrideStore:
+    repo = settings(override_repo=repo).override_repo
     if not repo:
         raise ConfigError("no override repository: pass --repo PATH_OR_URL or set "
                           "STETHO_OVERRIDE_REPO")
@@ -97,12 +99,10 @@ def _nodes(o: Override) -> str:
 
 
 repo_option = click.option(
-    "--repo", envvar="STETHO_OVERRIDE_REPO",
-    help="The override git repository: a working clone path or a URL "
-         "[default: $STETHO_OVERRIDE_REPO].")
+    "--repo", help="The override git repository: a working clone path or a URL "
+    "[default: STETHO_OVERRIDE_REPO, the config file's `override_repo`].")
 branch_option = click.option(
-    "--branch", envvar="STETHO_OVERRIDE_BRANCH",
-    help="Branch of the override repository [default: the clone's current branch].")
+    "--branch", help="Branch of the override repository [default: the clone's current branch].")
 
 
 @click.group(name="override")
@@ -116,6 +116,7 @@ def override() -> None:
     stetho override list
     stetho override revoke ovr-...
     """
+    settings()  # the environment as it is now: signing key, identity, repository
 
 
 @override.command(name="request")

@@ -7,7 +7,6 @@ and the metric whose trend the report charts. Sites add rules in $STETHO_RULES f
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,8 +52,9 @@ _KEYS = {"cause", "title", "description", "supports", "requires_any", "falsified
 
 
 def folders() -> list[Path]:
-    extra = [Path(p) for p in os.environ.get("STETHO_RULES", "").split(os.pathsep) if p]
-    return [shipped("rules"), *extra]
+    from stetho import config
+
+    return [shipped("rules"), *config.active().rules]
 
 
 def load_all() -> list[Rule]:

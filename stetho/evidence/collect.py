@@ -59,17 +59,20 @@ def sim_environment(sim: str) -> tuple[Environment, str]:
     if not (folder / "sysroot").is_dir() or not (folder / "bin").is_dir():
         raise ConfigError(f"--sim {sim}: not a simulated node folder (no sysroot/ and bin/); "
                           f"build one with `stetho sim build`")
-    path = str((folder / "bin").resolve()) + os.pathsep + os.environ.get("PATH", os.defpath)
-    from stetho.evidence.runner import timeout_cap_from_env
+    from stetho import config
 
+    cfg = config.active()
+    path = str((folder / "bin").resolve()) + os.pathsep + (cfg.path or os.defpath)
     return Environment(sysroot=str((folder / "sysroot").resolve()), path=path,
-                       timeout_cap=timeout_cap_from_env()), folder.name
+                       timeout_cap=cfg.probe_timeout), folder.name
 
 
 def collect_local(profile: str | None = None, sim: str | None = None,
                   node: str | None = None) -> Bundle:
-    prof = profiles.load(profile or os.environ.get("STETHO_PROFILE") or profiles.DEFAULT_PROFILE)
+    from stetho import config
+
+    prof = profiles.load(profile or config.active().profile or profiles.DEFAULT_PROFILE)
     if sim:
         env, sim_name = sim_environment(sim)
         return collect(prof, env, node or sim_name)
-    return collect(prof, Environment.from_os(), node or socket.gethostname())
+    return collect(prof, Environment.configured(), node or socket.gethostname())

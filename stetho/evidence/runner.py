@@ -29,25 +29,13 @@ class Environment:
     timeout_cap: float | None = None
 
     @classmethod
-    def from_os(cls, sysroot: str | None = None, path: str | None = None) -> Environment:
-        return cls(
-            sysroot=sysroot or os.environ.get("STETHO_SYSROOT") or "/",
-            path=path or os.environ.get("PATH") or os.defpath,
-            timeout_cap=timeout_cap_from_env(),
-        )
+    def configured(cls, sysroot: str | None = None, path: str | None = None) -> Environment:
+        """This node as configured: its sysroot, PATH and probe timeout cap."""
+        from stetho import config
 
-
-def timeout_cap_from_env() -> float | None:
-    raw = os.environ.get("STETHO_PROBE_TIMEOUT")
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        from stetho.errors import ConfigError
-
-        raise ConfigError(f"STETHO_PROBE_TIMEOUT={raw!r}: expected seconds") from None
-    return value if value > 0 else None
+        cfg = config.active()
+        return cls(sysroot=sysroot or cfg.sysroot or "/", path=path or cfg.path or os.defpath,
+                   timeout_cap=cfg.probe_timeout)
 
 
 def run_all(probes: tuple[Probe, ...], env: Environment,
@@ -76,7 +64,10 @@ def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment) -> Probe
     if exe is None:
         return ProbeRecord(probe.name, "command", "missing", argv=argv,
                            reason=f"{argv[0]} not found on PATH")
-    child_env = dict(os.environ, PATH=env.path, LC_ALL="C", LANG="C", **dict(probe.env))
+    from stetho import config
+
+    child_env = config.child_environment({"PATH": env.path, "LC_ALL": "C", "LANG": "C",
+                                          **dict(probe.env)})
     if env.sysroot != "/":
         child_env["STETHO_SYSROOT"] = env.sysroot
     start = time.monotonic()

@@ -98,9 +98,11 @@ def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ide
     import os
     import sys
 
+    from stetho import config
+
     # ansible-playbook from the running Python's environment, even when that venv is not on
     # PATH (`.venv/bin/stetho sweep`).
-    path = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", os.defpath)
+    path = str(Path(sys.executable).parent) + os.pathsep + (config.active().path or os.defpath)
     env = {**FAST_ENV, "PATH": path, "ANSIBLE_HOME": str(private_data_dir / "ansible-home"),
            "ANSIBLE_SSH_CONTROL_PATH_DIR": _short_control_dir(ident), **(envvars or {})}
     runner = ansible_runner.run(
@@ -144,11 +146,11 @@ def inventory_hosts(inventory: Path, limit: list[str] | None = None) -> dict[str
         argv += ["--limit", ",".join(limit)]
     env = {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "True", "ANSIBLE_HOME": "/tmp/stetho-ansible",
            "ANSIBLE_DEPRECATION_WARNINGS": "False"}
-    import os
+    from stetho import config
 
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, **env})
+                              env=config.child_environment(env))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"inventory {inventory}: ansible-inventory failed: {exc}") from None
     if proc.returncode != 0:

@@ -20,6 +20,8 @@ from stetho.results import Result
 
 SCHEMA = "stetho.outcome"
 VERSION = 1
+#: Where an outcome starts in a node's stdout: one compact JSON line, schema first.
+MARKER = '{"schema":"stetho.outcome"'
 
 
 @dataclass(frozen=True)
@@ -40,13 +42,28 @@ class Outcome:
                 "evidence_gz": _pack(self.evidence.to_json()) if self.evidence else None,
                 "summary": self.summary}
 
+    def render(self) -> str:
+        """One line of compact JSON, schema first, so a reader finds it among anything else
+        the node printed."""
+        return json.dumps(self.to_json(), separators=(",", ":"), default=str) + "\n"
+
+    @classmethod
+    def of(cls, results: list[Result], bundle: Bundle | None,
+           summary: NodeSummary | None) -> Outcome:
+        """A node's outcome from its check: results, their JUnit, evidence and summary."""
+        from stetho.results import exit_code
+        from stetho.sinks import junit
+
+        node = bundle.node if bundle is not None else (results[0].node if results else "?")
+        return cls(node, exit_code(results), results, junit.render(results), bundle, summary)
+
 
 class OutcomeError(ValueError):
     """The text is not a stetho outcome (a crash, a traceback, an old stetho on the node)."""
 
 
 def parse(text: str) -> Outcome:
-    start = text.find('{"schema": "stetho.outcome"')
+    start = text.find(MARKER)
     if start < 0:
         tail = text.strip().splitlines()[-1:] if text.strip() else ["(no output)"]
         raise OutcomeError(f"no stetho outcome in the check's output: {tail[0][:300]}")

@@ -15,7 +15,6 @@ Run folder: runs/<UTC time>-<id>/
 from __future__ import annotations
 
 import json
-import secrets
 import sys
 import threading
 from collections.abc import Callable
@@ -70,11 +69,9 @@ class SweepResult:
         return exit_code(self.results)
 
 
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
 def sweep(opts: SweepOptions) -> SweepResult:
+    from stetho.history.store import new_run_id
+
     run_id = new_run_id()
     with SweepLock(opts.out / ".sweep.lock", run_id):
         return _sweep(opts, run_id)
@@ -258,16 +255,16 @@ def _write_json(path: Path, data: Any) -> None:
 
 def _localhost_inventory(run_dir: Path) -> Path:
     """The embedded default: this machine, through Ansible's local connection."""
-    import os
+    from stetho import config
 
-    venvs = Path(os.environ.get("STETHO_VENVS") or Path.home() / ".local/share/stetho/venvs")
+    cfg = config.active()
     path = run_dir / "inventory.yml"
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-            "stetho_venv": str(venvs), "stetho_python": sys.executable,
-            "stetho_path": os.environ.get("PATH", "/usr/bin:/bin")}
-    if os.environ.get("STETHO_PROFILE"):
-        host["stetho_profile"] = os.environ["STETHO_PROFILE"]
-    if os.environ.get("STETHO_SYSROOT"):
-        host["stetho_sysroot"] = os.environ["STETHO_SYSROOT"]
+            "stetho_venv": str(cfg.venvs), "stetho_python": sys.executable,
+            "stetho_path": cfg.path or "/usr/bin:/bin"}
+    if cfg.profile:
+        host["stetho_profile"] = cfg.profile
+    if cfg.sysroot and cfg.sysroot != "/":
+        host["stetho_sysroot"] = cfg.sysroot
     _write_json(path, {"all": {"hosts": {"localhost": host}}})
     return path

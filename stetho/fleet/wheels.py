@@ -15,7 +15,6 @@ import base64
 import csv
 import hashlib
 import io
-import os
 import re
 import shutil
 import subprocess
@@ -52,8 +51,10 @@ class Wheelhouse:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("STETHO_CACHE", Path(base) / "stetho"))
+    """The configured cache folder (STETHO_CACHE), where the wheelhouse is built."""
+    from stetho import config
+
+    return config.active().cache
 
 
 def build(cache: Path | None = None) -> Wheelhouse:

@@ -253,7 +253,9 @@ def sign(o: Override, key: bytes) -> str:
 def key_from_env() -> bytes | None:
     """The shared signing key, or None when unset (then nothing can be approved or verified).
     Hex of >= 32 bytes is decoded; any other string of >= 32 characters is used as UTF-8."""
-    raw = os.environ.get(KEY_ENV)
+    from stetho import config
+
+    raw = config.active().override_key
     if raw is None or not raw.strip():
         return None
     s = raw.strip()
@@ -489,11 +491,6 @@ _PUSH_RACE = ("[rejected]", "fetch first", "non-fast-forward", "cannot lock ref"
 _AUTHOR_RE = re.compile(r"^\s*([^<>]+?)\s*<([^<>\s]+)>\s*$")
 
 
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("STETHO_CACHE", Path(base) / "stetho"))
-
-
 def _refused_transition(cur: Override | None, new: Override) -> str | None:
     """Why `cur` may not become `new` (None when it may): the request itself never changes,
     an approval is never replaced and a revocation is never undone."""
@@ -536,7 +533,9 @@ class OverrideStore:
         elif _URL_RE.match(self.repo) or local.is_dir():
             self.url = self.repo if _URL_RE.match(self.repo) else str(local.resolve())
             digest = hashlib.sha256(f"{self.url}\0{branch or ''}".encode()).hexdigest()[:16]
-            root = cache_root() / "override-repos"
+            from stetho import config
+
+            root = config.active().cache / "override-repos"
             self.path = root / digest
             self._lock_path = root / f"{digest}.lock"
         else:
@@ -790,7 +789,9 @@ class OverrideStore:
     def _author_env(self, committer_only: bool = False) -> dict[str, str]:
         """STETHO_GIT_AUTHOR 'Name <email>' wins; else git's own configured identity. A rebase
         only needs a committer (the commits it replays keep their authors)."""
-        raw = os.environ.get(AUTHOR_ENV)
+        from stetho import config
+
+        raw = config.active().git_author
         if raw:
             m = _AUTHOR_RE.match(raw)
             if not m:
@@ -831,9 +832,10 @@ class OverrideStore:
     def _run(self, argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
              timeout: float = GIT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         full = ["git", *argv]
-        inherited = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-        child_env = {**inherited, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
-                     "GIT_EDITOR": "true", **(env or {})}
+        from stetho import config
+
+        child_env = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
+                                              "GIT_EDITOR": "true", **(env or {})}, _REPO_ENV)
         try:
             return subprocess.run(full, cwd=cwd or self.path, env=child_env, text=True,
                                   capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)

@@ -53,7 +53,9 @@ class GatePolicy:
 
 
 def search_path() -> list[Path]:
-    dirs = [Path(p) for p in os.environ.get("STETHO_GATES", "").split(os.pathsep) if p]
+    from stetho import config
+
+    dirs = list(config.active().gates)
     return dirs + [Path.cwd() / "gates", shipped("gates")]
 
 

@@ -81,6 +81,10 @@ class Action:
     message: str
     failed: bool = False
 
+    def to_json(self) -> dict[str, object]:
+        return {"node": self.node, "kind": self.kind, "argv": list(self.argv),
+                "done": self.done, "message": self.message, "failed": self.failed}
+
 
 # -- reasons and command lines -------------------------------------------------------------------
 
@@ -235,7 +239,9 @@ class Slurm:
                  env: Mapping[str, str] | None = None, timeout_s: float = 30) -> None:
         self.act = act
         self.scontrol = scontrol
-        self.env: dict[str, str] = {**os.environ, **(env or {})}
+        from stetho import config
+
+        self.env: dict[str, str] = config.child_environment(env)
         self.timeout_s = timeout_s
 
     # - plumbing -

@@ -19,7 +19,6 @@ node and run, with their status counts beside it.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sqlite3
 import time
@@ -65,16 +64,23 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 
+def new_run_id() -> str:
+    """A run's id: its UTC start time and a random suffix (sortable, unique across hosts)."""
+    import secrets
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
 class HistoryError(ConfigError):
     """The database cannot be used (newer schema, not a stetho database): exit 2."""
 
 
 def default_path() -> Path:
-    env = os.environ.get("STETHO_DB")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "stetho" / "history.db"
+    """The configured history database (STETHO_DB, the config file's `db`)."""
+    from stetho import config
+
+    return config.active().db
 
 
 @dataclass(frozen=True)

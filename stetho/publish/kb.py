@@ -300,10 +300,9 @@ def _asset_files(meta: ReportMeta) -> list[Path]:
 def spool_dir() -> Path:
     """$STETHO_SPOOL, else the user's data directory: reports must survive reboots and
     temp-dir cleaners until they are published."""
-    if os.environ.get("STETHO_SPOOL"):
-        return Path(os.environ["STETHO_SPOOL"]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "stetho" / "kb-spool"
+    from stetho import config
+
+    return config.active().spool
 
 
 def spool(report_paths: Iterable[str | Path], spool: Path | None = None) -> list[Path]:
@@ -396,8 +395,10 @@ def _git(args: Sequence[str], cwd: Path | None = None, *, check: bool = True,
     """Run git with an argv list. Never prompts (a node has nobody to type a password), speaks
     English (stderr is matched), and turns failure into KBError naming the command."""
     argv = ["git", "-c", "core.quotepath=off", *args]
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
-           "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no"}
+    from stetho import config
+
+    env = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
+                                    "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no"})
     shown = "git " + " ".join(args)
     try:
         proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, encoding="utf-8",
@@ -424,9 +425,10 @@ def _ok(args: Sequence[str], cwd: Path | None = None) -> bool:
 
 
 def cache_root() -> Path:
-    """$STETHO_CACHE (as the wheelhouse uses it), else ~/.cache/stetho."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("STETHO_CACHE") or Path(base) / "stetho")
+    """The configured cache folder (STETHO_CACHE)."""
+    from stetho import config
+
+    return config.active().cache
 
 
 def _url(repo: str) -> str:

@@ -120,7 +120,9 @@ NOTHING = Delivery(sent=False)
 def webhook_url(config_url: str | None = None) -> str | None:
     """The webhook to alert: the configured value, else $STETHO_WEBHOOK_URL, else None (no
     webhook; alerting is then a no-op, not an error: most runs have nobody to tell)."""
-    for value in (config_url, os.environ.get(ENV_URL)):
+    from stetho import config
+
+    for value in (config_url, config.active().webhook_url):
         if value and value.strip():
             return value.strip()
     return None
@@ -128,10 +130,9 @@ def webhook_url(config_url: str | None = None) -> str | None:
 
 def default_state_path() -> Path:
     """$STETHO_NOTIFY_STATE, else ~/.local/share/stetho/notify.db (beside the history db)."""
-    env = os.environ.get(ENV_STATE)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".local" / "share" / "stetho" / "notify.db"
+    from stetho import config
+
+    return config.active().notify_state
 
 
 # -- the secret ------------------------------------------------------------------------------
@@ -572,7 +573,9 @@ def notify_all(alerts: Iterable[Alert], url: str | None = None, fmt: str | None 
         target = webhook_url(url)
         if target is None:
             return [NOTHING for _ in items]
-        chosen = (fmt or os.environ.get(ENV_FORMAT) or "generic").strip().lower()
+        from stetho import config
+
+        chosen = (fmt or config.active().webhook_format or "generic").strip().lower()
         if chosen not in FORMATS:
             error = f"unknown webhook format {chosen!r} (expected one of {', '.join(FORMATS)})"
             log.warning("alerts not sent: %s", error)

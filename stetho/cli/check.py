@@ -1,0 +1,120 @@
+"""`stetho check` (this node, a simulated one, or a replay of saved evidence) and
+`stetho collect` (evidence only)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from stetho.cli.common import db_option, emit, settings, write
+
+if TYPE_CHECKING:
+    from stetho.evidence.bundle import Bundle
+
+
+@click.command()
+@click.option("--local", "local", is_flag=True, help="Collect evidence on this node and check it "
+              "(the default when no --evidence is given).")
+@click.option("--evidence", "evidence", multiple=True, type=click.Path(),
+              help="Replay over saved evidence bundles: a file or a folder of them.")
+@click.option("--sim", type=click.Path(), help="Check a simulated node folder "
+              "(from `stetho sim build`) instead of this machine.")
+@click.option("--node", help="Node name (default: the hostname, or the simulated node's name).")
+@click.option("--profile", "profile_name",
+              help="Node profile: a name in baselines/ or a YAML path [default: STETHO_PROFILE, "
+              "else generic; with --evidence, the profile recorded in each bundle].")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False),
+              help="Write the results JSON here.")
+@click.option("--evidence-out", type=click.Path(dir_okay=False),
+              help="Write the collected evidence bundle here (with --local).")
+@click.option("--checks", "extra_checks", multiple=True, type=click.Path(),
+              help="Also run the site checks in this folder (repeatable).")
+@click.option("-k", "select", help="Only checks matching this pytest -k expression.")
+@click.option("-n", "--workers", help="Spread a replay over N processes (pytest-xdist; 'auto').")
+@click.option("--all", "show_all", is_flag=True,
+              help="A row for every check x subject (default: passes and skips of a check "
+              "are grouped per node).")
+@click.option("--problems", is_flag=True, help="Only fail, error and warn rows.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
+@db_option
+@click.option("--history/--no-history", "use_history", default=None,
+              help="Drift checks against the history database, and record this run in it "
+              "[default: on for --local, off for --evidence replays].")
+@click.option("--outcome", "outcome_out", type=click.Path(dir_okay=False, allow_dash=True),
+              hidden=True, help="Write results, JUnit and evidence as one JSON document "
+              "('-': stdout, nothing else printed there). What the sweep reads back.")
+def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | None,
+          profile_name: str | None, junit: str | None, json_out: str | None,
+          evidence_out: str | None, extra_checks: tuple[str, ...], select: str | None,
+          workers: str | None, show_all: bool, problems: bool, quiet: bool,
+          db: str | None, use_history: bool | None, outcome_out: str | None) -> None:
+    """Run the health checks on this node (or a simulated one), or replay saved evidence."""
+    from stetho.checking import run as checkrun
+
+    cfg = settings(db=db, profile=profile_name)
+    if evidence and (local or sim):
+        raise click.UsageError("--evidence replays saved bundles; it cannot be combined with "
+                               "--local or --sim")
+    if evidence_out and evidence:
+        raise click.UsageError("--evidence-out writes what --local collects")
+    bundles: list[Bundle] | None = None
+    replay = bool(evidence)
+    if not evidence:
+        from stetho.evidence import collect
+
+        bundle = collect.collect_local(profile=profile_name, sim=sim, node=node)
+        if evidence_out:
+            bundle.save(Path(evidence_out))
+        bundles = [bundle]
+    elif not workers:
+        from stetho.evidence.bundle import find_bundles, load
+
+        # Loaded here, not inside pytest, so an unreadable bundle is one clear error (exit 3).
+        bundles = [load(p) for e in evidence for p in find_bundles(Path(e))]
+        evidence = ()
+    else:
+        from stetho.evidence.bundle import find_bundles
+
+        for e in evidence:
+            find_bundles(Path(e))  # fail early, exit 3, with the path in the message
+    run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
+                       extra_checks=extra_checks, select=select, workers=workers)
+    results = list(run.results)
+    if use_history if use_history is not None else not replay:
+        from stetho.history import recording
+        from stetho.history.store import new_run_id
+
+        results += recording.after_run(
+            "replay" if replay else "check", new_run_id(), results, run.summaries, cfg.db,
+            command=" ".join(sys.argv[1:]))
+    if outcome_out:
+        from stetho.fleet.outcome import Outcome
+
+        one = bundles[0] if bundles and len(bundles) == 1 else None
+        write(outcome_out, Outcome.of(results, one, run.summaries.get(one.node) if one
+                                      else None).render())
+        quiet = quiet or outcome_out == "-"
+    sys.exit(emit(results, junit, json_out, show_all=show_all, problems=problems, quiet=quiet,
+                  summary_to_stderr=outcome_out == "-"))
+
+
+@click.command()
+@click.option("--sim", type=click.Path(), help="Collect from a simulated node folder.")
+@click.option("--node", help="Node name (default: the hostname).")
+@click.option("--profile", "profile_name", help="Node profile [default: STETHO_PROFILE, else "
+              "generic].")
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the evidence bundle.")
+def collect(sim: str | None, node: str | None, profile_name: str | None, out: str) -> None:
+    """Collect this node's evidence into a bundle, without checking it."""
+    from stetho.evidence import collect as collect_mod
+
+    settings(profile=profile_name)
+    bundle = collect_mod.collect_local(profile=profile_name, sim=sim, node=node)
+    bundle.save(Path(out))
+    statuses = [f"{r.name}={r.status}" for r in bundle.probes.values()]
+    click.echo(f"{bundle.node}: {len(statuses)} probes -> {out} ({', '.join(statuses)})")

@@ -1,0 +1,115 @@
+"""What every command shares: the configuration with the command's flags applied, output
+files written atomically, the results table and exit code, and progress on stderr."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from stetho import config
+from stetho.errors import ConfigError, StethoError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID
+
+    from stetho.results import Result
+
+#: --db, the same on every command that reads or writes history.
+db_option = click.option("--db", type=click.Path(dir_okay=False),
+                         help="History database [default: STETHO_DB, the config file's `db`, "
+                         "else ~/.local/share/stetho/history.db].")
+
+
+def settings(**flags: object) -> config.Config:
+    """The configuration for this command (defaults < config file < environment, read now:
+    a command is an edge) with its flags applied (None: not given), made active for the
+    library calls that follow."""
+    cfg = config.load().with_flags(**flags)
+    config.activate(cfg)
+    return cfg
+
+
+def terminal_width() -> int:
+    """The terminal's columns ($COLUMNS wins, as everywhere else), 80 when not a terminal."""
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def write(path: str, text: str) -> None:
+    """Write a report atomically; '-' (or a device such as /dev/stdout) is written through."""
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        with p.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(p)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def emit(results: list[Result], junit: str | None, json_out: str | None, *, show_all: bool,
+         problems: bool, quiet: bool, summary_to_stderr: bool = False) -> int:
+    """Write the requested files, print the table (or only the summary line), and return the
+    exit code of the results."""
+    from stetho.results import exit_code
+    from stetho.sinks import json_out as json_sink
+    from stetho.sinks import table
+
+    if not results:
+        raise StethoError("no check produced a result (is the checks folder empty?)")
+    if junit:
+        from stetho.sinks import junit as junit_sink
+
+        write(junit, junit_sink.render(results))
+    if json_out:
+        write(json_out, json_sink.render(results))
+    if quiet:
+        click.echo(table.summary(results), err=summary_to_stderr)
+    else:
+        show = ("fail", "error", "warn") if problems else table.ALL
+        width = max(100, min(220, terminal_width()))
+        click.echo(table.render(results, width=width, color=sys.stdout.isatty(), show=show,
+                                group_ok=not show_all), nl=False)
+    return exit_code(results)
+
+
+class Progress:
+    """Hosts done / total and failing so far: a live bar on a terminal, lines in a CI log."""
+
+    def __init__(self, what: str = "sweep") -> None:
+        self.what = what
+        self.bar: RichProgress | None = None
+        self.task: TaskID | None = None
+        self.tty = sys.stderr.isatty()
+
+    def update(self, host: str, done: int, total: int, failing: int) -> None:
+        if not self.tty:
+            click.echo(f"[{done}/{total}] {host} done ({failing} failing so far)", err=True)
+            return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as RichProgress
+
+            self.bar = RichProgress(TextColumn(self.what), BarColumn(), MofNCompleteColumn(),
+                                    TextColumn("{task.fields[failing]} failing"),
+                                    console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.what, total=total, failing=0)
+        assert self.task is not None
+        self.bar.update(self.task, completed=done, failing=failing)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,80 @@
+"""`stetho gate`: go (0) or blocked (1) for a job or a release, by a gate policy."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from stetho.cli.common import Progress, db_option, settings, write
+
+
+@click.command()
+@click.option("--policy", "policy_name", required=True,
+              help="Gate policy: a name in gates/ (pre-job, release, nightly) or a YAML path.")
+@click.option("--nodes", help="The nodes to decide on: a Slurm hostlist, e.g. 'gpu[001-064]'.")
+@click.option("--local", is_flag=True, help="Decide on this node, running the policy's quick "
+              "checks here (for a Slurm prolog or HealthCheckProgram).")
+@click.option("-i", "--inventory", type=click.Path(exists=True, dir_okay=False),
+              help="Ansible inventory, to check live the nodes history has no fresh results "
+              "for.")
+@click.option("--job", help="The job (or release) this gate is for; kept in the JSON.")
+@click.option("--profile", "profile_name",
+              help="Profile for --local [default: STETHO_PROFILE, else generic].")
+@click.option("--node", help="Node name for --local (default: the hostname).")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML here.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the decision as JSON here.")
+@db_option
+@click.option("--override-repo", help="Git repository (path or URL) holding the signed "
+              "overrides [default: STETHO_OVERRIDE_REPO, the config file's `override_repo`].")
+@click.option("--out", default="runs", show_default=True, type=click.Path(file_okay=False),
+              help="Run folders for live checks through the sweep.")
+@click.option("--act", is_flag=True, help="Carry out the scheduler actions (drain blocked "
+              "nodes, resume nodes stetho drained that now pass); without it, a dry run.")
+@click.option("--reports/--no-reports", default=True, show_default=True,
+              help="Write a diagnosis report (and send the webhook alert) per blocked node, "
+              "under OUT/gate-<time>/reports.")
+@click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
+def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
+         job: str | None, profile_name: str | None, node: str | None, junit: str | None,
+         json_out: str | None, db: str | None, override_repo: str | None, out: str,
+         act: bool, reports: bool, quiet: bool) -> None:
+    """Go (0) or blocked (1) for a job or release on these nodes, by a gate policy.
+
+    Fresh results come from the history database; the rest are checked live. Exit 3 when
+    something could not be evaluated and the policy does not block on errors.
+    """
+    from stetho import gate as gate_lib
+
+    cfg = settings(db=db, override_repo=override_repo)
+    if bool(nodes) == bool(local):
+        raise click.UsageError("give exactly one of --nodes and --local")
+    progress = Progress("gate: live checks")
+    try:
+        outcome = gate_lib.run(gate_lib.GateRequest(
+            policy=policy_name, nodes=nodes, local=local,
+            inventory=Path(inventory) if inventory else None, job=job, profile=profile_name,
+            node=node, out=Path(out), act=act, reports=reports,
+            override_repo=cfg.override_repo), db=cfg.db,
+            progress=None if quiet else progress.update)
+    finally:
+        progress.close()
+    if not quiet:
+        for line in outcome.lines():
+            click.echo(line)
+        for a in outcome.actions:
+            click.echo(f"{'SCHEDULER' if act else 'DRY RUN'} {a.kind} {a.node}: {a.message}")
+    if junit:
+        from stetho.sinks import junit as junit_sink
+
+        write(junit, junit_sink.render(outcome.decision.results))
+    if json_out:
+        write(json_out, json.dumps(outcome.to_json(job), indent=1, default=str) + "\n")
+    if not quiet:
+        for d, path in outcome.reports:
+            click.echo(f"REPORT {d.node}: {d.top.title if d.top else 'undiagnosed'} -> {path}")
+    click.echo(outcome.summary())
+    sys.exit(outcome.exit_code)

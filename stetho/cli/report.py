@@ -1,0 +1,52 @@
+"""`stetho report RUN_DIR`: diagnose a run's failing nodes and write their reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from stetho.cli.common import db_option, settings
+from stetho.errors import ConfigError
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--node", "nodes", multiple=True, help="Only these nodes (default: every "
+              "failing node of the run).")
+@click.option("--out", type=click.Path(file_okay=False), help="Where to write the reports "
+              "[default: RUN_DIR/reports].")
+@db_option
+@click.option("--kb", "kb_repo", help="Knowledge-base repository, to link similar earlier "
+              "reports [default: STETHO_KB_REPO, the config file's `kb_repo`].")
+@click.option("--alert/--no-alert", default=False, show_default=True,
+              help="Also send the webhook alerts (STETHO_WEBHOOK_URL).")
+def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None,
+           kb_repo: str | None, alert: bool) -> None:
+    """Diagnose a run's failing nodes: ranked root causes and a diagnosis-report.md each."""
+    import json
+
+    from stetho.core import hostlist
+    from stetho.diagnosis import runs
+    from stetho.sinks.json_out import load
+
+    cfg = settings(db=db, kb_repo=kb_repo)
+    folder = Path(run_dir)
+    results_file = folder / "results.json"
+    if not results_file.is_file():
+        raise ConfigError(f"{run_dir} is not a run folder (no results.json); run folders come "
+                          "from `stetho sweep`")
+    results = load(results_file.read_text())
+    meta = json.loads((folder / "meta.json").read_text()) if (folder / "meta.json").is_file() \
+        else {}
+    for n in nodes:
+        hostlist.validate(n)
+    written = runs.diagnose_results(
+        results, run_dir=folder, run=meta.get("run_id", folder.name),
+        out=Path(out) if out else folder / "reports", db=cfg.db,
+        nodes=list(nodes) or None, kb_repo=cfg.kb_repo, alert=alert)
+    for d, path in written:
+        top = f"{d.top.title} (score {d.top.score:g})" if d.top else "undiagnosed"
+        click.echo(f"{d.node}: {top} -> {path}")
+    if not written:
+        click.echo("no failing node in this run: nothing to diagnose")

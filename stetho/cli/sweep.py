@@ -1,0 +1,52 @@
+"""`stetho sweep`: the checks on every inventory host, through Ansible."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from stetho.cli.common import Progress, db_option, settings, terminal_width
+
+
+@click.command()
+@click.option("-i", "--inventory", type=click.Path(exists=True, dir_okay=False),
+              help="Ansible inventory (YAML or INI). Without it: this machine.")
+@click.option("--limit", help="Only these hosts: a Slurm hostlist, e.g. 'gpu[001-064,100]'.")
+@click.option("--forks", default=50, show_default=True, type=click.IntRange(1, 1000),
+              help="Hosts Ansible works on at once.")
+@click.option("--timeout", "timeout_s", default=300, show_default=True,
+              type=click.IntRange(5, 86400), help="Per-host limit for the check, in seconds.")
+@click.option("--out", default="runs", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for run folders (runs/<UTC time>-<id>/).")
+@click.option("--problems/--all", "problems_only", default=True,
+              help="Show only fail/error/warn rows (default), or every row.")
+@db_option
+@click.option("--no-history", is_flag=True, help="Neither drift checks nor recording.")
+def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int, out: str,
+          problems_only: bool, db: str | None, no_history: bool) -> None:
+    """Run `stetho check --local` on every inventory host through Ansible.
+
+    Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
+    and results, and a summary; shows the failing nodes first. Exit codes as for `check`,
+    over the whole fleet. Only one sweep runs at a time per --out folder.
+    """
+    from stetho.fleet import sweep as sweep_mod
+    from stetho.sinks import table
+
+    cfg = settings(db=db)
+    progress = Progress()
+    opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
+                                  out=Path(out), limit=limit, forks=forks,
+                                  timeout_s=timeout_s, progress=progress.update,
+                                  db=None if no_history else cfg.db)
+    try:
+        result = sweep_mod.sweep(opts)
+    finally:
+        progress.close()
+    show = ("fail", "error", "warn") if problems_only else table.ALL
+    click.echo(table.render(result.results, width=max(100, min(220, terminal_width())),
+                            color=sys.stdout.isatty(), show=show), nl=False)
+    click.echo(f"run folder: {result.run_dir}")
+    sys.exit(result.exit_code)

@@ -1,0 +1,164 @@
+"""The gate as one library call: results from fresh history or live checks, the policy and
+overrides applied, scheduler actions, and diagnosis reports for blocked nodes.
+
+`stetho gate` is a thin layer over `run`; tests and other tools call it directly. Nothing here
+prints: the outcome carries what the CLI shows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stetho.gate.decision import Decision, decide, from_history, lines, load_overrides, missing
+from stetho.gate.decision import summary as summary_line
+from stetho.gate.policy import GatePolicy
+from stetho.results import Result
+
+if TYPE_CHECKING:
+    from stetho.diagnosis.model import Diagnosis
+    from stetho.gate.slurm import Action
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """What to decide: a policy (name or path) over a hostlist of nodes, or this node."""
+
+    policy: str
+    nodes: str | None = None
+    local: bool = False
+    inventory: Path | None = None
+    job: str | None = None
+    profile: str | None = None  # --local only
+    node: str | None = None  # --local only
+    out: Path = Path("runs")
+    act: bool = False
+    reports: bool = True
+    override_repo: str | None = None
+
+
+@dataclass
+class GateOutcome:
+    policy: GatePolicy
+    decision: Decision
+    names: list[str]
+    actions: list[Action] = field(default_factory=list)
+    reports: list[tuple[Diagnosis, Path]] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.decision.exit_code
+
+    def lines(self) -> list[str]:
+        """One line per blocking result, override and ignored override."""
+        return lines(self.decision)
+
+    def summary(self) -> str:
+        return summary_line(self.decision, self.names)
+
+    def to_json(self, job: str | None = None) -> dict[str, object]:
+        from stetho.sinks import json_out
+
+        doc = json_out.document(
+            self.decision.results, policy=self.policy.name, job=job, nodes=self.names,
+            blocked=self.decision.blocked_nodes, sources=self.decision.sources,
+            scheduler=[a.to_json() for a in self.actions],
+            ignored_overrides=[(str(what) if isinstance(what, Path) else what.id, why)
+                               for what, why in self.decision.ignored_overrides])
+        doc["exit_code"] = self.exit_code
+        return doc
+
+
+def run(req: GateRequest, *, db: Path, now: float | None = None,
+        progress: Callable[[str, int, int, int], None] | None = None) -> GateOutcome:
+    """Decide. `db` is the history the fresh results come from and live ones go to."""
+    from stetho.core import hostlist
+    from stetho.gate import policy as policies
+
+    if bool(req.nodes) == bool(req.local):
+        from stetho.errors import ConfigError
+
+        raise ConfigError("give exactly one of --nodes and --local")
+    policy = policies.load(req.policy)
+    now = time.time() if now is None else now
+    if req.local:
+        results, names, sources = _local(policy, req, db)
+    else:
+        names = hostlist.expand(req.nodes or "")
+        results, sources = _fleet(policy, req, names, db, now, progress)
+    valid, ignored = load_overrides(policy, req.override_repo, now)
+    decision = decide(policy, results, valid, sources, ignored)
+    outcome = GateOutcome(policy, decision, names)
+    if policy.drain and not req.local:
+        outcome.actions = _scheduler(decision, names, req.act)
+    if req.reports and decision.blocking:
+        outcome.reports = _reports(outcome, req, db)
+    return outcome
+
+
+def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now: float,
+           progress: Callable[[str, int, int, int], None] | None
+           ) -> tuple[list[Result], dict[str, str]]:
+    from stetho.core import hostlist
+
+    found, sources = from_history(db, names, policy.freshness_s, now)
+    results = [r for n in names for r in found.get(n, [])]
+    stale = [n for n in names if n not in found]
+    if stale and req.inventory:
+        from stetho.fleet import sweep as sweep_mod
+
+        swept = sweep_mod.sweep(sweep_mod.SweepOptions(
+            inventory=req.inventory, out=req.out, limit=hostlist.compress(stale), db=db,
+            progress=progress))
+        results += swept.results
+        sources.update({n: f"live (sweep {swept.run_dir.name})" for n in stale})
+    elif stale:
+        why = (f"no results younger than {policy.freshness_s / 3600:g} h in {db}"
+               if policy.freshness_s else "the policy requires a live check")
+        results += missing(stale, why + " and no inventory (-i) to check it live")
+        sources.update({n: "missing" for n in stale})
+    return results, sources
+
+
+def _local(policy: GatePolicy, req: GateRequest, db: Path
+           ) -> tuple[list[Result], list[str], dict[str, str]]:
+    from stetho.checking import run as checkrun
+    from stetho.evidence import collect
+    from stetho.history import recording
+    from stetho.history.store import new_run_id
+
+    bundle = collect.collect_local(profile=req.profile, node=req.node)
+    select = " or ".join(policy.local_checks) or None
+    checked = checkrun.run([bundle], profile=req.profile, select=select)
+    results = list(checked.results)
+    results += recording.after_run("gate", new_run_id(), results, checked.summaries, db,
+                                   command=f"gate --local --policy {policy.name}")
+    return results, [bundle.node], {bundle.node: "live (local)"}
+
+
+def _scheduler(decision: Decision, names: list[str], act: bool) -> list[Action]:
+    from stetho.gate.slurm import Slurm, drain_reason
+
+    blocked: dict[str, str] = {}
+    for r in decision.blocking:
+        blocked.setdefault(r.node, drain_reason(r.check, r.message))
+    slurm = Slurm(act=act)
+    actions = list(slurm.drain(blocked)) if blocked else []
+    go = [n for n in names if n not in blocked]
+    if go:
+        actions += list(slurm.resume(go))
+    return actions
+
+
+def _reports(outcome: GateOutcome, req: GateRequest, db: Path) -> list[tuple[Diagnosis, Path]]:
+    from stetho.diagnosis import runs
+    from stetho.history.store import new_run_id
+
+    gate_id = new_run_id()
+    return runs.diagnose_results(
+        outcome.decision.results, run_dir=None, run=f"gate-{gate_id}",
+        out=req.out / f"gate-{gate_id}" / "reports", db=db, gate=outcome.summary(),
+        nodes=outcome.decision.blocked_nodes)
