@@ -132,12 +132,13 @@ def override_repo(tmp_path):
 
 def _override(repo, policy_name, check, nodes, approver="sre-lead", key=KEY):
     from stetho.gate import overrides
+    from stetho.gate.override_store import OverrideStore
 
     pol = gatepolicy.load(policy_name).overrides
     o = overrides.request(pol, check, nodes, "known issue, ticket 123", "alice", 3600,
                           now=time.time())
     o = overrides.approve(o, pol, approver, pol.acknowledgement, key.encode(), now=time.time())
-    store = overrides.OverrideStore(str(repo))
+    store = OverrideStore(str(repo))
     store.save(o, f"override {o.id}")
     return o
 

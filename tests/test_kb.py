@@ -273,14 +273,10 @@ def test_asset_name_clash_is_renamed_and_link_rewritten(tmp_path: Path, remote: 
     assert f"![chart]({mb.id}-trend.svg)" in remote_show(remote, mb.repo_path)
 
 
-@pytest.mark.parametrize("driver", [True, False], ids=["merge-driver", "resolve-by-hand"])
-def test_index_conflict_on_rebase_is_regenerated(tmp_path: Path, remote: Path, driver: bool,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_index_conflict_on_rebase_is_regenerated(tmp_path: Path, remote: Path) -> None:
     """A working clone holds a local publish commit while the remote moved on: both changed
-    README.md. The rebase takes a side (through stetho's merge driver, or, without it, by
-    resolving the conflict and continuing) and the index is regenerated with every report."""
-    if not driver:
-        monkeypatch.setattr(kb, "_index_merge_args", lambda: [])
+    README.md. The rebase takes the remote's side of the derived index, and the next commit
+    regenerates it with every report."""
     src = tmp_path / "in"
     a1 = make_report(src, "node01", "hbm-ecc", T0)
     kb.spool([a1])
@@ -345,8 +341,8 @@ def test_missing_remote_keeps_the_spool(tmp_path: Path, remote: Path) -> None:
     remote.rename(moved)
     report = make_report(tmp_path / "in", "node09", "xid-79", T0 + timedelta(hours=1))
     kb.spool([report])
-    with pytest.raises(kb.KBError, match=r"`git fetch --quiet origin` failed .*does not appear "
-                                         r"to be a git repository"):
+    with pytest.raises(kb.KBError, match=r"`git fetch --quiet --prune origin` failed "
+                                         r".*does not appear to be a git repository"):
         kb.publish(str(work))
     with pytest.raises(kb.KBError, match=r"`git ls-remote --symref .*remote\.git HEAD` failed"):
         kb.publish(str(remote))

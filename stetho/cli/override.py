@@ -19,11 +19,11 @@ import click
 from stetho.cli.common import settings
 from stetho.core import hostlist
 from stetho.errors import ConfigError, StethoError
+from stetho.gate.override_store import OverrideStore
 from stetho.gate.overrides import (
     Override,
     OverrideFileError,
     OverridePolicy,
-    OverrideStore,
     approve,
     approve_message,
     key_from_env,

@@ -1,8 +1,9 @@
-"""One sweep at a time: an flock on a file in the runs folder, saying who holds it.
+"""File locks: the one helper every stetho process uses to take turns on shared files.
 
-The kernel drops an flock when its holder dies, so a crashed sweep never leaves a stale lock;
-the file's content (pid, host, user, start, run id) is only there to tell the next sweep who it
-is waiting on.
+`hold` waits (polling, bounded) for an exclusive flock: clones of git stores, the report
+spool. `SweepLock` does not wait: one sweep at a time per runs folder, and the lock file says
+who holds it (pid, host, user, start, run id) so the next sweep can tell whom it is blocked
+by. The kernel drops an flock when its holder dies, so a crash never leaves a stale lock.
 """
 
 from __future__ import annotations
@@ -11,12 +12,38 @@ import fcntl
 import getpass
 import json
 import os
+import random
 import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 
-from stetho.errors import EvaluationError
+from stetho.errors import EvaluationError, StethoError
+
+
+@contextmanager
+def hold(path: Path, what: str, timeout_s: float) -> Iterator[None]:
+    """An exclusive advisory lock on `path` for the block; waits up to `timeout_s`, then a
+    StethoError naming `what` and the lock file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StethoError(f"another stetho process has held {what} for "
+                                      f"{timeout_s:.0f}s (lock {path})") from None
+                time.sleep(0.02 + random.random() * 0.08)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 class SweepLocked(EvaluationError):

@@ -141,7 +141,8 @@ def load_overrides(policy: GatePolicy, repo: str | None, now: float
     """Valid overrides for this policy, and the ignored ones with why."""
     if not repo:
         return [], []
-    from stetho.gate.overrides import OverrideStore, effective, key_from_env
+    from stetho.gate.override_store import OverrideStore
+    from stetho.gate.overrides import effective, key_from_env
 
     store = OverrideStore(repo)
     loaded = store.load_all()

@@ -1,0 +1,223 @@
+"""Diagnosis reports as the knowledge base sees them: Markdown under a YAML front matter
+(`ReportMeta`), read and validated, found in folders, with the sibling files they link to."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date as _date
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stetho.errors import ConfigError
+
+#: Where reports live inside the repository.
+REPORTS_DIR = "reports"
+#: id, node and cause become path components: no separators, no dot-files.
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)",
+                           re.S | re.M)
+#: Relative link targets in the body: Markdown links/images and HTML src/href attributes.
+_LINKS = (re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"']*[\"'])?\s*\)"),
+          re.compile(r"(?:src|href)\s*=\s*[\"']([^\"']+)[\"']", re.I))
+
+
+@dataclass(frozen=True)
+class ReportMeta:
+    """The front matter of one diagnosis report, plus where it was read and its body text.
+
+    `path` and `body` are not part of equality: the same report read from the spool and from
+    the repository compares equal."""
+
+    id: str
+    date: datetime
+    node: str
+    cause: str
+    cause_title: str = ""
+    status: str = "open"
+    run: str = ""
+    signature: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+    assets: tuple[str, ...] = ()
+    path: Path | None = field(default=None, compare=False)
+    body: str = field(default="", repr=False, compare=False)
+
+    @property
+    def repo_path(self) -> str:
+        """Where the report lives in the knowledge base: dated by its (UTC) front-matter date,
+        named so a directory listing reads as node, cause, id."""
+        d = self.date.astimezone(timezone.utc)
+        return (f"{REPORTS_DIR}/{d:%Y}/{d:%m}/{d:%d}/"
+                f"{self.node}-{self.cause}-{self.id}.md")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for `--json`): the front matter, and the file it was read from."""
+        return {"id": self.id, "date": _iso(self.date), "node": self.node,
+                "cause": self.cause, "cause_title": self.cause_title, "status": self.status,
+                "run": self.run, "signature": list(self.signature), "checks": list(self.checks),
+                "assets": list(self.assets),
+                "path": str(self.path) if self.path is not None else None}
+
+
+
+# -- reading reports ------------------------------------------------------------------------
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _front_matter(text: str) -> tuple[str, str] | None:
+    """(YAML text, body) when the text starts with a `---` fenced block, else None."""
+    m = _FRONT_MATTER.match(text)
+    if m is None:
+        return None
+    return m.group(1), text[m.end():]
+
+
+def _as_date(value: Any, path: Path) -> datetime:
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, _date):
+        dt = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError(f"{path}: front matter 'date' is not an ISO 8601 time: "
+                              f"{value!r}") from None
+    else:
+        raise ConfigError(f"{path}: front matter 'date' is missing or not a time: {value!r}")
+    # A report without a zone was written by stetho, which writes UTC.
+    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt
+
+
+def _as_words(value: Any, key: str, path: Path) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, int, float)):
+        return (str(value),)
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return tuple(str(v) for v in value)
+    raise ConfigError(f"{path}: front matter '{key}' must be a list of words, not {value!r}")
+
+
+def _parse(text: str, path: Path) -> ReportMeta:
+    parts = _front_matter(text)
+    if parts is None:
+        raise ConfigError(f"{path}: not a diagnosis report: it has no YAML front matter "
+                          "(the file must start with a '---' line and close it with another)")
+    head, body = parts
+    try:
+        data = yaml.safe_load(head)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: the front matter is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the front matter must be a YAML mapping of fields")
+    missing = [k for k in ("id", "date", "node", "cause") if data.get(k) in (None, "")]
+    if missing:
+        raise ConfigError(f"{path}: the front matter lacks {', '.join(missing)} "
+                          "(id, date, node and cause are required)")
+    for key in ("id", "node", "cause"):
+        if not _SAFE.match(str(data[key])):
+            raise ConfigError(f"{path}: front matter '{key}' {str(data[key])!r} must be letters, "
+                              "digits, '.', '_' and '-' (it becomes part of a file name)")
+    assets = _as_words(data.get("assets"), "assets", path)
+    for name in assets:
+        if not _plain_name(name):
+            raise ConfigError(f"{path}: asset {name!r} must be a file name beside the report, "
+                              "not a path")
+    return ReportMeta(
+        id=str(data["id"]), date=_as_date(data["date"], path), node=str(data["node"]),
+        cause=str(data["cause"]), cause_title=str(data.get("cause_title") or ""),
+        status=str(data.get("status") or "open"), run=str(data.get("run") or ""),
+        signature=_as_words(data.get("signature"), "signature", path),
+        checks=_as_words(data.get("checks"), "checks", path), assets=assets,
+        path=path, body=body)
+
+
+def read_report(path: str | Path) -> ReportMeta:
+    """Parse a report's front matter. A file that is not a report (no front matter, invalid
+    YAML, a required field missing) raises ConfigError naming it: publishing it would put an
+    unsearchable, unindexable file in the knowledge base."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a diagnosis report: it is not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the report: {exc.strerror or exc}") from None
+    return _parse(text, p)
+
+
+def looks_like_report(path: Path) -> bool:
+    """A Markdown file whose front matter carries an `id`: what stetho writes. Other Markdown
+    (a README, a page with a title block) found while walking a directory is not a report."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            text = f.read(64 * 1024)
+    except (OSError, UnicodeDecodeError):
+        return False
+    parts = _front_matter(text)
+    if parts is None:
+        return False
+    try:
+        data = yaml.safe_load(parts[0])
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and "id" in data
+
+
+def find_reports(paths: Iterable[str | Path]) -> list[Path]:
+    """The reports named on a command line: a file is taken as a report (and refused if it is
+    not one); a directory means every `*.md` with report front matter under it, recursively.
+    A directory holding none is an error: the user meant to publish something."""
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            inside = [f for f in sorted(p.rglob("*.md"))
+                      if f.is_file() and ".git" not in f.relative_to(p).parts
+                      and looks_like_report(f)]
+            if not inside:
+                raise ConfigError(f"{p}: no diagnosis reports (Markdown with front matter) "
+                                  "under it")
+            found.extend(inside)
+        elif p.is_file():
+            read_report(p)
+            found.append(p)
+        else:
+            raise ConfigError(f"{p}: no such report file or directory")
+    unique: dict[Path, Path] = {}
+    for f in found:
+        unique.setdefault(f.resolve(), f)
+    return list(unique.values())
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
+
+
+def asset_files(meta: ReportMeta) -> list[Path]:
+    """The files the report brings along: those its front matter lists (which must exist) and
+    any sibling file a relative link in its body points at, so the links keep working."""
+    assert meta.path is not None
+    here = meta.path.parent
+    files: dict[str, Path] = {}
+    for name in meta.assets:
+        f = here / name
+        if not f.is_file():
+            raise ConfigError(f"{meta.path}: asset {name!r} listed in the front matter is "
+                              f"missing (looked for {f})")
+        files[name] = f
+    for pattern in _LINKS:
+        for target in pattern.findall(meta.body):
+            name = target.split("#", 1)[0].split("?", 1)[0]
+            name = name[2:] if name.startswith("./") else name
+            if (_plain_name(name) and ":" not in name and name != meta.path.name
+                    and name not in files and (here / name).is_file()):
+                files[name] = here / name
+    return list(files.values())
