@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stetho.results import Limit
+
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
     from stetho.parsers.gpu_model import Gpu
@@ -15,7 +17,8 @@ def test_gpu_temperature(gpu: Gpu, profile: Profile, verdict: Verdict) -> None:
     warn_c, fail_c = profile.gpu.temp_warn_c, profile.gpu.temp_fail_c
     if gpu.slowdown_temp_c is not None:
         fail_c = min(fail_c, gpu.slowdown_temp_c)
-    verdict.measure(temp, "C", expected=f"< {warn_c:g} C", threshold=f"fail at {fail_c:g} C")
+    verdict.measure(temp, "C", expected=f"< {warn_c:g} C",
+                    threshold=Limit(fail_c, "<", "C", note=f"warns from {warn_c:g} C"))
     verdict.cite(f"{gpu.pci_bus_id}: gpu_temp={temp} C memory_temp={gpu.memory_temp_c} C "
                  f"slowdown={gpu.slowdown_temp_c} C T.Limit margin={gpu.tlimit_temp_c} C",
                  "nvidia-smi -q -x")

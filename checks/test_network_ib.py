@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.results import Limit
+
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
     from stetho.facts.node import NodeFacts
@@ -123,7 +125,8 @@ def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdic
         verdict.error(f"mlxlink failed on {ib_port.device}: {r.message}")
     raw, eff = r.pre_fec_ber, r.post_fec_ber
     warn_at, fail_at = profile.ib.pre_fec_ber_warn, profile.ib.pre_fec_ber_fail
-    verdict.measure(raw, "BER", expected=f"< {warn_at:g}", threshold=f"fail at {fail_at:g}")
+    verdict.measure(raw, "BER", expected=f"< {warn_at:g}",
+                    threshold=Limit(fail_at, "<", note=f"warns from {warn_at:g}"))
     verdict.cite(f"mlxlink -d {ib_port.device}: Raw Physical BER {raw}, Effective Physical "
                  f"BER {eff}, module {r.module.part_number if r.module else '?'}", "mlxlink")
     fix = (f"clean or replace the transceiver/cable of {ib_port.id} "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stetho.core.versioning import Version
+from stetho.results import Limit
 
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
@@ -57,7 +58,8 @@ def test_nccl_busbw(nccl_size: int, facts: NodeFacts, profile: Profile, verdict:
         verdict.error(f"nccl-tests printed no out-of-place busbw for {nccl_size} B")
     drop = (want - got) / want * 100
     verdict.measure(got, "GB/s", expected=f"{want:g} GB/s (baseline)",
-                    threshold=f">= {floor:.1f} GB/s (-{spec.tolerance_pct:g}%)", reference=want)
+                    threshold=Limit(round(floor, 3), ">=", "GB/s",
+                                    note=f"baseline -{spec.tolerance_pct:g}%"), reference=want)
     stale = _stale(facts, profile.reference_fingerprint())
     verdict.cite(f"size {nccl_size} B: busbw {got} GB/s out-of-place, {row.ip_busbw_gbps} "
                  f"in-place; baseline {want:g} GB/s measured with "

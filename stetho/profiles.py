@@ -8,7 +8,6 @@ naming the file and line.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +104,17 @@ class DriftSpec:
 
 
 @dataclass(frozen=True)
+class FleetSpec:
+    """How a node is compared with its peers of the same profile (stetho.checking.fleet)."""
+
+    min_peers: int = 3  # fewer nodes of the profile than this: no fleet comparison
+    busbw_z: float = -3.5  # robust z-score (0.6745 (x - median) / MAD) of an outlier
+    busbw_min_drop_pct: float = 3.0  # ...that must also be this far under the fleet median
+    #: Version drift in these fails (collectives mix code paths or hang); in others it warns.
+    blocking: tuple[str, ...] = ("driver", "cuda", "nccl", "hca_firmware")
+
+
+@dataclass(frozen=True)
 class BaselineSpec:
     """The healthy values measured on this node class, and the environment they were measured
     on (`stetho baseline record` writes it; a person reviews and commits it)."""
@@ -129,6 +139,7 @@ class Profile:
     nccl: NcclSpec
     drift: DriftSpec = field(default_factory=DriftSpec)
     baseline: BaselineSpec = field(default_factory=BaselineSpec)
+    fleet: FleetSpec = field(default_factory=FleetSpec)
 
     def reference_fingerprint(self) -> dict[str, str]:
         """What the baseline was measured on: the recorded fingerprint, else the versions the
@@ -151,19 +162,8 @@ def search_path() -> list[Path]:
 
 def find(name: str) -> Path:
     """A profile by name, or by path to a YAML file."""
-    if name.endswith((".yml", ".yaml")) or os.sep in name:
-        path = Path(name)
-        if not path.is_file():
-            raise ConfigError(f"profile file {name} does not exist")
-        return path
-    for d in search_path():
-        for ext in (".yml", ".yaml"):
-            p = d / f"{name}{ext}"
-            if p.is_file():
-                return p
-    known = sorted({p.stem for d in search_path() if d.is_dir() for p in d.glob("*.y*ml")})
-    raise ConfigError(f"unknown profile {name!r} (known: {', '.join(known) or 'none'}); "
-                      f"profiles are baselines/<name>.yml")
+    return yamlconf.find_named(name, search_path(), "profile",
+                               "profiles are baselines/<name>.yml")
 
 
 def load(name: str = DEFAULT_PROFILE) -> Profile:
@@ -194,7 +194,7 @@ def _chain(path: Path, seen: tuple[Path, ...]) -> list[yamlconf.Doc]:
     return _chain(parent_path, seen + (path.resolve(),)) + [doc]
 
 
-_SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "baseline")
+_SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "baseline", "fleet")
 _TOP = {"profile", "extends", "description", *_SECTIONS}
 
 
@@ -214,7 +214,32 @@ def _build(docs: list[yamlconf.Doc]) -> Profile:
         nccl=_nccl(top.section("nccl")),
         drift=_drift(top.section("drift")),
         baseline=_baseline(top.section("baseline")),
+        fleet=_fleet(top.section("fleet")),
     )
+
+
+#: The defaults, once: every loader below reads its fallbacks from these.
+_GPU, _HOST, _IB, _NCCL, _DRIFT, _FLEET = (GpuSpec(), HostSpec(), IbSpec(), NcclSpec(),
+                                           DriftSpec(), FleetSpec())
+
+
+def _fleet(s: yamlconf.Section) -> FleetSpec:
+    spec = FleetSpec(min_peers=s.get("min_peers", int, _FLEET.min_peers),
+                     busbw_z=s.get("busbw_z", float, _FLEET.busbw_z),
+                     busbw_min_drop_pct=s.get("busbw_min_drop_pct", float,
+                                              _FLEET.busbw_min_drop_pct),
+                     blocking=s.str_list("blocking", _FLEET.blocking))
+    if spec.min_peers < 2:
+        s.fail("min_peers must be at least 2", "min_peers")
+    if spec.busbw_z >= 0:
+        s.fail("busbw_z must be negative (how far under the median an outlier is)", "busbw_z")
+    _positive(s, "busbw_min_drop_pct", spec.busbw_min_drop_pct)
+    for comp in spec.blocking:
+        if comp not in VERSION_COMPONENTS:
+            s.fail(f"unknown version component {comp!r} (known: "
+                   f"{', '.join(VERSION_COMPONENTS)})", "blocking")
+    s.check_unknown()
+    return spec
 
 
 def _drift(s: yamlconf.Section) -> DriftSpec:
@@ -227,11 +252,15 @@ def _drift(s: yamlconf.Section) -> DriftSpec:
             out[str(k)] = v
         return out
 
+    d = _DRIFT
     spec = DriftSpec(
-        window_days=s.get("window_days", float, 7.0), min_samples=s.get("min_samples", int, 5),
-        z_bound=s.get("z_bound", float, 4.0), ks_min_samples=s.get("ks_min_samples", int, 10),
-        ks_alpha=s.get("ks_alpha", float, 0.01), trend_days=s.get("trend_days", float, 14.0),
-        horizon_days=s.get("horizon_days", float, 7.0),
+        window_days=s.get("window_days", float, d.window_days),
+        min_samples=s.get("min_samples", int, d.min_samples),
+        z_bound=s.get("z_bound", float, d.z_bound),
+        ks_min_samples=s.get("ks_min_samples", int, d.ks_min_samples),
+        ks_alpha=s.get("ks_alpha", float, d.ks_alpha),
+        trend_days=s.get("trend_days", float, d.trend_days),
+        horizon_days=s.get("horizon_days", float, d.horizon_days),
         counter_rate_max=floats("counter_rate_max_per_day"), thresholds=floats("thresholds"))
     if spec.min_samples < 2:
         s.fail("min_samples must be at least 2", "min_samples")
@@ -276,7 +305,7 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
     if s.has("clocks"):
         c = s.section("clocks")
         clocks = ClockTarget(c.require("sm_mhz", int), c.require("mem_mhz", int),
-                             c.get("tolerance_mhz", int, 15))
+                             c.get("tolerance_mhz", int, ClockTarget.tolerance_mhz))
         c.check_unknown()
     pcie = s.section("pcie")
     temp = s.section("temperature")
@@ -285,7 +314,8 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         count=s.get("count", int), model=s.get("model", str), clocks=clocks,
         pcie_gen=pcie.get("gen", int), pcie_width=pcie.get("width", int),
         nvlink_links=nvlink.get("links", int),
-        temp_warn_c=temp.get("warn_c", float, 83.0), temp_fail_c=temp.get("fail_c", float, 90.0),
+        temp_warn_c=temp.get("warn_c", float, _GPU.temp_warn_c),
+        temp_fail_c=temp.get("fail_c", float, _GPU.temp_fail_c),
         nvlink_error_max=_counter_map(nvlink, "error_max"),
         pcie_replay_max=pcie.get("replay_max", int),
     )
@@ -300,7 +330,7 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
 
 def _host(s: yamlconf.Section) -> HostSpec:
     spec = HostSpec(governor=s.get("governor", str),
-                    rotational_devices=s.str_list("rotational_devices", ("nvme*",)))
+                    rotational_devices=s.str_list("rotational_devices", _HOST.rotational_devices))
     s.check_unknown()
     return spec
 
@@ -308,10 +338,11 @@ def _host(s: yamlconf.Section) -> HostSpec:
 def _ib(s: yamlconf.Section) -> IbSpec:
     spec = IbSpec(
         ports=s.get("ports", int), rate_gbps=s.get("rate_gbps", float),
-        link_layer=s.get("link_layer", str, "InfiniBand"), state=s.get("state", str, "ACTIVE"),
-        phys_state=s.get("phys_state", str, "LinkUp"), counter_max=_counter_map(s, "counter_max"),
-        pre_fec_ber_warn=s.get("pre_fec_ber_warn", float, 1e-7),
-        pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, 1e-5),
+        link_layer=s.get("link_layer", str, _IB.link_layer), state=s.get("state", str, _IB.state),
+        phys_state=s.get("phys_state", str, _IB.phys_state),
+        counter_max=_counter_map(s, "counter_max"),
+        pre_fec_ber_warn=s.get("pre_fec_ber_warn", float, _IB.pre_fec_ber_warn),
+        pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, _IB.pre_fec_ber_fail),
     )
     s.check_unknown()
     return spec
@@ -366,9 +397,10 @@ def _nccl(s: yamlconf.Section) -> NcclSpec:
         b.check_unknown()
     spec = NcclSpec(
         run=s.get("run", bool, False), argv=s.str_list("argv"),
-        timeout_s=s.get("timeout_s", float, 600.0), saved_output=s.get("saved_output", str),
+        timeout_s=s.get("timeout_s", float, _NCCL.timeout_s),
+        saved_output=s.get("saved_output", str),
         min_size_bytes=size(s, "min_size", s.get("min_size", (str, int), "0")),
-        tolerance_pct=s.get("tolerance_pct", float, 5.0), baseline=baseline,
+        tolerance_pct=s.get("tolerance_pct", float, _NCCL.tolerance_pct), baseline=baseline,
     )
     if spec.run and not spec.argv:
         s.fail("nccl.run is true but nccl.argv is empty", "run")

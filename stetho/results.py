@@ -34,6 +34,10 @@ class Result:
     duration_s: float = 0.0
     reference: float | None = None  # the numeric baseline/expectation a gate can tighten
     override: dict[str, Any] | None = None  # set when it passes only through an override
+    #: The threshold as a number in `unit`, and how the value must compare with it to pass
+    #: ("<", "<=", ">", ">=", "=="); `threshold` is the same limit in words.
+    limit: float | None = None
+    limit_op: str | None = None
 
     @property
     def display_status(self) -> str:
@@ -54,6 +58,38 @@ class Result:
 
 
 _FIELDS = tuple(f.name for f in fields(Result))
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A threshold as a number: a value passes while `value op limit` holds (for "==",
+    within ±tolerance). Checks build it from the profile, so the number that decides is the
+    number that reaches JSON, JUnit and history."""
+
+    value: float
+    op: str
+    unit: str | None = None
+    tolerance: float | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.op not in LIMIT_OPS:
+            raise ValueError(f"limit operator {self.op!r} is not one of {', '.join(LIMIT_OPS)}")
+
+    def holds(self, value: float) -> bool:
+        if self.op == "==":
+            return abs(value - self.value) <= (self.tolerance or 0.0)
+        return {"<": value < self.value, "<=": value <= self.value, ">": value > self.value,
+                ">=": value >= self.value}[self.op]
+
+    def describe(self) -> str:
+        number = format_value(self.value, self.unit)
+        text = (f"{number} ±{format_value(self.tolerance, self.unit)}"
+                if self.op == "==" and self.tolerance else f"{self.op} {number}")
+        return f"{text} ({self.note})" if self.note else text
+
+
+LIMIT_OPS = ("<", "<=", ">", ">=", "==")
 
 
 def exit_code(results: list[Result]) -> int:

@@ -13,33 +13,40 @@ from collections import Counter
 from dataclasses import replace
 
 from stetho.checking.nodes import NodeSummary
+from stetho.profiles import FleetSpec
 from stetho.results import Result
 
-#: Fewer nodes of a profile than this and "its peers" means nothing: no fleet results.
-MIN_PEERS = 3
-#: Robust z-score (0.6745 * (x - median) / MAD) below which busbw is an outlier.
-Z_LIMIT = -3.5
-#: An outlier must also be this far under the median: a tight fleet makes a 1% wobble
-#: statistically extreme but not worth draining a node for.
-MIN_DROP = 0.03
-#: Drift in these breaks collectives or their performance; drift in the others is a warning.
-BLOCKING = ("driver", "cuda", "nccl", "hca_firmware")
+_DEFAULT = FleetSpec()
 
 
 def evaluate(summaries: list[NodeSummary]) -> list[Result]:
+    """Fleet results for every profile with enough nodes; the limits are the profile's
+    `fleet:` section (stetho.profiles.FleetSpec)."""
     by_profile: dict[str, list[NodeSummary]] = {}
     for s in summaries:
         by_profile.setdefault(s["profile"], []).append(s)
     out: list[Result] = []
     for profile, nodes in sorted(by_profile.items()):
-        if len(nodes) < MIN_PEERS:
+        spec = _spec(profile)
+        if len(nodes) < spec.min_peers:
             continue
-        out += versions(profile, nodes)
-        out += busbw(profile, nodes)
+        out += versions(profile, nodes, spec)
+        out += busbw(profile, nodes, spec)
     return out
 
 
-def versions(profile: str, nodes: list[NodeSummary]) -> list[Result]:
+def _spec(profile: str) -> FleetSpec:
+    from stetho import profiles
+    from stetho.errors import ConfigError
+
+    try:
+        return profiles.load(profile).fleet
+    except ConfigError:  # a node on a profile this controller lacks: its own checks say so
+        return _DEFAULT
+
+
+def versions(profile: str, nodes: list[NodeSummary], spec: FleetSpec = _DEFAULT
+             ) -> list[Result]:
     comps = sorted({c for n in nodes for c in n["versions"]})
     majority: dict[str, tuple[str, int]] = {}
     for comp in comps:
@@ -59,7 +66,7 @@ def versions(profile: str, nodes: list[NodeSummary]) -> list[Result]:
                               f"same versions as its {len(nodes) - 1} {profile} peers",
                               expected="the fleet majority"))
             continue
-        blocking = any(c in BLOCKING for c, *_ in diffs)
+        blocking = any(c in spec.blocking for c, *_ in diffs)
         text = "; ".join(f"{c} {mine} (peers: {value} on {count} of {len(nodes)})"
                          for c, mine, value, count in diffs)
         out.append(Result(
@@ -73,13 +80,14 @@ def versions(profile: str, nodes: list[NodeSummary]) -> list[Result]:
     return out
 
 
-def busbw(profile: str, nodes: list[NodeSummary]) -> list[Result]:
+def busbw(profile: str, nodes: list[NodeSummary], spec: FleetSpec = _DEFAULT
+          ) -> list[Result]:
     largest = Counter(max(n["busbw"], key=int) for n in nodes if n["busbw"])
     if not largest:
         return []
     size = largest.most_common(1)[0][0]  # the size most nodes ran up to
     values = {n["node"]: n["busbw"][size] for n in nodes if size in n["busbw"]}
-    if len(values) < MIN_PEERS:
+    if len(values) < spec.min_peers:
         return []
     med = statistics.median(values.values())
     mad = statistics.median(abs(v - med) for v in values.values())
@@ -88,10 +96,11 @@ def busbw(profile: str, nodes: list[NodeSummary]) -> list[Result]:
     for node, v in sorted(values.items()):
         drop = (med - v) / med if med else 0.0
         z = 0.6745 * (v - med) / mad if mad > 1e-9 * max(med, 1.0) else float("-inf")
-        outlier = z < Z_LIMIT and drop > MIN_DROP
+        min_drop = spec.busbw_min_drop_pct / 100
+        outlier = z < spec.busbw_z and drop > min_drop
         how = (f"{drop * 100:.1f}% under the median" +
                (f", robust z {z:.1f}" if z != float("-inf") else "") +
-               f" (limits: z < {Z_LIMIT}, drop > {MIN_DROP:.0%})")
+               f" (limits: z < {spec.busbw_z:g}, drop > {min_drop:.0%})")
         base = Result(node, "fleet_busbw", label, "pass",
                       f"busbw {v:g} GB/s, fleet median {med:.1f} GB/s", value=v, unit="GB/s",
                       expected=f"{med:.1f} GB/s (fleet median)",

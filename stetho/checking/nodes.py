@@ -9,7 +9,7 @@ from typing import TypedDict
 from stetho.evidence.bundle import Bundle
 from stetho.facts import metrics
 from stetho.facts.metrics import MetricRow
-from stetho.facts.node import FLEET_COMPONENTS, Expected, NodeFacts, Unavailable
+from stetho.facts.node import Expected, NodeFacts, Unavailable
 from stetho.profiles import Profile
 
 
@@ -38,14 +38,7 @@ def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
 
     Small and JSON-ready; built from facts the node checks parse anyway. Anything the node
     cannot tell is simply absent (its own checks already report why)."""
-    versions: dict[str, list[str]] = {}
-    for comp in FLEET_COMPONENTS:
-        try:
-            found, _ = facts.version(comp)
-        except Unavailable:
-            continue
-        if found:
-            versions[comp] = list(found)
+    versions = {comp: list(found) for comp, found in facts.versions().items()}
     busbw: dict[str, float] = {}
     try:
         run = facts.nccl_run()

@@ -25,7 +25,9 @@ def result(node: str, check: str, subject: str, verdict: Verdict | None,
     return Result(node=node, check=check, subject=subject, status=status, message=message,
                   value=v.value, unit=v.unit, expected=v.expected, threshold=v.threshold,
                   remediation=v.remediation, evidence=v.evidence, probe=v.probe or probe,
-                  duration_s=round(duration_s, 6), reference=v.reference)
+                  duration_s=round(duration_s, 6), reference=v.reference,
+                  limit=v.limit.value if v.limit else None,
+                  limit_op=v.limit.op if v.limit else None)
 
 
 def classify(exc: BaseException) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from stetho.checking import outcomes
+from stetho.checking.nodes import CheckNode
 from stetho.checking.session import RESULT_KEY, SUMMARY_KEY, Session
 from stetho.checking.subjects import KINDS, Subject, expand
 from stetho.checking.verdict import CheckError, Verdict
@@ -208,22 +209,25 @@ version_component = _subject_fixture("version_component")
 nccl_size = _subject_fixture("nccl_size")
 
 
+def _node_of(request: pytest.FixtureRequest, fixture: str) -> CheckNode | None:
+    p = _param(request.node)
+    if p is None:
+        raise pytest.UsageError(f"the `{fixture}` fixture needs a subject fixture (gpu, node, ...)")
+    return None if isinstance(p, Batch) else p.node
+
+
 @pytest.fixture
 def facts(request: pytest.FixtureRequest) -> NodeFacts | None:
     """The NodeFacts of the node this test runs for (None in a batch: set per subject)."""
-    p = _param(request.node)
-    if p is None:
-        raise pytest.UsageError("the `facts` fixture needs a subject fixture (gpu, node, ...)")
-    return None if isinstance(p, Batch) else p.node.facts
+    node = _node_of(request, "facts")
+    return node.facts if node else None
 
 
 @pytest.fixture
 def profile(request: pytest.FixtureRequest) -> Profile | None:
     """The profile the node is judged against (None in a batch: set per subject)."""
-    p = _param(request.node)
-    if p is None:
-        raise pytest.UsageError("the `profile` fixture needs a subject fixture (gpu, node, ...)")
-    return None if isinstance(p, Batch) else p.node.profile
+    node = _node_of(request, "profile")
+    return node.profile if node else None
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
+from stetho.results import Limit
+
 
 class CheckFailed(AssertionError):
     """The node is measurably wrong: status `fail`."""
@@ -30,12 +32,18 @@ class Verdict:
         self.evidence: str | None = None
         self.probe: str | None = None
         self.reference: float | None = None
+        self.limit: Limit | None = None
 
     def measure(self, value: object, unit: str | None = None, *, expected: object = None,
-                threshold: object = None, reference: float | None = None) -> None:
-        """`reference` is the numeric expectation (a baseline) when there is one, so a gate
-        policy can tighten the check's own threshold."""
-        self.value, self.unit, self.expected, self.threshold = value, unit, expected, threshold
+                threshold: Limit | str | None = None, reference: float | None = None) -> None:
+        """`threshold` is a Limit (a number, with how the value must compare) wherever the
+        check decides by one, else words; `reference` is the numeric expectation (a
+        baseline) when there is one, so a gate policy can tighten the check's own threshold."""
+        self.value, self.unit, self.expected = value, unit, expected
+        if isinstance(threshold, Limit):
+            self.limit, self.threshold = threshold, threshold.describe()
+        else:
+            self.limit, self.threshold = None, threshold
         self.reference = reference
 
     def cite(self, excerpt: str, probe: str) -> None:

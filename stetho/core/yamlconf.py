@@ -6,6 +6,7 @@ item. `Section` walks it with typed getters that raise ConfigError("file:line: .
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -183,3 +184,22 @@ def _kind_name(kinds: tuple[type, ...]) -> str:
     names = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
              list: "a list", dict: "a mapping"}
     return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def find_named(name: str, dirs: list[Path], what: str, hint: str = "") -> Path:
+    """A YAML file by path (`x.yml`, `dir/x`), or by name in the first folder of `dirs` that
+    has `<name>.yml` (or `.yaml`): site folders come before the shipped one. An unknown name
+    is a ConfigError listing the known ones."""
+    if name.endswith((".yml", ".yaml")) or os.sep in name:
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"{what} file {name} does not exist")
+        return path
+    for d in dirs:
+        for ext in (".yml", ".yaml"):
+            p = d / f"{name}{ext}"
+            if p.is_file():
+                return p
+    known = sorted({p.stem for d in dirs if d.is_dir() for p in d.glob("*.y*ml")})
+    raise ConfigError(f"unknown {what} {name!r} (known: {', '.join(known) or 'none'})"
+                      + (f"; {hint}" if hint else ""))

@@ -297,6 +297,19 @@ class NodeFacts:
         versions can coexist), and the probe they came from."""
         return self.parsed(f"version:{component}", lambda: self._version(component))
 
+    def versions(self) -> dict[str, tuple[str, ...]]:
+        """Every fleet component's versions the node can tell (unknown ones left out: the
+        version checks report why)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for comp in FLEET_COMPONENTS:
+            try:
+                found, _ = self.version(comp)
+            except Unavailable:
+                continue
+            if found:
+                out[comp] = found
+        return out
+
     def _version(self, component: str) -> tuple[tuple[str, ...], str]:
         from stetho.parsers import versions
 
@@ -343,14 +356,7 @@ def fingerprint(facts: NodeFacts) -> dict[str, str]:
     topology of GPUs and HCAs (slot addresses and link capabilities)."""
     import hashlib
 
-    fp: dict[str, str] = {}
-    for comp in FLEET_COMPONENTS:
-        try:
-            found, _ = facts.version(comp)
-        except Unavailable:
-            continue
-        if found:
-            fp[comp] = ", ".join(found)
+    fp = {comp: ", ".join(found) for comp, found in facts.versions().items()}
     try:
         models = sorted({g.product_name for g in facts.gpus() if g.product_name})
         if models:

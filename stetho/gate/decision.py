@@ -74,10 +74,22 @@ def _tighten(policy: GatePolicy, r: Result) -> Result:
     for t in rules:
         why = _violates(t, float(r.value), r.reference)
         if why:
+            limit, op = _limit(t, r.reference)
             return replace(r, status="fail",
                            message=f"{policy.name} policy: {why} (check said: {r.message})",
-                           threshold=_describe(t))
+                           threshold=_describe(t), limit=limit, limit_op=op)
     return r
+
+
+def _limit(t: Tighten, reference: float | None) -> tuple[float | None, str | None]:
+    """The policy's own limit as a number, in the result's unit, when it is one number."""
+    if t.max is not None and t.min is None:
+        return t.max, "<="
+    if t.min is not None and t.max is None:
+        return t.min, ">="
+    if t.max_drop_pct is not None and reference and t.max is None and t.min is None:
+        return round(reference * (1 - t.max_drop_pct / 100), 6), ">="
+    return None, None
 
 
 def _violates(t: Tighten, value: float, reference: float | None) -> str | None:

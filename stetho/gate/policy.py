@@ -7,7 +7,6 @@ applies it. A malformed policy raises ConfigError naming the file and line.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,17 +59,7 @@ def search_path() -> list[Path]:
 
 
 def find(name: str) -> Path:
-    if name.endswith((".yml", ".yaml")) or os.sep in name:
-        path = Path(name)
-        if not path.is_file():
-            raise ConfigError(f"gate policy file {name} does not exist")
-        return path
-    for d in search_path():
-        for ext in (".yml", ".yaml"):
-            if (d / f"{name}{ext}").is_file():
-                return d / f"{name}{ext}"
-    known = sorted({p.stem for d in search_path() if d.is_dir() for p in d.glob("*.y*ml")})
-    raise ConfigError(f"unknown gate policy {name!r} (known: {', '.join(known) or 'none'})")
+    return yamlconf.find_named(name, search_path(), "gate policy")
 
 
 _KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on", "tighten",

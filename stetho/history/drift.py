@@ -198,6 +198,9 @@ def _trends(node: str, spec: DriftSpec, profile: Profile, cur: list[Current],
 def _threshold(profile: Profile, spec: DriftSpec, metric: str) -> float | None:
     if metric in spec.thresholds:
         return spec.thresholds[metric]
+    # The static limits the checks fail at are the trends' thresholds too: one number each.
     if metric in profile.ib.counter_max:
         return float(profile.ib.counter_max[metric])
+    if metric == "pre_fec_ber":
+        return profile.ib.pre_fec_ber_fail
     return None

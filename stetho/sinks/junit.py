@@ -70,7 +70,8 @@ def _props(r: Result) -> dict[str, str]:
     if r.override:
         for k in ("id", "approver", "reason", "expires_at"):
             props[f"override_{k}"] = str(r.override.get(k, ""))
-    for key in ("value", "unit", "expected", "threshold", "remediation", "probe"):
+    for key in ("value", "unit", "expected", "threshold", "limit", "limit_op", "reference",
+                "remediation", "probe"):
         v = getattr(r, key)
         if v is not None:
             props[key] = str(v)
