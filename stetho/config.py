@@ -69,6 +69,8 @@ class Config:
     path: str = os.defpath
     #: Show tracebacks on internal errors (STETHO_DEBUG).
     debug: bool = False
+    #: Who runs stetho, where a name is printed (STETHO_USER, else the login name).
+    user: str | None = None
     #: The files this configuration was read from, in order.
     files: tuple[Path, ...] = ()
 
@@ -92,6 +94,7 @@ ENVIRONMENT = {
     "STETHO_GIT_AUTHOR": "git_author", "STETHO_WEBHOOK_URL": "webhook_url",
     "STETHO_WEBHOOK_FORMAT": "webhook_format", "STETHO_PROBE_TIMEOUT": "probe_timeout",
     "STETHO_SYSROOT": "sysroot", "PATH": "path", "STETHO_DEBUG": "debug",
+    "STETHO_USER": "user",
 }
 _FIELDS = {f.name for f in fields(Config)} - {"files"}
 _PATHS = {"db", "cache", "spool", "venvs", "notify_state"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import getpass
 import importlib
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -67,7 +66,9 @@ def _who(given: str | None, option: str) -> str:
     """An explicit name, else $STETHO_USER, else the login name."""
     if given:
         return given
-    env = os.environ.get("STETHO_USER")
+    from stetho import config
+
+    env = config.active().user
     if env:
         return env
     try:

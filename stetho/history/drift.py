@@ -26,6 +26,7 @@ from typing import Any
 
 from stetho.facts import metrics as M
 from stetho.history import stats
+from stetho.history.ks import ks_2samp
 from stetho.history.store import History
 from stetho.profiles import DriftSpec, Profile
 from stetho.results import Result
@@ -123,7 +124,7 @@ def _shifts(node: str, spec: DriftSpec, cur: list[Current], past: dict[Any, list
         if len(ref) + 1 >= spec.ks_min_samples:
             series = ref + [c.value]
             k = max(3, len(series) // 3)
-            ks = stats.ks_2samp(series[-k:], series[:-k])
+            ks = ks_2samp(series[-k:], series[:-k])
         beyond_z = z is not None and abs(z) > spec.z_bound
         beyond_ks = ks is not None and ks.pvalue < spec.ks_alpha
         if beyond_z or beyond_ks:

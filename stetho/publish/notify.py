@@ -7,7 +7,7 @@ hung in DNS, answers 500 or 400, the state file is locked or corrupt) `Notifier.
 exactly as one that does not.
 
 The webhook URL is a secret: Slack, Teams and Discord webhooks carry their token in the path or
-query, so whoever reads the URL can post to the channel. It is kept in a `_Secret` whose repr is
+query, so whoever reads the URL can post to the channel. It is kept in a `Secret` whose repr is
 "<webhook>", and every error string and log line this module produces or lets through (including
 requests' and urllib3's texts, which quote the path and query) has each part of the URL replaced
 by "<webhook>".
@@ -37,63 +37,42 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, Literal
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import requests
 
+from stetho.publish.alerts import (
+    FORMATS,
+    SLACK_SECTION_MAX,
+    Alert,
+    iso,
+    render,
+    slack_escape,
+)
+from stetho.publish.redact import REDACTED, Redactor, Secret, error_text, redacted_logs
+
+__all__ = ["LIMIT", "REDACTED", "SLACK_SECTION_MAX", "WINDOW_S", "Alert", "Delivery",
+           "Notifier", "Redactor", "notify_all", "render", "slack_escape", "webhook_url"]
+
 log = logging.getLogger(__name__)
 
-Severity = Literal["critical", "warning"]
 Format = Literal["generic", "slack"]
 
-SEVERITIES: tuple[str, ...] = ("critical", "warning")
-FORMATS: tuple[str, ...] = ("generic", "slack")
 
 ENV_URL = "STETHO_WEBHOOK_URL"
 ENV_FORMAT = "STETHO_WEBHOOK_FORMAT"
 ENV_STATE = "STETHO_NOTIFY_STATE"
 
-REDACTED = "<webhook>"
 LIMIT = 3
 WINDOW_S = 24 * 3600.0
-#: Slack refuses section text over 3000 characters; keep well inside it.
-SLACK_SECTION_MAX = 2900
 #: The longest single backoff, whatever the attempt number or Retry-After asks for.
 MAX_BACKOFF_S = 30.0
-#: Loggers whose records quote request URLs (urllib3 logs "POST /path?query" at DEBUG).
-_HTTP_LOGGERS = ("urllib3", "urllib3.connectionpool", "urllib3.connection",
-                 "urllib3.util.retry", "urllib3.response", "requests")
-
-
-@dataclass(frozen=True)
-class Alert:
-    """One thing worth telling a human about a node. `cause` is the rate-limit key together
-    with `node`: use a stable identifier (check name, fault class), not free text, or every
-    variation counts as a new cause and the limit does nothing."""
-
-    node: str
-    cause: str
-    title: str
-    summary: str
-    severity: Severity = "warning"
-    report: str | None = None  # a link or path to the diagnosis report
-    run: str | None = None
-
-    def __post_init__(self) -> None:
-        # Statically enforced by the Literal; checked here too so a typo fails in tests, at
-        # construction, rather than rendering an unknown colour in a channel.
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"alert severity must be one of {SEVERITIES}, not {self.severity!r}")
 
 
 @dataclass(frozen=True)
@@ -133,193 +112,6 @@ def default_state_path() -> Path:
     from stetho import config
 
     return config.active().notify_state
-
-
-# -- the secret ------------------------------------------------------------------------------
-
-class _Secret:
-    """The webhook URL, which must not leak through repr, str or formatting. `reveal()` is
-    the only way to the value, and is called only to POST."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return REDACTED
-
-    __str__ = __repr__
-
-    def __format__(self, spec: str) -> str:
-        return REDACTED
-
-    def __reduce__(self) -> Any:
-        raise TypeError("the webhook URL is a secret and is not pickled")
-
-
-class Redactor:
-    """Replaces every recognisable piece of a URL in a text by "<webhook>".
-
-    requests' errors quote the path and query without scheme or host ("Max retries exceeded
-    with url: /services/T0/B0/XXXX"), some quote the URL as given, and anything may quote it
-    percent-encoded or decoded; so the pieces removed are the URL itself in those spellings,
-    its path and query together and apart, the userinfo, and each path segment, query value and
-    other run between URL delimiters long enough to be a token (short ones like "api" are not
-    secrets, and removing them would mangle ordinary words in the message)."""
-
-    MIN_TOKEN = 6
-
-    def __init__(self, url: str) -> None:
-        pieces: set[str] = set()
-        for u in {url, unquote(url), quote(url, safe=":/?&=%@+,;")}:
-            pieces.add(u)
-            # Token-like runs between URL delimiters, even where the URL does not parse.
-            pieces.update(re.split(r"[/?&=#@:;,\[\]]", u))
-            try:
-                parts = urlsplit(u)
-            except ValueError:
-                continue
-            path_query = parts.path + ("?" + parts.query if parts.query else "")
-            pieces.update({path_query, parts.path, parts.query, parts.netloc + path_query})
-            if "@" in parts.netloc:
-                pieces.add(parts.netloc.rsplit("@", 1)[0])
-            for segment in parts.path.split("/"):
-                pieces.add(segment)
-            for key, value in parse_qsl(parts.query, keep_blank_values=True):
-                pieces.update({value, f"{key}={value}"})
-        self._pieces = sorted((p for p in pieces if len(p) >= self.MIN_TOKEN),
-                              key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for piece in self._pieces:
-            if piece in text:
-                text = text.replace(piece, REDACTED)
-        return text
-
-    def __repr__(self) -> str:
-        return "Redactor(<webhook>)"
-
-
-class _RedactingFilter(logging.Filter):
-    """Rewrites log records of the HTTP libraries that quote the URL (urllib3 logs the request
-    line at DEBUG) while a send is in flight."""
-
-    def __init__(self, redact: Redactor) -> None:
-        super().__init__()
-        self.redact = redact
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is the logging module's problem, not ours
-            return True
-        clean = self.redact(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        return True
-
-
-@contextmanager
-def _redacted_logs(redact: Redactor) -> Iterator[None]:
-    flt = _RedactingFilter(redact)
-    loggers = [logging.getLogger(name) for name in _HTTP_LOGGERS]
-    for lg in loggers:
-        lg.addFilter(flt)
-    try:
-        yield
-    finally:
-        for lg in loggers:
-            lg.removeFilter(flt)
-
-
-def _error_text(exc: BaseException, redact: Redactor) -> str:
-    return redact(f"{type(exc).__name__}: {exc}")
-
-
-# -- payloads --------------------------------------------------------------------------------
-
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds").replace(
-        "+00:00", "Z")
-
-
-def _human(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def slack_escape(text: str) -> str:
-    """Slack's three control characters in message text: &, <, > (in that order, so the & of
-    an escape is not escaped again)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: max(0, n - 1)] + "…"
-
-
-def _slack_report(report: str | None) -> str:
-    if not report:
-        return ""
-    if report.startswith(("http://", "https://")) and "|" not in report:
-        return f"<{slack_escape(report)}|Diagnosis report>"
-    return f"Report: `{slack_escape(report)}`"
-
-
-def render(alert: Alert, fmt: str, silenced: bool = False, *, now: float | None = None,
-           until: float | None = None) -> dict[str, Any]:
-    """The JSON body for `alert` in format `fmt` ("generic" or "slack"). `silenced` renders the
-    one notice that further alerts for this node and cause are held back until `until`."""
-    when = time.time() if now is None else now
-    if fmt == "generic":
-        return {
-            "source": "stetho", "node": alert.node, "cause": alert.cause,
-            "title": alert.title, "summary": alert.summary, "severity": alert.severity,
-            "report": alert.report, "run": alert.run, "silenced": silenced,
-            "time": _iso(when),
-        } | ({"silenced_until": _iso(until) if until is not None else None}
-             if silenced else {})
-    if fmt == "slack":
-        return _render_slack(alert, silenced, when, until)
-    raise ValueError(f"unknown webhook format {fmt!r}; expected one of {FORMATS}")
-
-
-def _render_slack(alert: Alert, silenced: bool, when: float,
-                  until: float | None) -> dict[str, Any]:
-    e = slack_escape
-    node, cause, title = e(alert.node), e(alert.cause), e(alert.title)
-    report = _slack_report(alert.report)
-    if silenced:
-        horizon = _human(until) if until is not None else "the 24 h window ends"
-        text = (f"stetho: further alerts for {node} / {cause} are silenced until {horizon}"
-                f" (latest: {title})")
-        body = (f":mute: *Further alerts for `{node}` / `{cause}` are silenced until "
-                f"{horizon}.*\nLatest: *{title}*")
-    else:
-        icon = ":red_circle:" if alert.severity == "critical" else ":warning:"
-        text = f"stetho {alert.severity.upper()}: {node}: {title}"
-        head = (f"{icon} *{alert.severity.upper()}* *{title}*\n"
-                f"*Node:* `{node}`  *Cause:* `{cause}`")
-        tail = "\n".join(x for x in (
-            f"*Run:* `{e(alert.run)}`" if alert.run else "", report) if x)
-        room = SLACK_SECTION_MAX - len(head) - len(tail) - 2
-        summary = _clip(e(alert.summary), max(0, room))
-        body = "\n".join(x for x in (head, summary, tail) if x)
-        report = ""  # already in the body
-    if report:
-        body = f"{body}\n{report}"
-    body = _clip(body, SLACK_SECTION_MAX)
-    return {
-        "text": _clip(text, SLACK_SECTION_MAX),
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": body}},
-            {"type": "context", "elements": [
-                {"type": "mrkdwn", "text": f"stetho · {_iso(when)}"}]},
-        ],
-    }
 
 
 # -- the rate limit --------------------------------------------------------------------------
@@ -434,7 +226,7 @@ class Notifier:
                  window_s: float = WINDOW_S, lock_timeout_s: float = 10.0) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"unknown webhook format {fmt!r}; expected one of {FORMATS}")
-        self._url = _Secret(url) if url else None
+        self._url = Secret(url) if url else None
         self._redact = Redactor(url) if url else Redactor("")
         self.fmt = fmt
         self.state_path = Path(state_path) if state_path is not None else default_state_path()
@@ -460,10 +252,10 @@ class Notifier:
         if self._url is None:
             return NOTHING
         try:
-            with _redacted_logs(self._redact):
+            with redacted_logs(self._redact):
                 return self._send(alert, self._url, deadline)
         except Exception as exc:  # the contract: alerting never changes a gate decision
-            error = _error_text(exc, self._redact)
+            error = error_text(exc, self._redact)
             log.warning("alert for %s/%s not delivered: %s", alert.node, alert.cause, error)
             return Delivery(sent=False, error=error)
 
@@ -480,14 +272,14 @@ class Notifier:
                         "process", self.state_path, self._redact(f"{type(exc).__name__}: {exc}"))
             return self._memory.decide(alert.node, alert.cause, now)
 
-    def _send(self, alert: Alert, url: _Secret, deadline: float | None) -> Delivery:
+    def _send(self, alert: Alert, url: Secret, deadline: float | None) -> Delivery:
         if self._remaining(deadline) <= 0:
             return Delivery(sent=False, error="notify deadline passed before sending")
         now = self.clock()
         decision, until = self._decide(alert, now, deadline)
         if decision == "suppress":
             log.debug("alert for %s/%s suppressed: silenced until %s", alert.node,
-                      alert.cause, _iso(until) if until is not None else "?")
+                      alert.cause, iso(until) if until is not None else "?")
             return Delivery(sent=False, suppressed=True)
         silenced = decision == "silence"
         payload = render(alert, self.fmt, silenced, now=now, until=until)
@@ -508,7 +300,7 @@ class Notifier:
             wait = max(wait, retry_after)
         return min(wait, MAX_BACKOFF_S)
 
-    def _post(self, url: _Secret, payload: dict[str, Any], silenced: bool,
+    def _post(self, url: Secret, payload: dict[str, Any], silenced: bool,
               deadline: float | None) -> Delivery:
         attempts, status, error = 0, None, "not attempted"
         while True:
@@ -525,9 +317,9 @@ class Notifier:
                     headers={"User-Agent": "stetho"})
             except (requests.ConnectionError, requests.Timeout,
                     requests.exceptions.ChunkedEncodingError) as exc:
-                error, retry = _error_text(exc, self._redact), True
+                error, retry = error_text(exc, self._redact), True
             except requests.RequestException as exc:  # bad URL, bad schema: retrying won't help
-                error, retry = _error_text(exc, self._redact), False
+                error, retry = error_text(exc, self._redact), False
             else:
                 status = response.status_code
                 if 200 <= status < 300:
