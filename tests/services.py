@@ -210,7 +210,7 @@ def png_rows(path: Path, max_rows: int | None = None) -> tuple[int, int, list[by
         ftype, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
         i += 1 + stride
         if ftype == 2:
-            line = bytearray((x + y) & 0xFF for x, y in zip(line, prev))
+            line = bytearray((x + y) & 0xFF for x, y in zip(line, prev, strict=True))
         elif ftype in (1, 3, 4):
             for x in range(stride):
                 a = line[x - bpp] if x >= bpp else 0

@@ -22,7 +22,6 @@ files both carry ("collected before with the same name and label values").
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tempfile
@@ -127,33 +126,47 @@ def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def number(value: Any) -> float | None:
-    """A measured value as a float, or None when it is not a number (N/A stays unknown)."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
+def number(value: Any) -> float | int | None:
+    """A measured value as a number, or None when it is not one (N/A stays unknown)."""
+    t = type(value)
+    if t is int or t is float:
+        return value  # type: ignore[no-any-return]
+    if t is bool:
+        return int(value)
+    if isinstance(value, (int, float)):  # subclasses, e.g. numpy.float64
         return float(value)
     return None
 
 
-def _fmt(x: float) -> str:
+_INF = float("inf")
+
+
+def _fmt(x: float | int) -> str:
+    """A sample value: ints as ints, floats as the shortest text that reads back the same."""
+    if type(x) is int:
+        return str(x)
     if x != x:
         return "NaN"
-    if math.isinf(x):
+    if x == _INF or x == -_INF:
         return "+Inf" if x > 0 else "-Inf"
-    if x.is_integer() and abs(x) < 1e15:
+    if float(x).is_integer() and -1e15 < x < 1e15:
         return str(int(x))
-    return f"{x:.15g}"
+    return f"{x:.15g}"  # 15 digits: 321.3 GB/s * 1e9 reads 321300000000, not ...99994
 
 
-def number_in(value: Any, unit: Unit) -> float | None:
+def number_in(value: Any, unit: Unit) -> float | int | None:
     """A numeric expectation or threshold: a number, or text that holds one number in the
     value's own unit (else None: '±15 MHz' or 'SymbolErrorCounter<=10' are not one number)."""
     n = number(value)
-    if n is not None or not isinstance(value, str):
+    if n is not None or type(value) is not str:
         return n
-    m = _NUMBER_TEXT.fullmatch(value)
-    if m is None or (m.group(2) and m.group(2) != unit.physical):
+    return _number_text(value, unit.physical)
+
+
+@lru_cache(maxsize=16384)
+def _number_text(text: str, physical: str) -> float | None:
+    m = _NUMBER_TEXT.fullmatch(text)
+    if m is None or (m.group(2) and m.group(2) != physical):
         return None
     return float(m.group(1))
 
@@ -186,15 +199,17 @@ def render(results: Iterable[Result], *, run_id: str, started_at: float | dateti
             continue
         u = unit_of(r.unit)
         labels = f'{base},metric="{u.metric}",unit="{u.label}"'
-        value_lines.append(f"stetho_check_value{{{labels}}} {_fmt(v * u.scale)}")
+        scale = u.scale
+        value_lines.append(
+            f"stetho_check_value{{{labels}}} {_fmt(v if scale == 1.0 else v * scale)}")
         for kind, raw in (("reference", r.reference), ("expected", r.expected),
                           ("threshold", r.threshold)):
             if raw is None:
                 continue
             t = number_in(raw, u)
             if t is not None:
-                limit_lines.append(
-                    f'stetho_check_threshold{{{labels},kind="{kind}"}} {_fmt(t * u.scale)}')
+                limit_lines.append(f'stetho_check_threshold{{{labels},kind="{kind}"}} '
+                                   f"{_fmt(t if scale == 1.0 else t * scale)}")
     run = [f"stetho_run_timestamp_seconds{{{cmd}}} {_fmt(_started(started_at))}"]
     took = [f"stetho_run_duration_seconds{{{cmd}}} {_fmt(float(duration_s))}"]
     info = [f'stetho_build_info{{{cmd},version="{escape(__version__)}"}} 1']

@@ -75,8 +75,10 @@ def _worst(statuses: Iterable[str]) -> str:
 
 
 def _href(path: str) -> str:
-    """A relative link that stays a relative link (no scheme survives quoting ':')."""
-    return _e(quote(path, safe="/#"))
+    """A relative link that stays a relative link: no scheme survives quoting ':', and a
+    leading '/' (absolute or protocol-relative '//host') is made relative with './'."""
+    link = quote(path, safe="/#")
+    return _e("./" + link if link.startswith("/") else link)
 
 
 _CSS = """
