@@ -155,3 +155,14 @@ def test_chromium_shows_the_failing_node_in_the_fail_colour(results, tmp_path):
     assert _long_runs(calm, FAIL_RGB, 13) == 0
     assert services.colour_count(calm, tuple(int(runpage.COLOURS["pass"][i:i + 2], 16)
                                              for i in (1, 3, 5))) > 1000
+
+
+def test_reports_are_linked_relative_to_the_run_folder(tmp_path, results):
+    run = tmp_path / "runs" / "r1"
+    paths = {"node02": run / "reports" / "node02" / "diagnosis-report.md"}
+    links = runpage.relative_reports(paths, run)
+    assert links == {"node02": "reports/node02/diagnosis-report.md"}
+    run.mkdir(parents=True)
+    page = runpage.write(run, runpage.render(results, title="r1", reports=links))
+    assert page == run / "index.html" and [p.name for p in run.iterdir()] == ["index.html"]
+    assert Page(page.read_text()).find("a", href="reports/node02/diagnosis-report.md")

@@ -12,9 +12,11 @@ link.
 from __future__ import annotations
 
 import html
+import os
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote
 
 from stetho.results import SEVERITY, Result, counts, format_value
@@ -230,3 +232,17 @@ def _chart(b: Busbw) -> list[str]:
                    f"<title>-{b.tolerance_pct:g}%: {floor:g} {_e(b.unit)}</title></line>")
     out.append("</svg></div>")
     return out
+
+
+def relative_reports(paths: Mapping[str, str | os.PathLike[str]], folder: str |
+                     os.PathLike[str]) -> dict[str, str]:
+    """node -> report path relative to the run folder that holds index.html (what `render`
+    links), from the paths `stetho.diagnosis.runs.diagnose_results` wrote."""
+    return {node: Path(os.path.relpath(p, folder)).as_posix() for node, p in paths.items()}
+
+
+def write(folder: str | os.PathLike[str], text: str) -> Path:
+    """Write `folder/index.html` atomically (a reader never sees half a page)."""
+    from stetho.sinks.prometheus import write as atomic_write
+
+    return atomic_write(Path(folder) / "index.html", text)
