@@ -30,6 +30,7 @@ COMMANDS = {
     "kb": "stetho.cli.kb:kb",
     "override": "stetho.cli.override:override",
     "sim": "stetho.cli.sim:sim",
+    "export": "stetho.cli.export:export",
 }
 
 
