@@ -58,7 +58,10 @@ def output_type(parser: str) -> type:
     typed result)."""
     module = parser_module(parser)
     fn = getattr(module, "parse", None)
-    out = typing.get_type_hints(fn).get("return") if callable(fn) else None
+    try:
+        out = typing.get_type_hints(fn).get("return") if callable(fn) else None
+    except (NameError, TypeError):  # annotations that do not resolve at run time
+        out = None
     if not (isinstance(out, type) and is_dataclass(out)):
         raise TypeError(f"parser {parser!r} has no parse(text) returning one typed result")
     return out
