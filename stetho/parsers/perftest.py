@@ -213,7 +213,7 @@ def _parse(data: str) -> PerftestRun:
             in_banner = title is not None and not settings and not columns
             in_table = False
             continue
-        if m := _TITLE.match(raw):
+        if line.endswith("Test") and (m := _TITLE.match(raw)):
             if title is not None:
                 raise ParseError(TOOL, f"more than one perftest run in one text: {line!r}")
             title = m.group(1)
