@@ -186,12 +186,17 @@ def start(folder: Path) -> Testbed:
         while time.monotonic() < deadline:
             ping = _run([scontrol, "ping"], full_env, folder, timeout=10)
             show = _run([scontrol, "show", "node", "-o", "gpu01"], full_env, folder, timeout=10)
-            last = ping.stdout + ping.stderr + show.stdout + show.stderr
-            if ping.returncode == 0 and "UP" in ping.stdout and "NodeName=gpu01" in show.stdout:
+            # The live node must have registered (its slurmd answered): until then it reads
+            # UNKNOWN, a drain makes it UNKNOWN+DRAIN, and RESUME from that is refused.
+            live = _run([scontrol, "show", "node", "-o", hostname], full_env, folder, timeout=10)
+            last = ping.stdout + ping.stderr + show.stdout + show.stderr + live.stdout
+            registered = "State=" in live.stdout and "State=UNKNOWN" not in live.stdout
+            if (ping.returncode == 0 and "UP" in ping.stdout and "NodeName=gpu01" in show.stdout
+                    and registered):
                 return Testbed(folder, env, hostname, time.monotonic() - t0, pids)
             time.sleep(0.2)
-        raise TestbedError(f"slurmctld did not answer `scontrol ping` within "
-                           f"{START_TIMEOUT_S}s: {last}\n{logs(folder)}")
+        raise TestbedError(f"slurmctld did not answer `scontrol ping`, or the live node did not "
+                           f"register, within {START_TIMEOUT_S}s: {last}\n{logs(folder)}")
     except BaseException:
         _stop_pids(folder, pids)
         raise

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
+from typing import TypeVar
 
 from stetho.parsers import ParseError
+
+T = TypeVar("T")
 
 _NA = {"n/a", "na", "", "[n/a]", "not available", "unknown error", "[unknown error]"}
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/()\s.]*)$")
@@ -20,6 +24,13 @@ def is_na(text: str | None) -> bool:
         return True
     t = text.strip().lower()
     return t in _NA or t.startswith(("requested functionality", "not supported"))
+
+
+def is_deprecated(text: str | None) -> bool:
+    """True for nvidia-smi's 'Requested functionality has been deprecated' (NVML's
+    NVML_ERROR_DEPRECATED): unknown like N/A, but known to be gone on this driver for good."""
+    return text is not None and text.strip().lower().startswith(
+        ("requested functionality has been deprecated", "[requested functionality has been"))
 
 
 @lru_cache(maxsize=8192)
@@ -55,3 +66,26 @@ def require_text(tool: str, data: str | bytes) -> str:
     if "\x00" in data:
         raise ParseError(tool, "binary input (NUL bytes), not text")
     return data
+
+
+#: What a parser's own code can raise on input it did not foresee; `guarded` turns each into a
+#: ParseError so that no parser lets anything else escape.
+UNEXPECTED: tuple[type[Exception], ...] = (
+    ValueError, KeyError, IndexError, AttributeError, TypeError, RecursionError,
+)
+
+
+def guarded(tool: str, data: str | bytes, parse: Callable[[str], T],
+            prefix: str = "unexpected content: ") -> T:
+    """Decode and screen `data` (require_text), then run `parse` on the text.
+
+    The one wrapper every text parser shares: a ParseError passes through unchanged, and any
+    of UNEXPECTED becomes a ParseError for `tool` whose reason is `prefix` + the exception text.
+    """
+    text = require_text(tool, data)
+    try:
+        return parse(text)
+    except ParseError:
+        raise
+    except UNEXPECTED as exc:
+        raise ParseError(tool, f"{prefix}{exc}") from None

@@ -3,7 +3,9 @@
 `nvidia-smi -q -x` (XML) and `nvidia-smi -q` (text) carry the same facts under different names
 and across several driver generations. Both parsers return these frozen dataclasses, so a check
 never cares which format a node produced, and the simulator can render one from the other. Every
-field is None where the output says N/A, leaves it out, or was elided.
+field is None where the output says N/A, leaves it out, or was elided; a value the driver printed
+as "Requested functionality has been deprecated" is None too, and its field is named in
+`Gpu.deprecated`, so a check can tell "gone on this driver" from "unknown".
 
 The small value helpers at the bottom are shared by both parsers; they raise ValueError, which
 the parsers turn into `ParseError`.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 
-from stetho.parsers._text import is_na
+from stetho.parsers._text import is_deprecated, is_na
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,20 @@ class ClockEventReasons:
     def active(self) -> tuple[str, ...]:
         """Names of the reasons reported Active, in nvidia-smi's order."""
         return tuple(f.name for f in fields(self) if getattr(self, f.name) is True)
+
+
+@dataclass(frozen=True)
+class ClockEventCounters:
+    """Microseconds the clocks have spent held back by each reason since the driver loaded
+    ('Clocks Event Reasons Counters', printed by 550+ drivers). Unlike the Active/Not Active
+    reasons, which say what holds the clocks back at this instant, these accumulate: a growing
+    HW slowdown count between two samples is throttling that happened while nobody looked."""
+
+    sw_power_cap_us: int | None = None
+    sync_boost_us: int | None = None
+    sw_thermal_slowdown_us: int | None = None
+    hw_thermal_slowdown_us: int | None = None
+    hw_power_brake_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,21 @@ class Gpu:
     remapped_rows: RemappedRows | None = None
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # Reported by newer drivers; None where N/A, missing (older DTDs) or deprecated.
+    performance_state: str | None = None  # "P0" (full speed) .. "P8"/"P12" (idle)
+    max_graphics_mhz: int | None = None
+    max_customer_boost_graphics_mhz: int | None = None
+    deferred_mem_mhz: int | None = None
+    auto_boost: bool | None = None  # clock_policy: On/Off; N/A on data-centre GPUs
+    auto_boost_default: bool | None = None
+    clock_event_counters: ClockEventCounters = field(default_factory=ClockEventCounters)
+    deprecated: frozenset[str] = frozenset()  # Gpu field names printed as deprecated
+
+    @property
+    def app_clocks_deprecated(self) -> bool:
+        """The driver no longer reports application clocks (NVML deprecated them in CUDA 13.0
+        drivers; nvidia-smi prints 'Requested functionality has been deprecated')."""
+        return {"app_graphics_mhz", "app_mem_mhz"} <= self.deprecated
 
 
 @dataclass(frozen=True)
@@ -160,6 +191,25 @@ def bus_id(text: str) -> str:
         raise ValueError(f"not a PCI bus id: {text!r}")
     domain, bus, dev, fn = m.groups()
     return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(dev, 16):02X}.{fn}"
+
+
+def on_off(text: str | None) -> bool | None:
+    """clock_policy's 'On'/'Off' -> bool; N/A (and deprecated) -> None; else ValueError."""
+    t = unbracket(text)
+    if is_na(t):
+        return None
+    assert t is not None
+    word = t.lower()
+    if word in ("on", "enabled"):
+        return True
+    if word in ("off", "disabled"):
+        return False
+    raise ValueError(f"not an On/Off value: {text!r}")
+
+
+def deprecated_fields(values: dict[str, str | None]) -> frozenset[str]:
+    """The names among {field: raw text} whose text is nvidia-smi's deprecation sentence."""
+    return frozenset(name for name, text in values.items() if is_deprecated(text))
 
 
 def total(*parts: int | None) -> int | None:

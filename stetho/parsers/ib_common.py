@@ -48,6 +48,16 @@ PACKET_COUNTERS: tuple[tuple[str, str], ...] = (
     ("PortMulticastRcvPkts", "multicast_rcv_packets"),
 )
 
+#: `perfquery -E` (PortRcvErrorDetails): what made PortRcvErrors count, by perfquery name.
+RCV_ERROR_DETAILS: tuple[str, ...] = (
+    "PortLocalPhysicalErrors",
+    "PortMalformedPktErrors",
+    "PortBufferOverrunErrors",
+    "PortDLIDMappingErrors",
+    "PortVLMappingErrors",
+    "PortLoopingErrors",
+)
+
 #: The perfquery names of the error counters, in COUNTERS order.
 ERROR_COUNTER_NAMES: tuple[str, ...] = tuple(p for p, _ in COUNTERS)
 
@@ -226,6 +236,84 @@ class IbPort:
     def errors(self) -> dict[str, int]:
         """The COUNTERS error counters present on this port, by perfquery name."""
         return {n: self.counters[n] for n in ERROR_COUNTER_NAMES if n in self.counters}
+
+
+@dataclass(frozen=True)
+class IbDevice:
+    """One RDMA device (HCA) and its ports, from /sys/class/infiniband or from ibstat. Absent
+    values read as None (hfi1 has no hca_type; ibstat prints no board id). `source` says which
+    ("sysfs" or "ibstat"), so a check can name where a firmware version or a state came from."""
+
+    name: str
+    fw_ver: str | None
+    hca_type: str | None
+    board_id: str | None
+    ports: tuple[IbPort, ...]
+    source: str = "sysfs"
+
+
+class PortFieldError(ValueError):
+    """A port value `build_port` could not read; `field` names it ('state', 'phys_state',
+    'rate'), so a caller can point at the file or line it came from."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_name
+
+
+def build_port(
+    device: str,
+    port: int,
+    *,
+    state: str | None,
+    phys: str | None = None,
+    rate: str | None = None,
+    layer: str | None = None,
+    lid: int | None = None,
+    sm_lid: int | None = None,
+    port_guid: str | None = None,
+    counters: dict[str, int] | None = None,
+    data_words: dict[str, int] | None = None,
+    packets: dict[str, int] | None = None,
+    hw_counters: dict[str, int] | None = None,
+) -> IbPort:
+    """One IbPort from the texts a source printed, in whichever spelling it uses ('Active' or
+    '4: ACTIVE', '400' or '400 Gb/sec (4X NDR)'). `phys`/`rate`/`layer` None mean the source
+    did not print them. Raises PortFieldError (a ValueError) naming the field it could not read.
+    """
+    try:
+        state_name, state_code = port_state(state)
+    except ValueError as exc:
+        raise PortFieldError("state", str(exc)) from None
+    phys_name: str | None = None
+    phys_code: int | None = None
+    if phys is not None:
+        try:
+            phys_name, phys_code = phys_state(phys)
+        except ValueError as exc:
+            raise PortFieldError("phys_state", str(exc)) from None
+    try:
+        gbps = rate_gbps(rate)
+    except ValueError as exc:
+        raise PortFieldError("rate", str(exc)) from None
+    return IbPort(
+        device=device,
+        port=port,
+        state=state_name,
+        state_code=state_code,
+        phys_state=phys_name,
+        phys_state_code=phys_code,
+        rate_gbps=gbps,
+        rate_text=rate or None,
+        link_layer=link_layer(layer),
+        counters={} if counters is None else counters,
+        data_words={} if data_words is None else data_words,
+        packets={} if packets is None else packets,
+        hw_counters={} if hw_counters is None else hw_counters,
+        lid=lid,
+        sm_lid=sm_lid,
+        port_guid=port_guid,
+    )
 
 
 def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 from stetho.parsers import ParseError
@@ -20,13 +19,14 @@ from stetho.parsers.ib_common import (
     DATA_COUNTERS,
     PACKET_COUNTERS,
     SYSFS_TO_PERFQUERY,
+    IbDevice,
     IbPort,
-    link_layer,
+    PortFieldError,
+    build_port,
     natural_key,
-    phys_state,
-    port_state,
-    rate_gbps,
 )
+
+__all__ = ["IbDevice", "parse"]
 
 TOOL = "/sys/class/infiniband"
 
@@ -38,18 +38,6 @@ _PACKETS = frozenset(p for p, _ in PACKET_COUNTERS)
 T = TypeVar("T")
 _DEVICE_FILES = ("fw_ver", "hca_type", "board_id")
 _PORT_FILES = frozenset({"state", "phys_state", "rate", "link_layer", "lid", "sm_lid"})
-
-
-@dataclass(frozen=True)
-class IbDevice:
-    """One RDMA device under /sys/class/infiniband. Absent files read as None (hfi1 has no
-    hca_type)."""
-
-    name: str
-    fw_ver: str | None
-    hca_type: str | None
-    board_id: str | None
-    ports: tuple[IbPort, ...]
 
 
 class _Port:
@@ -140,30 +128,16 @@ def _device(name: str, dev: _Device) -> IbDevice:
 def _port(device: str, num: int, p: _Port) -> IbPort:
     if "state" not in p.files:
         raise ParseError(TOOL, f"{device}/ports/{num}/state missing")
-    path, text = p.files["state"]
+    lid = _read(p, "lid", _lid)
+    sm_lid = _read(p, "sm_lid", _lid)
+    texts = {key: value for key, (_, value) in p.files.items()}
     try:
-        state, state_code = port_state(text)
-    except ValueError as exc:
-        raise ParseError(TOOL, f"{path}: {exc}") from None
-    phys, phys_code = _read(p, "phys_state", phys_state) or (None, None)
-    rate_text = p.files["rate"][1] if "rate" in p.files else None
-    return IbPort(
-        device=device,
-        port=num,
-        state=state,
-        state_code=state_code,
-        phys_state=phys,
-        phys_state_code=phys_code,
-        rate_gbps=_read(p, "rate", rate_gbps),
-        rate_text=rate_text or None,
-        link_layer=_read(p, "link_layer", link_layer),
-        counters=p.counters,
-        data_words=p.data_words,
-        packets=p.packets,
-        hw_counters=p.hw_counters,
-        lid=_read(p, "lid", _lid),
-        sm_lid=_read(p, "sm_lid", _lid),
-    )
+        return build_port(device, num, state=texts["state"], phys=texts.get("phys_state"),
+                          rate=texts.get("rate"), layer=texts.get("link_layer"), lid=lid,
+                          sm_lid=sm_lid, counters=p.counters, data_words=p.data_words,
+                          packets=p.packets, hw_counters=p.hw_counters)
+    except PortFieldError as exc:
+        raise ParseError(TOOL, f"{p.files[exc.field][0]}: {exc}") from None
 
 
 def _read(p: _Port, key: str, convert: Callable[[str], T]) -> T | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from stetho.parsers import ParseError
 from stetho.parsers._text import is_na, require_text
-from stetho.parsers.ib_common import IbPort, link_layer, phys_state, port_state, rate_gbps
+from stetho.parsers.ib_common import IbDevice, IbPort, build_port
 
 TOOL = "ibstat"
 
@@ -55,6 +55,14 @@ class IbstatReport:
     def ports(self) -> tuple[IbPort, ...]:
         """Every port of every CA, in output order."""
         return tuple(p for ca in self.cas for p in ca.ports)
+
+    @property
+    def devices(self) -> tuple[IbDevice, ...]:
+        """The CAs as the same IbDevice records /sys/class/infiniband gives (firmware, CA type,
+        ports with state, physical state, rate and link layer; ibstat prints no board id and no
+        counters), so a node without the sysfs tree can be judged from ibstat alone."""
+        return tuple(IbDevice(name=ca.name, fw_ver=ca.firmware, hca_type=ca.ca_type,
+                              board_id=None, ports=ca.ports, source="ibstat") for ca in self.cas)
 
 
 class _Ca:
@@ -133,25 +141,11 @@ def _build_port(device: str, num: int, f: dict[str, str]) -> IbPort:
     state_text = f.get("state")
     if state_text is None:
         raise ParseError(TOOL, f"port {where} has no State line")
-    rate_text = _opt(f, "rate")
+    lid = _int(_opt(f, "base lid"), f"port {where} Base lid")
+    sm_lid = _int(_opt(f, "sm lid"), f"port {where} SM lid")
     try:
-        state, state_code = port_state(state_text)
-        phys, phys_code = (None, None) if "physical state" not in f else phys_state(
-            f["physical state"])
-        rate = rate_gbps(rate_text)
+        return build_port(device, num, state=state_text, phys=f.get("physical state"),
+                          rate=_opt(f, "rate"), layer=f.get("link layer"), lid=lid,
+                          sm_lid=sm_lid, port_guid=_opt(f, "port guid"))
     except ValueError as exc:
         raise ParseError(TOOL, f"port {where}: {exc}") from None
-    return IbPort(
-        device=device,
-        port=num,
-        state=state,
-        state_code=state_code,
-        phys_state=phys,
-        phys_state_code=phys_code,
-        rate_gbps=rate,
-        rate_text=rate_text,
-        link_layer=link_layer(f.get("link layer")),
-        lid=_int(_opt(f, "base lid"), f"port {where} Base lid"),
-        sm_lid=_int(_opt(f, "sm lid"), f"port {where} SM lid"),
-        port_guid=_opt(f, "port guid"),
-    )

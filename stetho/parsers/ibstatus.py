@@ -10,7 +10,7 @@ import re
 
 from stetho.parsers import ParseError
 from stetho.parsers._text import is_na, require_text
-from stetho.parsers.ib_common import IbPort, link_layer, phys_state, port_state, rate_gbps
+from stetho.parsers.ib_common import IbPort, build_port
 
 TOOL = "ibstatus"
 
@@ -45,26 +45,12 @@ def _port(device: str, num: int, f: dict[str, str]) -> IbPort:
         raise ParseError(TOOL, f"port {where} has no state line")
     rate_text = None if is_na(f.get("rate")) else f.get("rate")
     try:
-        state, state_code = port_state(f["state"])
-        phys, phys_code = (None, None) if "phys state" not in f else phys_state(f["phys state"])
-        rate = rate_gbps(rate_text)
         lid = _lid(f.get("base lid"))
         sm_lid = _lid(f.get("sm lid"))
+        return build_port(device, num, state=f["state"], phys=f.get("phys state"),
+                          rate=rate_text, layer=f.get("link_layer"), lid=lid, sm_lid=sm_lid)
     except ValueError as exc:
         raise ParseError(TOOL, f"port {where}: {exc}") from None
-    return IbPort(
-        device=device,
-        port=num,
-        state=state,
-        state_code=state_code,
-        phys_state=phys,
-        phys_state_code=phys_code,
-        rate_gbps=rate,
-        rate_text=rate_text,
-        link_layer=link_layer(f.get("link_layer")),
-        lid=lid,
-        sm_lid=sm_lid,
-    )
 
 
 def _lid(value: str | None) -> int | None:

@@ -1,4 +1,8 @@
-"""Parse `mlxlink -d <dev> [-p <port>] [-m] [-c] --json` (NVIDIA/Mellanox MFT link diagnostics).
+"""Parse `mlxlink -d <dev> [-p <port>] [-m] [-c] [--json]` (NVIDIA/Mellanox MFT link diagnostics).
+
+Both formats are read, told apart by a line that opens with '{': `--json`, and the text mlxlink
+prints without it (sections underlined with dashes, `Key : value` lines; see mlxlink_text),
+which holds the same sections and keys. Everything below applies to both.
 
 mlxlink's JSON is `{"result": {"output": {<section>: {<field>: <value>}}}, "status": {"code": N,
 "message": "..."}}` (MFT 4.34 prints it tab-indented, with " : " separators and sorted keys; any
@@ -56,10 +60,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
 
-from stetho.parsers import ParseError
-from stetho.parsers._text import is_na, require_text
+from stetho.parsers import ParseError, mlxlink_text
+from stetho.parsers._text import guarded, is_na
 
-TOOL = "mlxlink --json"
+TOOL = "mlxlink"
 
 T = TypeVar("T")
 
@@ -70,7 +74,6 @@ _COUNT = re.compile(r"^\d+$")
 _RANGE = re.compile(r"^(.*?)\s*\[([^\[\]]*)\.\.([^\[\]]*)\]$", re.DOTALL)
 _BER = re.compile(r"^(\d+(?:\.\d*)?)[eE]-(\d+)$")
 _WIDTH = re.compile(r"^(\d+)\s*[xX]$")
-_ERROR_LINE = re.compile(r"^\s*-E-\s*(.*)$")
 _SENTINEL_MAGNITUDE = 255
 _KNOWN_SECTIONS = (
     "operational info",
@@ -146,11 +149,19 @@ class MlxlinkModule:
     tx_power_range: Range | None = None
     bias_range: Range | None = None
 
+    @property
+    def passive(self) -> bool:
+        """A passive copper cable (DAC): no optics, so DDM readings carry no information (MFT
+        prints them N/A, or as zeros with a '[0..0]' range on ConnectX-7)."""
+        kinds = f"{self.cable_type or ''} {self.technology or ''}".lower()
+        return "passive" in kinds and "copper" in kinds
+
 
 @dataclass(frozen=True)
 class MlxlinkReport:
-    """One `mlxlink --json` run. `ok` is False when mlxlink's status code was not 0 (then
-    `message` says why and the other fields hold whatever output came along, often none).
+    """One mlxlink run. `ok` is False when mlxlink's status code was not 0, or (text output)
+    it printed an `-E-` line (then `message` says why and the other fields hold whatever output
+    came along, often none; `status_code` is None for text).
     `status_opcode`/`recommendation` are mlxlink's own troubleshooting verdict on the link;
     `sections` names the output sections present, as printed. `device`/`port` are what the caller
     passed to `parse` (mlxlink's JSON does not name them)."""
@@ -183,6 +194,7 @@ class MlxlinkReport:
     module: MlxlinkModule | None = None
     lanes: tuple[MlxlinkLane, ...] = ()
     sections: tuple[str, ...] = ()
+    format: str = "json"  # which output it was read from: "json" (--json) or "text"
 
     @property
     def pre_fec_ber(self) -> float | None:
@@ -210,13 +222,22 @@ class MlxlinkReport:
 
 def parse(text: str | bytes, *, device: str | None = None,
           port: str | int | None = None) -> MlxlinkReport:
-    """Parse one `mlxlink --json` output into an MlxlinkReport.
+    """Parse one mlxlink output, `--json` or text (told apart by a line opening with '{'),
+    into an MlxlinkReport.
 
-    `device` and `port` are echoed into the report (mlxlink's JSON does not name them). Raises
-    ParseError for empty, binary, truncated or non-mlxlink input, and for values it cannot read.
+    `device` and `port` are echoed into the report (mlxlink names neither). Raises ParseError
+    for empty, binary, truncated or non-mlxlink input, and for values it cannot read; nothing
+    else escapes. A device's bad output is its own ParseError: isolating it is the caller's job.
     """
-    data = require_text(TOOL, text)
-    root = _load(data)
+    port_text = None if port is None else str(port)
+    return guarded(TOOL, text, lambda data: _parse(data, device, port_text))
+
+
+def _parse(data: str, device: str | None, port: str | None) -> MlxlinkReport:
+    start = _json_start(data)
+    if start is None:
+        return _parse_text(data, device, port)
+    root = _load(data, start)
     status_code, message = _status(root)
     result = root.get("result")
     if result is not None and not isinstance(result, dict):
@@ -228,10 +249,30 @@ def parse(text: str | bytes, *, device: str | None = None,
         raise ParseError(TOOL, f"'result.output' is a {type(output).__name__}, not an object")
     sections, names = _sections(output or {})
     ok = status_code in (None, 0)
-    port_text = None if port is None else str(port)
     base = MlxlinkReport(ok=ok, status_code=status_code, message=message, warning=warning,
-                         device=device, port=port_text, sections=names)
-    if not ok:
+                         device=device, port=port, sections=names, format="json")
+    return _report(base, sections)
+
+
+def _parse_text(data: str, device: str | None, port: str | None) -> MlxlinkReport:
+    """The text format: `-E-` lines make the run failed (ok False, message the first), as a
+    non-zero status code does in JSON; `-W-` lines are kept as the warning."""
+    out = mlxlink_text.read(TOOL, data)
+    if not out.sections:
+        if out.errors:
+            raise ParseError(TOOL, f"mlxlink failed without output: {_clean(out.errors[0])[:200]}")
+        raise ParseError(TOOL, "not mlxlink output (no '{' and no section title underlined "
+                               "with dashes)")
+    sections, names = _sections(out.sections)
+    base = MlxlinkReport(
+        ok=not out.errors, message=_clean(out.errors[0]) if out.errors else None,
+        warning=_clean(" ".join(out.warnings)) if out.warnings else None, device=device,
+        port=port, sections=names, format="text")
+    return _report(base, sections)
+
+
+def _report(base: MlxlinkReport, sections: Mapping[str, Mapping[str, object]]) -> MlxlinkReport:
+    if not base.ok:
         try:
             return _fill(base, sections)
         except ParseError:
@@ -245,14 +286,7 @@ def parse(text: str | bytes, *, device: str | None = None,
 # -- structure ---------------------------------------------------------------------------------
 
 
-def _load(data: str) -> dict[str, object]:
-    start = _json_start(data)
-    if start is None:
-        errors = [m.group(1).strip() for line in data.splitlines()
-                  if (m := _ERROR_LINE.match(line))]
-        if errors:
-            raise ParseError(TOOL, f"mlxlink failed without JSON: {errors[0][:200]}")
-        raise ParseError(TOOL, "not mlxlink JSON output (no '{')")
+def _load(data: str, start: int) -> dict[str, object]:
     try:
         root, end = json.JSONDecoder().raw_decode(data, start)
     except (ValueError, RecursionError) as exc:
@@ -521,7 +555,7 @@ def _fill(base: MlxlinkReport, sections: Mapping[str, Mapping[str, object]]) -> 
         ok=base.ok, status_code=base.status_code, message=base.message, warning=base.warning,
         device=base.device, port=base.port,
         fw_version=_scalar(tool, "Firmware Version"),
-        mft_version=_scalar(tool, "MFT Version"),
+        mft_version=_mft(_scalar(tool, "MFT Version")),
         state=_scalar(op, "State"),
         physical_state=_scalar(op, "Physical state"),
         speed=_scalar(op, "Speed"),
@@ -545,6 +579,7 @@ def _fill(base: MlxlinkReport, sections: Mapping[str, Mapping[str, object]]) -> 
         module=module,
         lanes=lanes.lanes(),
         sections=base.sections,
+        format=base.format,
     )
 
 
@@ -591,6 +626,13 @@ def _module(mod: Mapping[str, object], lanes: _LaneLists) -> MlxlinkModule:
         tx_power_range=tx_rng,
         bias_range=bias_rng,
     )
+
+
+def _mft(text: str | None) -> str | None:
+    """The text format prints 'mft 4.30.1-8' where JSON has '4.30.1-8'."""
+    if text is None:
+        return None
+    return text[4:].strip() if text.lower().startswith("mft ") else text
 
 
 def _text(key: str, text: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from stetho.parsers import ParseError
-from stetho.parsers._text import require_text
+from stetho.parsers._text import guarded
 
 TOOL = "NCCL_DEBUG=INFO log"
 
@@ -55,15 +55,29 @@ class NcclLog:
     hosts: tuple[str, ...]  # hostnames in the line prefixes, in order of appearance
 
 
+@dataclass(frozen=True)
+class NcclVersion:
+    """The NCCL a process ran with, as the library itself printed it."""
+
+    version: str  # "2.28.9"
+    cuda: str | None  # the CUDA it was built for: "13.0" from "+cuda13.0"
+
+
+def find_version(text: str | bytes) -> NcclVersion | None:
+    """The first `NCCL version X.Y.Z[+cudaA.B]` anywhere in the text: an INFO line, the bare
+    banner NCCL prints at NCCL_DEBUG=WARN or VERSION (no INFO lines at all), or nccl-tests
+    output around it. None when the text has none; ParseError only for empty or binary input.
+    """
+    def find(data: str) -> NcclVersion | None:
+        m = _VERSION.search(data)
+        return NcclVersion(m.group(1), m.group(2)) if m else None
+
+    return guarded(TOOL, text, find)
+
+
 def parse(text: str | bytes) -> NcclLog:
     """Parse any text holding NCCL INFO/WARN lines (a log, or nccl-tests output with them)."""
-    data = require_text(TOOL, text)
-    try:
-        return _parse(data)
-    except ParseError:
-        raise
-    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
-        raise ParseError(TOOL, f"unexpected content: {exc}") from None
+    return guarded(TOOL, text, _parse)
 
 
 def _parse(data: str) -> NcclLog:

@@ -13,7 +13,17 @@ import re
 from dataclasses import dataclass, fields, replace
 
 from stetho.parsers import ParseError
-from stetho.parsers._text import integer, quantity, require_text
+from stetho.parsers._text import guarded, integer, quantity
+from stetho.parsers.nccl_shape import (
+    COLLECTIVES,
+    RunShape,
+    busbw_factor,
+    collective_name,
+    from_table,
+)
+
+__all__ = ["COLLECTIVES", "NcclDevice", "NcclHeader", "NcclRow", "NcclRun", "RunShape",
+           "busbw_factor", "collective_name", "format_size", "parse", "parse_size"]
 
 TOOL = "nccl-tests"
 
@@ -22,7 +32,7 @@ _TAG = re.compile(r"\[\d+(?:,\d+)*\](?:<std(?:out|err)>:?)?")
 _LEADING_TAGS = re.compile(r"^(?:\s*\[\d+(?:,\d+)*\](?:<std(?:out|err)>:?)?)+")
 _SRUN_LABEL = re.compile(r"^\s*\d+:\s")  # srun --label
 _NCCL_LOG = re.compile(r"\bNCCL (INFO|WARN|TRACE)\b")
-_NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")
+_NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _FAILURE = re.compile(r"\bTest (?:CUDA |NCCL )?(?:failure|timeout)\b|\bInvalid number of GPUs\b")
 _SETTING = re.compile(
     r"\b(warmup iters|agg iters|iters|validation|graph|unalign|nThread|nGpus|minBytes|maxBytes)"
@@ -33,7 +43,8 @@ _DEVICE = re.compile(
     r"^Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?on\s+(\S+)\s+device\s+(\d+)\s+"
     r"\[([^\]]*)\]\s*(.*)$"
 )
-_TESTS_VERSION = re.compile(r"^nccl-tests version (\S+)(?:.*\bnccl-library=(\d+))?")
+_TESTS_VERSION = re.compile(
+    r"^nccl-tests version (\S+)(?:.*?\bnccl-headers=(\d+))?(?:.*?\bnccl-library=(\d+))?")
 _OOB = re.compile(r"^Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(\S+)?\s*(OK|FAILED)?")
 _REDUCED_MAX = re.compile(r"^Reducing maxBytes to (\d+)")
@@ -49,6 +60,7 @@ _SETTING_FIELDS = {
     "warmup iters": "warmup_iters", "iters": "iters", "agg iters": "agg_iters",
     "validation": "validation", "graph": "graph", "unalign": "unalign",
 }
+_BINARY = re.compile(r"(?:^|[\s/=])((?:" + "|".join(COLLECTIVES) + r")_perf(?:_mpi)?)(?=\s|$)")
 _UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
@@ -148,9 +160,37 @@ class NcclRun:
     truncated: bool
     tests_version: str | None
     nccl_version: str | None
-    collective: str | None = None  # "all_reduce_perf", from 2.17+ `# Collective test starting`
+    collective: str | None = None  # as printed, "all_reduce_perf": 2.17+ marker, else command
     warnings: tuple[str, ...] = ()  # NCCL WARN lines seen among the output
     skipped_fragments: int = 0  # leading row pieces of an excerpt that starts mid-row
+    # The collective the table alone shows (redop/root columns and busbw/algbw ratio), without
+    # the `_perf` suffix: "all_reduce"; None when two collectives fit the table, or when the
+    # output names its binary (then `collective` says it).
+    table_collective: str | None = None
+    # Where `shape.collective` comes from: "marker" (`# Collective test starting`), "command"
+    # (the binary named in an echoed command line), "table" (table_collective), or None.
+    collective_source: str | None = None
+    nccl_cuda_version: str | None = None  # "13.0" from "NCCL version 2.30.3+cuda13.0"
+    nccl_library_version: str | None = None  # from `nccl-library=23003` (the runtime library)
+    nccl_headers_version: str | None = None  # from `nccl-headers=22809` (what it was built on)
+    # Where `nccl_version` came from: "NCCL version line" or "nccl-library", or None.
+    nccl_version_source: str | None = None
+
+    @property
+    def shape(self) -> RunShape:
+        """The run's shape (collective, ranks, nodes, GPUs per process and per node)."""
+        name = collective_name(self.collective) or self.table_collective
+        if not self.devices:
+            return RunShape(name, None, None, self.ngpus, None)
+        per_host: dict[str, int] = {}
+        for d in self.devices:
+            per_host[d.host] = per_host.get(d.host, 0) + 1
+        counts = set(per_host.values())
+        return RunShape(
+            collective=name, ranks=len(self.devices),
+            nodes=len(per_host), gpus_per_process=self.ngpus,
+            gpus_per_node=counts.pop() if len(counts) == 1 else None,
+        )
 
     @property
     def nthreads(self) -> int | None:
@@ -275,6 +315,9 @@ class _State:
         self.library_code: int | None = None
         self.nccl_version: str | None = None
         self.collective: str | None = None
+        self.binary: str | None = None  # named in an echoed command line
+        self.nccl_cuda: str | None = None
+        self.headers_code: int | None = None
         self.warnings: list[str] = []
         self.fragments = 0
         self.cut_row = False
@@ -282,13 +325,7 @@ class _State:
 
 def parse(text: str | bytes) -> NcclRun:
     """Parse the stdout of an nccl-tests binary (any collective, any version)."""
-    data = require_text(TOOL, text)
-    try:
-        return _parse(data)
-    except ParseError:
-        raise
-    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
-        raise ParseError(TOOL, f"unexpected content: {exc}") from None
+    return guarded(TOOL, text, _parse)
 
 
 def _parse(data: str) -> NcclRun:
@@ -302,13 +339,24 @@ def _parse(data: str) -> NcclRun:
     if st.header is not None and not st.rows and not st.reasons:
         st.reasons.append("no results table after the '# nThread' header")
     failed = bool(st.reasons)
-    nccl_version = st.nccl_version or _version_from_code(st.library_code)
+    library = _version_from_code(st.library_code)
+    nccl_version = st.nccl_version or library
+    version_source = ("NCCL version line" if st.nccl_version
+                      else "nccl-library" if library else None)
+    collective = st.collective or st.binary
+    table = None if collective else from_table(st.rows, len(st.devices))
+    source = ("marker" if st.collective else "command" if st.binary
+              else "table" if table else None)
     return NcclRun(
         header=st.header, devices=tuple(st.devices), rows=tuple(st.rows), avg_busbw_gbps=st.avg,
         out_of_bounds=st.oob, failed=failed, failure="\n".join(st.reasons) if failed else None,
         truncated=not failed and bool(st.rows) and (not st.avg_seen or st.cut_row),
-        tests_version=st.tests_version, nccl_version=nccl_version, collective=st.collective,
-        warnings=tuple(st.warnings), skipped_fragments=st.fragments,
+        tests_version=st.tests_version, nccl_version=nccl_version, collective=collective,
+        warnings=tuple(st.warnings), skipped_fragments=st.fragments, table_collective=table,
+        collective_source=source,
+        nccl_cuda_version=st.nccl_cuda, nccl_library_version=library,
+        nccl_headers_version=_version_from_code(st.headers_code),
+        nccl_version_source=version_source,
     )
 
 
@@ -319,7 +367,7 @@ def _line(st: _State, raw: str) -> None:
     log = _NCCL_LOG.search(line)
     version = _NCCL_VERSION.search(line)
     if version and st.nccl_version is None:
-        st.nccl_version = version.group(1)
+        st.nccl_version, st.nccl_cuda = version.group(1), version.group(2)
     if log:
         if log.group(1) == "WARN":
             st.warnings.append(line)
@@ -333,6 +381,8 @@ def _line(st: _State, raw: str) -> None:
     if line.startswith("#"):
         _comment(st, line)
         return
+    if st.binary is None and "_perf" in line and (b := _BINARY.search(line)):
+        st.binary = b.group(1)
     _cells(st, line.split())
 
 
@@ -369,7 +419,8 @@ def _comment(st: _State, line: str) -> None:
             st.avg = _float(value)
     elif m := _TESTS_VERSION.match(body):
         st.tests_version = m.group(1)
-        st.library_code = int(m.group(2)) if m.group(2) else None
+        st.headers_code = int(m.group(2)) if m.group(2) else None
+        st.library_code = int(m.group(3)) if m.group(3) else None
     elif m := _COLLECTIVE.match(body):
         st.collective = m.group(2)
     elif (m := _REDUCED_MAX.match(body)) and st.header is not None:

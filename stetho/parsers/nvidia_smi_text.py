@@ -19,15 +19,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from stetho.parsers import ParseError
-from stetho.parsers._text import integer, quantity, require_text
+from stetho.parsers._text import guarded, integer, quantity
 from stetho.parsers.gpu_model import (
+    ClockEventCounters,
     ClockEventReasons,
     EccCounts,
     Gpu,
     RemappedRows,
     SmiReport,
     bus_id,
+    deprecated_fields,
     flag,
+    on_off,
     string,
     total,
     unbracket,
@@ -48,6 +51,25 @@ _REASONS = {
     "sync_boost": ("Sync Boost",),
     "sw_thermal_slowdown": ("SW Thermal Slowdown",),
     "display_clocks_setting": ("Display Clock Setting", "Display Clocks Setting"),
+}
+#: Gpu fields a newer driver may print as "Requested functionality has been deprecated".
+_DEPRECATABLE: dict[str, tuple[str, ...]] = {
+    "app_graphics_mhz": ("Applications Clocks", "Graphics"),
+    "app_mem_mhz": ("Applications Clocks", "Memory"),
+    "default_app_graphics_mhz": ("Default Applications Clocks", "Graphics"),
+    "default_app_mem_mhz": ("Default Applications Clocks", "Memory"),
+    "max_customer_boost_graphics_mhz": ("Max Customer Boost Clocks", "Graphics"),
+    "deferred_mem_mhz": ("Deferred Clocks", "Memory"),
+    "auto_boost": ("Clock Policy", "Auto Boost"),
+    "auto_boost_default": ("Clock Policy", "Auto Boost Default"),
+    "performance_state": ("Performance State",),
+}
+_COUNTERS = {
+    "sw_power_cap_us": ("SW Power Capping", "SW Power Cap"),
+    "sync_boost_us": ("Sync Boost",),
+    "sw_thermal_slowdown_us": ("SW Thermal Slowdown",),
+    "hw_thermal_slowdown_us": ("HW Thermal Slowdown",),
+    "hw_power_brake_us": ("HW Power Braking", "HW Power Brake Slowdown"),
 }
 _LEGACY_SRAM = ("Register File", "L1 Cache", "L2 Cache", "Texture Memory", "Texture Shared", "CBU")
 
@@ -81,8 +103,11 @@ class _Node:
 
 def parse(text: str | bytes) -> SmiReport:
     """Parse what `nvidia-smi -q` printed. Raises ParseError on anything else."""
-    data = require_text(TOOL, text).lstrip("\ufeff")
-    root, elided = _tree(data)
+    return guarded(TOOL, text, _parse, prefix="")
+
+
+def _parse(data: str) -> SmiReport:
+    root, elided = _tree(data.lstrip("\ufeff"))
     sections = [(m.group("bus"), c) for c in root.children if (m := _GPU_HEADER.match(c.key))]
     for c in root.children:
         if c.key.startswith("GPU ") and c.value is None and not _GPU_HEADER.match(c.key):
@@ -94,20 +119,16 @@ def parse(text: str | bytes) -> SmiReport:
         for bus, node in sections:
             if node.find("Processes") is None:
                 raise ParseError(TOOL, f"output ends inside GPU {bus} (truncated?)")
-    try:
-        gpus = tuple(_gpu(i, bus, node) for i, (bus, node) in enumerate(sections))
-        attached = _int(root, "Attached GPUs")
-        return SmiReport(
-            timestamp=string(root.get("Timestamp")),
-            driver_version=driver,
-            cuda_version=string(root.get("CUDA Version")),
-            attached_gpus=len(gpus) if attached is None else attached,
-            gpus=gpus,
-        )
-    except ParseError:
-        raise
-    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
-        raise ParseError(TOOL, str(exc)) from None
+    deprecations = "deprecated" in data  # only newer drivers print the sentence
+    gpus = tuple(_gpu(i, bus, node, deprecations) for i, (bus, node) in enumerate(sections))
+    attached = _int(root, "Attached GPUs")
+    return SmiReport(
+        timestamp=string(root.get("Timestamp")),
+        driver_version=driver,
+        cuda_version=string(root.get("CUDA Version")),
+        attached_gpus=len(gpus) if attached is None else attached,
+        gpus=gpus,
+    )
 
 
 def _tree(data: str) -> tuple[_Node, bool]:
@@ -162,10 +183,11 @@ def _first_num(node: _Node | None, *keys: str) -> float | None:
     return None
 
 
-def _gpu(index: int, bus: str, g: _Node) -> Gpu:
+def _gpu(index: int, bus: str, g: _Node, deprecations: bool = True) -> Gpu:
     link = g.find("PCI", "GPU Link Info")
     temp = g.find("Temperature")
     power = _section(g, "GPU Power Readings", "Power Readings")
+    policy = g.find("Clock Policy")
     retired = g.find("Retired Pages")
     return Gpu(
         index=index,
@@ -211,7 +233,25 @@ def _gpu(index: int, bus: str, g: _Node) -> Gpu:
         remapped_rows=_remapped(g.find("Remapped Rows")),
         fabric_state=_str(g, "Fabric", "State"),
         fabric_status=_str(g, "Fabric", "Status"),
+        # performance_state, max_graphics_mhz and max_customer_boost_graphics_mhz stay None
+        # here until the simulator's XML renderer prints them (it round-trips this text).
+        deferred_mem_mhz=_int(g, "Deferred Clocks", "Memory"),
+        auto_boost=on_off(None if policy is None else policy.get("Auto Boost")),
+        auto_boost_default=on_off(None if policy is None else policy.get("Auto Boost Default")),
+        clock_event_counters=_event_counters(g.find("Clocks Event Reasons Counters")),
+        deprecated=deprecated_fields({f: g.get(*k) for f, k in _DEPRECATABLE.items()})
+        if deprecations else frozenset(),
     )
+
+
+def _event_counters(block: _Node | None) -> ClockEventCounters:
+    """'Clocks Event Reasons Counters' (550+): 'SW Power Capping : 1202176 us', ..."""
+    if block is None:
+        return ClockEventCounters()
+    found: dict[str, int | None] = {}
+    for name, keys in _COUNTERS.items():
+        found[name] = next((_int(block, k) for k in keys if block.find(k) is not None), None)
+    return ClockEventCounters(**found)
 
 
 def _reasons(block: _Node | None) -> ClockEventReasons:

@@ -14,15 +14,18 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from stetho.parsers import ParseError
-from stetho.parsers._text import integer, quantity, require_text
+from stetho.parsers._text import guarded, integer, quantity
 from stetho.parsers.gpu_model import (
+    ClockEventCounters,
     ClockEventReasons,
     EccCounts,
     Gpu,
     RemappedRows,
     SmiReport,
     bus_id,
+    deprecated_fields,
     flag,
+    on_off,
     string,
     total,
     unbracket,
@@ -41,35 +44,54 @@ _REASONS = {
     "sw_thermal_slowdown": "sw_thermal_slowdown",
     "display_clocks_setting": "display_clocks_setting",
 }
+#: Gpu fields a newer driver may print as "Requested functionality has been deprecated".
+_DEPRECATABLE = {
+    "app_graphics_mhz": "applications_clocks/graphics_clock",
+    "app_mem_mhz": "applications_clocks/mem_clock",
+    "default_app_graphics_mhz": "default_applications_clocks/graphics_clock",
+    "default_app_mem_mhz": "default_applications_clocks/mem_clock",
+    "max_customer_boost_graphics_mhz": "max_customer_boost_clocks/graphics_clock",
+    "deferred_mem_mhz": "deferred_clocks/mem_clock",
+    "auto_boost": "clock_policy/auto_boost",
+    "auto_boost_default": "clock_policy/auto_boost_default",
+    "performance_state": "performance_state",
+}
+_COUNTERS = {
+    "sw_power_cap_us": "sw_power_cap",
+    "sync_boost_us": "sync_boost",
+    "sw_thermal_slowdown_us": "sw_therm_slowdown",
+    "hw_thermal_slowdown_us": "hw_therm_slowdown",
+    "hw_power_brake_us": "hw_power_brake",
+}
 _LEGACY_SRAM = ("register_file", "l1_cache", "l2_cache", "texture_memory", "texture_shm", "cbu")
 
 
 def parse(text: str | bytes) -> SmiReport:
     """Parse the XML nvidia-smi prints for `-q -x`. Raises ParseError on anything else."""
-    data = require_text(TOOL, text).lstrip("\ufeff")
+    return guarded(TOOL, text, _parse, prefix="")
+
+
+def _parse(data: str) -> SmiReport:
     try:
-        root = ET.fromstring(data)
+        root = ET.fromstring(data.lstrip("\ufeff"))
     except ET.ParseError as exc:
         raise ParseError(TOOL, f"not well-formed XML ({exc})") from None
     if root.tag != "nvidia_smi_log":
         raise ParseError(TOOL, f"root element is <{root.tag}>, not <nvidia_smi_log>")
-    try:
-        gpus = tuple(_gpu(i, el) for i, el in enumerate(root.findall("gpu")))
-        driver = string(_text(root, "driver_version"))
-        if driver is None and not gpus:
-            raise ParseError(TOOL, "no driver_version and no <gpu> element")
-        attached = integer(unbracket(_text(root, "attached_gpus")))
-        return SmiReport(
-            timestamp=string(_text(root, "timestamp")),
-            driver_version=driver,
-            cuda_version=string(_text(root, "cuda_version")),
-            attached_gpus=len(gpus) if attached is None else attached,
-            gpus=gpus,
-        )
-    except ParseError:
-        raise
-    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
-        raise ParseError(TOOL, str(exc)) from None
+    # Only newer drivers print the deprecation sentence: skip looking for it everywhere else.
+    deprecations = "deprecated" in data
+    gpus = tuple(_gpu(i, el, deprecations) for i, el in enumerate(root.findall("gpu")))
+    driver = string(_text(root, "driver_version"))
+    if driver is None and not gpus:
+        raise ParseError(TOOL, "no driver_version and no <gpu> element")
+    attached = integer(unbracket(_text(root, "attached_gpus")))
+    return SmiReport(
+        timestamp=string(_text(root, "timestamp")),
+        driver_version=driver,
+        cuda_version=string(_text(root, "cuda_version")),
+        attached_gpus=len(gpus) if attached is None else attached,
+        gpus=gpus,
+    )
 
 
 def _text(el: ET.Element | None, path: str) -> str | None:
@@ -103,12 +125,19 @@ def _first_num(el: ET.Element | None, *paths: str) -> float | None:
     return None
 
 
-def _gpu(index: int, el: ET.Element) -> Gpu:
+def _gpu(index: int, el: ET.Element, deprecations: bool = True) -> Gpu:
     raw_id = el.get("id") or _text(el, "pci/pci_bus_id")
     if not raw_id:
         raise ParseError(TOOL, f"<gpu> number {index} has no id attribute and no pci_bus_id")
-    link = el.find("pci/pci_gpu_link_info")
+    # Parents found once (C-level find), their leaves read from there.
+    pci = el.find("pci")
+    link = None if pci is None else pci.find("pci_gpu_link_info")
     temp = el.find("temperature")
+    clocks, maxc = el.find("clocks"), el.find("max_clocks")
+    app, dapp = el.find("applications_clocks"), el.find("default_applications_clocks")
+    retired, fabric = el.find("retired_pages"), el.find("fabric")
+    errors = el.find("ecc_errors")
+    policy = el.find("clock_policy")
     power = el.find("gpu_power_readings")
     if power is None:
         power = el.find("power_readings")
@@ -125,16 +154,16 @@ def _gpu(index: int, el: ET.Element) -> Gpu:
         pcie_gen_max=_int(link, "pcie_gen/max_link_gen"),
         pcie_width_current=_int(link, "link_widths/current_link_width"),
         pcie_width_max=_int(link, "link_widths/max_link_width"),
-        pcie_replays=_int(el, "pci/replay_counter"),
-        graphics_mhz=_int(el, "clocks/graphics_clock"),
-        sm_mhz=_int(el, "clocks/sm_clock"),
-        mem_mhz=_int(el, "clocks/mem_clock"),
-        app_graphics_mhz=_int(el, "applications_clocks/graphics_clock"),
-        app_mem_mhz=_int(el, "applications_clocks/mem_clock"),
-        default_app_graphics_mhz=_int(el, "default_applications_clocks/graphics_clock"),
-        default_app_mem_mhz=_int(el, "default_applications_clocks/mem_clock"),
-        max_sm_mhz=_int(el, "max_clocks/sm_clock"),
-        max_mem_mhz=_int(el, "max_clocks/mem_clock"),
+        pcie_replays=_int(pci, "replay_counter"),
+        graphics_mhz=_int(clocks, "graphics_clock"),
+        sm_mhz=_int(clocks, "sm_clock"),
+        mem_mhz=_int(clocks, "mem_clock"),
+        app_graphics_mhz=_int(app, "graphics_clock"),
+        app_mem_mhz=_int(app, "mem_clock"),
+        default_app_graphics_mhz=_int(dapp, "graphics_clock"),
+        default_app_mem_mhz=_int(dapp, "mem_clock"),
+        max_sm_mhz=_int(maxc, "sm_clock"),
+        max_mem_mhz=_int(maxc, "mem_clock"),
         reasons=_reasons(el),
         gpu_temp_c=_num(temp, "gpu_temp"),
         memory_temp_c=_num(temp, "memory_temp"),
@@ -148,15 +177,33 @@ def _gpu(index: int, el: ET.Element) -> Gpu:
             power, "current_power_limit", "enforced_power_limit", "power_limit"
         ),
         ecc_enabled=flag(_text(el, "ecc_mode/current_ecc")),
-        ecc_volatile=_ecc(el.find("ecc_errors/volatile")),
-        ecc_aggregate=_ecc(el.find("ecc_errors/aggregate")),
-        retired_single_bit=_int(el, "retired_pages/multiple_single_bit_retirement/retired_count"),
-        retired_double_bit=_int(el, "retired_pages/double_bit_retirement/retired_count"),
-        retired_pending=_retired_pending(el.find("retired_pages")),
+        ecc_volatile=_ecc(None if errors is None else errors.find("volatile")),
+        ecc_aggregate=_ecc(None if errors is None else errors.find("aggregate")),
+        retired_single_bit=_int(retired, "multiple_single_bit_retirement/retired_count"),
+        retired_double_bit=_int(retired, "double_bit_retirement/retired_count"),
+        retired_pending=_retired_pending(retired),
         remapped_rows=_remapped(el.find("remapped_rows")),
-        fabric_state=string(_text(el, "fabric/state")),
-        fabric_status=string(_text(el, "fabric/status")),
+        fabric_state=string(_text(fabric, "state")),
+        fabric_status=string(_text(fabric, "status")),
+        performance_state=string(_text(el, "performance_state")),
+        max_graphics_mhz=_int(maxc, "graphics_clock"),
+        max_customer_boost_graphics_mhz=_int(el, "max_customer_boost_clocks/graphics_clock"),
+        deferred_mem_mhz=_int(el, "deferred_clocks/mem_clock"),
+        auto_boost=on_off(_text(policy, "auto_boost")),
+        auto_boost_default=on_off(_text(policy, "auto_boost_default")),
+        clock_event_counters=_event_counters(el.find("clocks_event_reasons_counters")),
+        deprecated=deprecated_fields({f: _text(el, p) for f, p in _DEPRECATABLE.items()})
+        if deprecations else frozenset(),
     )
+
+
+def _event_counters(block: ET.Element | None) -> ClockEventCounters:
+    """DTD v13 'clocks_event_reasons_counters' (values like '25483012608 us')."""
+    if block is None:
+        return ClockEventCounters()
+    return ClockEventCounters(**{
+        name: _int(block, f"clocks_event_reasons_counters_{tag}") for name, tag in _COUNTERS.items()
+    })
 
 
 def _reasons(el: ET.Element) -> ClockEventReasons:

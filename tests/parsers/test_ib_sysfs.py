@@ -231,3 +231,24 @@ def test_mutated_real_tree_raises_only_parse_error(root: Path) -> None:
             assert exc.tool == ib_sysfs.TOOL
             outcomes.add("error")
     assert outcomes == {"parsed", "error"}
+
+
+def test_ibstat_gives_what_sysfs_gives() -> None:
+    """A node without /sys/class/infiniband is judged from ibstat: same IbDevice records, same
+    spellings of state, physical state, rate and link layer (H100 CX-7 NDR nodes, both)."""
+    from stetho.parsers import ibstat
+    from stetho.parsers.ib_common import IbDevice
+
+    sysfs = ib_sysfs.parse(load(H100))
+    tool = ibstat.parse((REAL / "04-infiniband" / "ibstat-h100-node-some-ports-down.txt")
+                        .read_text()).devices
+    assert ib_sysfs.IbDevice is IbDevice
+    assert {d.source for d in sysfs} == {"sysfs"} and {d.source for d in tool} == {"ibstat"}
+
+    def ib(devices: tuple[IbDevice, ...]) -> set[tuple[object, ...]]:
+        return {(d.hca_type, p.state, p.state_code, p.phys_state, p.phys_state_code,
+                 p.rate_gbps, p.link_layer)
+                for d in devices for p in d.ports if p.link_layer == "InfiniBand"}
+
+    assert ib(sysfs) == ib(tool) == {("MT4129", "ACTIVE", 4, "LinkUp", 5, 400.0, "InfiniBand")}
+    assert all(d.fw_ver for d in sysfs + tool)

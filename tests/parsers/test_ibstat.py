@@ -15,7 +15,10 @@ from stetho.parsers.ib_common import (
     ERROR_COUNTER_NAMES,
     SYSFS_TO_PERFQUERY,
     UNKNOWN,
+    IbDevice,
     IbPort,
+    PortFieldError,
+    build_port,
     link_layer,
     link_width,
     phys_state,
@@ -26,12 +29,20 @@ from stetho.parsers.ib_common import (
 from tests.conftest import REAL, mutation_outcomes, real_files, real_ids
 
 FILES = real_files("04-infiniband", "ibstat-*.txt")
-H100 = REAL / "04-infiniband" / "ibstat-h100-node-some-ports-down.txt"
-PANIC = REAL / "04-infiniband" / "ibstat-a100-azure-ibpanic-exit255.txt"
+IB = REAL / "04-infiniband"
+H100 = IB / "ibstat-h100-node-some-ports-down.txt"
+PANIC = IB / "ibstat-a100-azure-ibpanic-exit255.txt"
+ROCE = IB / "ibstat-h100-roce-cx7-400g-port-down-polling.txt"
+DOWN_LINKUP = IB / "ibstat-single-ca-cx6-hdr-state-down-physical-linkup.txt"
+POLLING = IB / "ibstat-cx7-ndr-ib-port-down-polling-rate10-guids-elided-EXCERPT.txt"
+MLX4 = IB / "ibstat-mlx4-cx3-2ports-fdr-port1-disabled-ibwarn-debug-EXCERPT.txt"
+HDR_DOWN = IB / "ibstat-cx6-hdr-ib-port-down-disabled-EXCERPT.txt"
+HDR100 = IB / "ibstat-a100-cx6-8x-ib-hdr-rate100-2x.txt"
 
 
 def test_every_ibstat_file_is_covered() -> None:
-    assert [p.name for p in FILES] == [PANIC.name, H100.name]
+    assert {p.name for p in FILES} == {p.name for p in (
+        PANIC, H100, ROCE, DOWN_LINKUP, POLLING, MLX4, HDR_DOWN, HDR100)}
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
@@ -39,18 +50,25 @@ def test_every_real_file_parses(path: Path) -> None:
     report = ibstat.parse(path.read_text())
     assert report.cas
     for ca in report.cas:
-        assert ca.name.startswith("mlx5_")
+        assert ca.name.startswith(("mlx5_", "mlx4_"))
         assert ca.node_type == "CA"
-        assert ca.num_ports == len(ca.ports) == 1
+        assert ca.num_ports == len(ca.ports) >= 1
         assert ca.firmware and ca.ca_type and ca.ca_type.startswith("MT")
         for port in ca.ports:
             assert port.device == ca.name
-            assert port.id == f"{ca.name}:1"
+            assert port.id == f"{ca.name}:{port.port}"
             assert port.state in {"ACTIVE", "DOWN"}
-            assert port.phys_state in {"LinkUp", "Disabled"}
+            assert port.phys_state in {"LinkUp", "Disabled", "Polling"}
             assert port.rate_gbps is not None and port.rate_gbps > 0
-            assert port.link_layer in {"InfiniBand", "Ethernet"}
+            assert port.link_layer in {"InfiniBand", "Ethernet", None}
             assert port.counters == {} and port.hw_counters == {}
+    # The same IbDevice records the sysfs parser gives, marked as coming from ibstat.
+    assert [d.name for d in report.devices] == [ca.name for ca in report.cas]
+    for dev, ca in zip(report.devices, report.cas, strict=True):
+        assert isinstance(dev, IbDevice) and dev.source == "ibstat"
+        assert (dev.fw_ver, dev.hca_type, dev.board_id, dev.ports) == (
+            ca.firmware, ca.ca_type, None, ca.ports)
+    assert ibstat.parse(path.read_bytes()) == report
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.cas[0].ports[0].state = "DOWN"  # type: ignore[misc]
 
@@ -100,6 +118,70 @@ def test_ibpanic_keeps_cas_and_records_panic() -> None:
     assert report.panic is not None
     assert "mlx5_8" in report.panic and "No such file or directory" in report.panic
     assert report.panic.startswith("[1400444] main: stat of IB device")
+
+
+def test_roce_node_every_port_ethernet_two_down() -> None:
+    """A RoCE node: no InfiniBand port at all, so an IB profile must say 'link layer Ethernet'."""
+    report = ibstat.parse(ROCE.read_text())
+    assert len(report.cas) == 12 and report.panic is None
+    assert {p.link_layer for p in report.ports} == {"Ethernet"}
+    cx7 = [p for p in report.ports if p.rate_gbps == 400.0]
+    assert len(cx7) == 6 and {p.state for p in cx7} == {"ACTIVE"}
+    down = {p.device: (p.state, p.state_code, p.phys_state, p.phys_state_code, p.rate_gbps)
+            for p in report.ports if p.state != "ACTIVE"}
+    assert down == {"mlx5_11": ("DOWN", 1, "Polling", 2, 40.0),
+                    "mlx5_5": ("DOWN", 1, "Disabled", 3, 40.0)}
+    fw = {d.name: (d.hca_type, d.fw_ver) for d in report.devices}
+    assert fw["mlx5_0"] == ("MT4129", "28.39.1002") and fw["mlx5_1"] == ("MT4125", "22.39.1002")
+    assert {p.lid for p in report.ports} == {0}  # RoCE has no LIDs
+    assert report.cas[-1].ports[0].port_guid == "0xa288c2fffeadeb60"  # no trailing newline
+
+
+def test_ib_port_down_while_physical_link_is_up() -> None:
+    """`ibstat mlx5_7`: the cable is fine (LinkUp) but no subnet manager brought it Active."""
+    (ca,) = ibstat.parse(DOWN_LINKUP.read_text()).cas
+    assert (ca.name, ca.ca_type, ca.firmware) == ("mlx5_7", "MT4124", "20.28.4000")
+    (p,) = ca.ports
+    assert (p.state, p.phys_state, p.rate_gbps, p.lid, p.sm_lid, p.link_layer) == (
+        "DOWN", "LinkUp", 200.0, 65535, 1, "InfiniBand")
+
+
+def test_ib_port_polling_with_guids_elided() -> None:
+    (ca,) = ibstat.parse(POLLING.read_text()).cas
+    assert (ca.node_guid, ca.system_image_guid) == ("...", "...")
+    (p,) = ca.ports
+    assert (p.state, p.state_code, p.phys_state, p.phys_state_code) == ("DOWN", 1, "Polling", 2)
+    assert (p.rate_gbps, p.lid, p.sm_lid, p.port_guid, p.link_layer) == (
+        10.0, 868, 334, "...", "InfiniBand")
+
+
+def test_two_port_connectx3_with_ibwarn_debug_lines() -> None:
+    report = ibstat.parse(MLX4.read_text())
+    assert report.warnings == ("[168988] umad_init: umad_init",
+                               "[168988] umad_get_ca_device_list: return 1 cas",
+                               "[168988] umad_get_ca: ca_name mlx4_0",
+                               "[168988] umad_get_ca: opened mlx4_0")
+    (ca,) = report.cas
+    assert (ca.ca_type, ca.num_ports, ca.firmware, ca.hardware_version) == (
+        "MT4099", 2, "2.42.5000", "1")
+    p1, p2 = ca.ports
+    assert (p1.id, p1.state, p1.phys_state, p1.rate_gbps, p1.lid) == (
+        "mlx4_0:1", "DOWN", "Disabled", 10.0, 38)
+    # The excerpt ends after port 2's rate: what was not printed stays None.
+    assert (p2.id, p2.state, p2.phys_state, p2.rate_gbps) == ("mlx4_0:2", "ACTIVE", "LinkUp", 56.0)
+    assert (p2.lid, p2.link_layer, p2.port_guid) == (None, None, None)
+
+
+def test_hdr_port_disabled_and_hdr_at_half_width() -> None:
+    a, b = ibstat.parse(HDR_DOWN.read_text()).ports
+    assert (a.state, a.rate_gbps) == ("ACTIVE", 200.0)
+    assert (b.device, b.state, b.phys_state, b.rate_gbps, b.lid, b.sm_lid) == (
+        "mlx5_2", "DOWN", "Disabled", 10.0, 65535, 0)
+    report = ibstat.parse(HDR100.read_text())
+    assert len(report.ports) == 8
+    assert {(p.state, p.phys_state, p.rate_gbps, p.link_layer) for p in report.ports} == {
+        ("ACTIVE", "LinkUp", 100.0, "InfiniBand")}
+    assert {d.fw_ver for d in report.devices} == {"20.36.1010"}
 
 
 def test_tabs_and_spaces_parse_the_same() -> None:
@@ -291,6 +373,26 @@ def test_state_garbage(text: str) -> None:
         port_state(text)
     with pytest.raises(ValueError):
         phys_state(text)
+
+
+def test_build_port_one_constructor_for_every_source() -> None:
+    sysfs = build_port("mlx5_0", 1, state="4: ACTIVE", phys="5: LinkUp",
+                       rate="400 Gb/sec (4X NDR)", layer="InfiniBand", lid=0x33bf)
+    tool = build_port("mlx5_0", 1, state="Active", phys="LinkUp", rate="400",
+                      layer="InfiniBand", lid=13247)
+    assert (sysfs.state, sysfs.state_code, sysfs.phys_state, sysfs.rate_gbps, sysfs.lid) == (
+        tool.state, tool.state_code, tool.phys_state, tool.rate_gbps, tool.lid)
+    assert (sysfs.speed, tool.speed) == ("NDR", None)
+    bare = build_port("mlx5_1", 2, state="Down")
+    assert (bare.phys_state, bare.rate_gbps, bare.rate_text, bare.link_layer) == (
+        None, None, None, None)
+    assert bare.counters == {} and bare.hw_counters == {}
+    for kwargs, name in [({"state": "4:"}, "state"), ({"state": None}, "state"),
+                         ({"state": "Active", "phys": "??!"}, "phys_state"),
+                         ({"state": "Active", "rate": "fast"}, "rate")]:
+        with pytest.raises(PortFieldError) as exc:
+            build_port("mlx5_0", 1, **kwargs)  # type: ignore[arg-type]
+        assert exc.value.field == name and isinstance(exc.value, ValueError)
 
 
 def test_link_layer_and_port_helpers() -> None:

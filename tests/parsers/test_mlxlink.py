@@ -15,9 +15,14 @@ import pytest
 from stetho.parsers import ParseError, mlxlink
 from tests.conftest import REAL, mutation_outcomes, real_files, real_ids
 
-FILES = real_files("07-mlxlink-ethtool", "mlxlink-*.json")
-DR4 = REAL / "07-mlxlink-ethtool" / "mlxlink-json-400g-osfp-dr4-mft4.34.1.json"
-ETHTOOL = REAL / "07-mlxlink-ethtool" / "ethtool-m-qsfp-40g-sr4-mlx4-neginf-lanes.txt"
+FILES = real_files("07-mlxlink-ethtool", "mlxlink-*")
+MLX = REAL / "07-mlxlink-ethtool"
+DR4 = MLX / "mlxlink-json-400g-osfp-dr4-mft4.34.1.json"
+ETHTOOL = MLX / "ethtool-m-qsfp-40g-sr4-mlx4-neginf-lanes.txt"
+BF3 = MLX / "mlxlink-text-bluefield3-100g-qsfp28-passive-copper-mft4.30.1.txt"
+CX6 = MLX / "mlxlink-text-cx6-ib-hdr-2x-ber-monitor-unsupported-mft4.24.0.txt"
+CX7 = MLX / "mlxlink-text-cx7-ib-ndr-osfp-passive-dac-show-module-mft4.35.0.txt"
+TEXT_FILES = (BF3, CX6, CX7)
 
 
 def _doc() -> dict[str, Any]:
@@ -45,19 +50,122 @@ def _variant(**sections: dict[str, Any]) -> str:
 
 
 def test_every_mlxlink_file_is_covered() -> None:
-    assert FILES == [DR4]
+    assert set(FILES) == {DR4, *TEXT_FILES}
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
 def test_every_real_file_parses(path: Path) -> None:
-    r = mlxlink.parse(path.read_text())
-    assert r.ok and r.status_code == 0 and r.message == "success"
-    assert r.lanes and r.module is not None
-    assert r.pre_fec_ber is not None
+    r = mlxlink.parse(path.read_text(), device="mlx5_0", port=1)
+    assert r.format == ("json" if path.suffix == ".json" else "text")
+    assert r.ok == (path != CX6)
+    assert (r.state, r.physical_state in ("LinkUp", "ETH_AN_FSM_ENABLE")) == ("Active", True)
+    assert r.link_up and r.width_lanes in (2, 4) and r.speed is not None
+    assert r.fw_version and r.mft_version and r.mft_version[0].isdigit()
+    assert (r.status_opcode, r.recommendation) == (0, "No issue was observed")
+    assert (r.device, r.port) == ("mlx5_0", "1")
+    assert mlxlink.parse(path.read_bytes(), device="mlx5_0", port=1) == r
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.ok = False  # type: ignore[misc]
+
+
+def test_json_file_status_and_lanes() -> None:
+    r = mlxlink.parse(DR4.read_text())
+    assert r.ok and r.status_code == 0 and r.message == "success"
+    assert r.lanes and r.module is not None and r.pre_fec_ber is not None
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.lanes[0].raw_ber = 0.0  # type: ignore[misc]
+
+
+def test_text_bluefield3_passive_copper_everything_na() -> None:
+    r = mlxlink.parse(BF3.read_text())
+    assert (r.format, r.ok, r.status_code, r.message, r.warning) == ("text", True, None, None, None)
+    assert (r.speed, r.width, r.fec) == ("100G", "4x", "Standard RS-FEC - RS(528,514)")
+    assert (r.fw_version, r.mft_version) == ("32.43.2402", "4.30.1-8")  # 'mft ' dropped
+    assert (r.raw_ber, r.effective_ber) == (0.0, 0.0)  # 15E-255: no errors counted
+    assert (r.effective_errors, r.link_down, r.link_error_recovery) == (0, 0, 0)
+    assert r.minutes_since_clear == 25074.8
+    assert [ln.raw_errors for ln in r.lanes] == [0, 0, 0, 0]
+    assert {(ln.rx_power_dbm, ln.bias_ma, ln.rx_los, ln.datapath_state) for ln in r.lanes} == {
+        (None, None, None, None)}
+    m = r.module
+    assert m is not None and m.passive
+    assert (m.identifier, m.vendor, m.part_number, m.ddm) == ("QSFP28", "FS", "Q28-PC03", False)
+    assert (m.temperature_c, m.voltage_mv, m.wavelength_nm, m.state, m.fw_fault) == (
+        None, None, None, None, None)
+    assert r.sections == ("Operational Info", "Supported Info", "Troubleshooting Info",
+                          "Tool Information", "Module Info", "Physical Counters and BER Info")
+
+
+def test_text_connectx6_error_line_makes_the_run_failed() -> None:
+    """`--show_ber_monitor` on an HCA: the link sections print, then an -E- line (stderr)."""
+    r = mlxlink.parse(CX6.read_text())
+    assert (r.ok, r.status_code) == (False, None)
+    assert r.message == '"--show_ber_monitor" option is not supported for HCA'
+    assert (r.speed, r.width_lanes, r.fec) == ("IB-HDR", 2, "RS-FEC - (544,514) + PLR")
+    assert (r.fw_version, r.mft_version, r.module, r.lanes) == (
+        "20.36.1010", "4.24.0-72", None, ())
+    assert (r.raw_ber, r.symbol_ber) == (None, None)  # not asked for: unknown
+
+
+def test_text_connectx7_passive_dac_zeros_and_flags() -> None:
+    r = mlxlink.parse(CX7.read_text())
+    assert r.ok and (r.state, r.physical_state) == ("Active", "LinkUp")  # trailing space gone
+    assert (r.speed, r.fw_version, r.mft_version) == ("IB-NDR", "28.46.3048", "4.35.0-159")
+    assert r.fec == "Ethernet_Consortium_LL_50G_RS_FEC_PLR -(272,257+1)"
+    m = r.module
+    assert m is not None and m.passive and m.ddm is True
+    # Passive copper prints zero readings with a zero range: as printed, flagged passive.
+    assert (m.temperature_c, m.temperature_range) == (0.0, mlxlink.Range(0.0, 0.0))
+    assert m.rx_power_range == mlxlink.Range(0.0, 0.0)
+    assert (m.state, m.fw_fault, m.datapath_fw_fault) == ("Ready state", False, False)
+    assert [ln.rx_los for ln in r.lanes] == [True, False, True, True]
+    assert [ln.rx_cdr_lol for ln in r.lanes] == [True, True, True, True]
+    assert [ln.datapath_state for ln in r.lanes] == [None, None, None, None]  # N/A per lane
+    assert (r.raw_ber, r.lanes[0].raw_errors) == (None, None)  # -c not asked
+
+
+def _as_text(doc: dict[str, Any]) -> str:
+    """mlxlink's text layout for a JSON document's sections (titles underlined, padded keys)."""
+    out = []
+    for name, section in doc["result"]["output"].items():
+        out += ["", name, "-" * len(name)]
+        for key, value in section.items():
+            if isinstance(value, dict):
+                value = ",".join(str(v) for v in value.get("values", []))
+            out.append(f"{key:<35}: {value}")
+    return "\n".join(out) + "\n"
+
+
+def test_text_and_json_of_the_same_run_read_the_same() -> None:
+    doc = _doc()
+    doc["result"]["output"] = {k: v for k, v in doc["result"]["output"].items()
+                               if k != "Supported Info"}  # nested masks: JSON only
+    from_json = mlxlink.parse(_dump(doc))
+    from_text = mlxlink.parse(_as_text(doc))
+    assert dataclasses.replace(from_text, format="json", status_code=0, message="success") == \
+        from_json
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("Operational Info\n----------------\nState : Active\nthis is not a field\n", "Key : value"),
+    ("Operational Info\n----------------\nState : Active\n------\n", "without a section"),
+    ("A\n---\nState : Active\nA\n---\n", "printed twice"),
+    ("State : Active\nSpeed : 400G\n", "no section title"),
+    ("-E- Failed to open device: mlx5_9\n", "mlxlink failed without output: Failed to open"),
+    ("Supported Info\n--------------\nEnabled Link Speed : 0x1\n", "no mlxlink section"),
+])
+def test_malformed_text(text: str, needle: str) -> None:
+    with pytest.raises(ParseError, match=needle) as exc:
+        mlxlink.parse(text)
+    assert exc.value.tool == "mlxlink"
+
+
+def test_text_warnings_and_leading_prompt_lines() -> None:
+    text = "user@host:~$ sudo mlxlink -d mlx5_0 -m -c\n-W- Cable is not supported\n" + \
+        BF3.read_text()
+    r = mlxlink.parse(text)
+    assert r.ok and r.warning == "Cable is not supported"
+    assert dataclasses.replace(r, warning=None) == mlxlink.parse(BF3.read_text())
 
 
 def test_dr4_link_and_ber() -> None:
@@ -166,7 +274,7 @@ def test_warning_lines_before_the_json() -> None:
 
 
 def test_error_line_without_json() -> None:
-    with pytest.raises(ParseError, match="mlxlink failed without JSON: Failed to open device"):
+    with pytest.raises(ParseError, match="mlxlink failed without output: Failed to open device"):
         mlxlink.parse('-E- Failed to open device: "mlx5_9", No such file or directory\n')
 
 
@@ -323,7 +431,7 @@ def test_empty_input() -> None:
     for text in ("", "\n \t\n", b""):
         with pytest.raises(ParseError, match="empty") as exc:
             mlxlink.parse(text)
-        assert exc.value.tool == "mlxlink --json"
+        assert exc.value.tool == "mlxlink"
 
 
 def test_random_bytes() -> None:

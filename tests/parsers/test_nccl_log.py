@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from stetho.parsers import ParseError
-from stetho.parsers.nccl_log import NcclLog, parse
+from stetho.parsers.nccl_log import NcclLog, NcclVersion, find_version, parse
 from tests.conftest import REAL, real_files, real_ids
 
 FILES = real_files("03-nccl")
 LOGS = {"nccl-debug-info-net-ib-sharp-2node-h100-EXCERPT.log",
-        "nccl-debug-info-net-socket-1node-2xA100-80GB.log"}
+        "nccl-debug-info-net-socket-1node-2xA100-80GB.log",
+        "nccl-debug-info-2node-gb10-roce-nccl2.28.9-allgather-header-EXCERPT.log"}
+GB10 = REAL / "03-nccl" / "nccl-debug-info-2node-gb10-roce-nccl2.28.9-allgather-header-EXCERPT.log"
 IB_SHARP = REAL / "03-nccl" / "nccl-debug-info-net-ib-sharp-2node-h100-EXCERPT.log"
 SOCKET = REAL / "03-nccl" / "nccl-debug-info-net-socket-1node-2xA100-80GB.log"
 
@@ -54,6 +56,46 @@ def test_socket_fallback_log() -> None:
     assert log.ib_devices == () and not log.sharp
     assert log.socket_interfaces == ("eth0",) and log.socket_addresses == ("172.17.0.2",)
     assert log.hosts == ("3767c65d25c4",)
+
+
+def test_gb10_roce_log_nccl_2_28() -> None:
+    """NCCL 2.28's NET/IB lines ('NET/IB: [1] rocep1s0f1:uverbs1:1/RoCE provider=...',
+    'Made virtual device') next to the classic 'NET/IB : Using' line."""
+    log = parse(GB10.read_text())
+    assert (log.nccl_version, log.cuda_version, log.cuda_driver_version) == (
+        "2.28.9", "13.0", "13.0")
+    assert log.transport == "IB" and log.roce and not log.sharp
+    assert log.networks == ("IB",) and log.net_plugin == "IB"
+    assert log.ib_devices == ("rocep1s0f1:1", "roceP2p1s0f1:1")
+    assert log.hosts == ("gb10-node1", "gb10-node2")
+    assert not log.fell_back_to_socket and not log.ib_not_found
+
+
+@pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
+def test_nccl_version_found_in_every_file_that_prints_one(path: Path) -> None:
+    """Also the bare banner of NCCL_DEBUG=WARN, which has no INFO line to make it a log."""
+    text = path.read_text()
+    found = find_version(text)
+    if "NCCL version" not in text:
+        assert found is None
+        return
+    assert found is not None and found.version.count(".") == 2
+    assert f"NCCL version {found.version}" in text
+    if path.name in LOGS and found.version:
+        assert parse(text).nccl_version in (found.version, None)
+    expected = {"alltoall-2node-16rank-cx8-spcx-nccl2.30.3-tests2.18.3-erratic.txt":
+                NcclVersion("2.30.3", "13.0"), GB10.name: NcclVersion("2.28.9", "13.0"),
+                SOCKET.name: NcclVersion("2.20.5", "12.4")}
+    assert found == expected[path.name]
+
+
+def test_find_version_garbage() -> None:
+    assert find_version("NCCL version 2.7.8\n") == NcclVersion("2.7.8", None)
+    assert find_version("no version here") is None
+    with pytest.raises(ParseError, match="empty"):
+        find_version("")
+    with pytest.raises(ParseError, match="binary"):
+        find_version(b"\xff\xfe\x00")
 
 
 # Variants.
@@ -146,3 +188,12 @@ def test_other_tools_output(path: Path) -> None:
     with pytest.raises(ParseError) as exc:
         parse(path.read_text())
     assert exc.value.tool == "NCCL_DEBUG=INFO log"
+
+
+@pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
+def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
+    """Seeded random edits of a real file either still parse or raise ParseError, nothing else."""
+    from tests.conftest import mutation_outcomes
+
+    outcomes = mutation_outcomes(parse, path.read_text(), "NCCL_DEBUG=INFO log", rounds=200)
+    assert ("parsed" in outcomes) if path.name in LOGS else (outcomes == {"error"})

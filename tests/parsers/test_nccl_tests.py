@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from stetho.parsers import ParseError
-from stetho.parsers.nccl_tests import NcclRow, NcclRun, format_size, parse, parse_size
+from stetho.parsers.nccl_tests import (
+    NcclRow,
+    NcclRun,
+    RunShape,
+    busbw_factor,
+    collective_name,
+    format_size,
+    parse,
+    parse_size,
+)
 from tests.conftest import REAL, real_files, real_ids
 
 FILES = real_files("03-nccl")
@@ -31,6 +40,11 @@ def _row(run: NcclRun, size: int) -> NcclRow:
     return row
 
 
+GB10 = "allgather-2node-2xGB10-nccl2.28.9-tests2.18.3.txt"
+GB10_SLOW = "allgather-2node-2xGB10-fec-none-busbw-collapse.txt"
+GB300 = "allgather-2node-8xGB300-gke-tests2.17.6-whitespace-collapsed.txt"
+ALLTOALL = "alltoall-2node-16rank-cx8-spcx-nccl2.30.3-tests2.18.3-erratic.txt"
+GB10_LOG = "nccl-debug-info-2node-gb10-roce-nccl2.28.9-allgather-header-EXCERPT.log"
 ROCE = "allreduce-2node-16xA100-40GB-roce-oke.txt"
 OLD = "allreduce-2node-16xA100-40GB-ib-abci-oldformat.txt"
 RTX = "allreduce-2node-2xRTX3090-wrong-FAILED.txt"
@@ -41,7 +55,8 @@ SOCKET_LOG = "nccl-debug-info-net-socket-1node-2xA100-80GB.log"
 
 def test_fixture_folder_is_complete() -> None:
     names = {p.name for p in FILES}
-    assert {ROCE, OLD, RTX, CUDA_INIT, TAGGED, SOCKET_LOG} | NOT_NCCL_TESTS == names
+    assert {ROCE, OLD, RTX, CUDA_INIT, TAGGED, SOCKET_LOG, GB10, GB10_SLOW, GB300, ALLTOALL,
+            GB10_LOG} | NOT_NCCL_TESTS == names
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
@@ -70,6 +85,24 @@ def test_every_real_file(path: Path) -> None:
         assert run.avg_busbw_gbps == pytest.approx(sum(cells) / len(cells), abs=0.01)
     if run.header is not None and run.devices:
         assert [d.rank for d in run.devices] == list(range(len(run.devices)))
+    # The run's shape, and the NCCL version whenever the output prints one.
+    shape = run.shape
+    assert shape.ranks == (len(run.devices) or None)
+    assert shape.nodes == (len({d.host for d in run.devices}) or None)
+    assert shape.gpus_per_process == run.ngpus
+    if shape.nodes and shape.gpus_per_node:
+        assert shape.gpus_per_node * shape.nodes == shape.ranks
+    if "NCCL version" in text or "nccl-library=" in text:
+        assert run.nccl_version is not None and run.nccl_version_source is not None
+    else:
+        assert run.nccl_version is None and run.nccl_version_source is None
+    # nccl-tests' busbw is algbw times the collective's factor, on every row it timed.
+    if shape.collective and shape.ranks:
+        factor = busbw_factor(shape.collective, shape.ranks)
+        for row in run.rows:
+            if row.oop_algbw_gbps and row.oop_algbw_gbps >= 1.0:
+                assert row.oop_busbw_gbps == pytest.approx(row.oop_algbw_gbps * factor,
+                                                           rel=0.02, abs=0.01)
 
 
 def test_roce_16xa100_clean_run() -> None:
@@ -170,6 +203,117 @@ def test_socket_log_holds_a_run_among_info_lines() -> None:
     assert [(d.device, d.bus_id, d.pid) for d in run.devices] == [(0, "0xa4", 880),
                                                                   (1, "0xa9", 880)]
     assert run.ngpus == 2 and run.warnings == ()
+
+
+def test_two_node_all_gather_on_gb10() -> None:
+    run = _run(GB10)
+    assert run.ok and run.collective == "all_gather_perf" and run.collective_source == "marker"
+    assert run.shape == RunShape("all_gather", ranks=2, nodes=2, gpus_per_process=1,
+                                 gpus_per_node=1)
+    assert run.shape.describe() == "all_gather 2 ranks / 2 nodes"
+    assert (run.tests_version, run.nccl_version, run.nccl_version_source) == (
+        "2.18.3", "2.28.9", "nccl-library")
+    assert (run.nccl_library_version, run.nccl_headers_version, run.nccl_cuda_version) == (
+        "2.28.9", "2.28.9", None)
+    assert [d.host for d in run.devices] == ["gb10-node1", "gb10-node2"]
+    assert run.devices[1].bus_id == "000f:01:00" and run.devices[1].pci_bus == 1
+    assert run.header is not None and run.header.unalign == 0
+    assert [r.oop_busbw_gbps for r in run.rows] == [19.73, 21.23, 22.14]
+    assert run.avg_busbw_gbps == 21.4033
+
+
+def test_same_run_after_recabling_collapses_but_is_clean() -> None:
+    """A perf fault, not a correctness one: only a baseline of this shape can catch it."""
+    slow, good = _run(GB10_SLOW), _run(GB10)
+    assert slow.ok and slow.shape == good.shape and slow.total_wrong == 0
+    assert [r.oop_busbw_gbps for r in slow.rows] == [2.80, 2.82, 2.82]
+    assert slow.busbw(4294967296) < 0.15 * (good.busbw(4294967296) or 0)
+
+
+def test_whitespace_collapsed_gb300_run() -> None:
+    run = _run(GB300)
+    assert run.ok and run.shape == RunShape("all_gather", 8, 2, 1, 4)
+    assert len(run.rows) == 23 and run.avg_busbw_gbps == 146.047
+    assert run.devices[4].host == "gke-psch-ug-cluster-a4xmax-03878a77-d3lp"
+    assert run.devices[3].bus_id == "0019:06:00" and run.devices[3].pci_bus == 6
+    assert run.busbw(17179869184) == 357.13 and run.largest is not None
+    assert (run.tests_version, run.nccl_version) == ("2.17.6", "2.28.9")
+
+
+def test_two_node_alltoall_16_ranks_with_nccl_version_line() -> None:
+    run = _run(ALLTOALL)
+    assert run.ok and run.shape == RunShape("alltoall", 16, 2, 1, 8)
+    assert run.shape.describe() == "alltoall 16 ranks / 2 nodes"
+    # The library's own banner wins; its CUDA build is kept; the code says the same.
+    assert (run.nccl_version, run.nccl_cuda_version, run.nccl_version_source) == (
+        "2.30.3", "13.0", "NCCL version line")
+    assert run.nccl_library_version == run.nccl_headers_version == "2.30.3"
+    assert {d.name for d in run.devices} == {"NVIDIA Graphics Device"}
+    assert len(run.rows) == 24 and run.validated is False  # in-place #wrong is N/A
+    assert all(r.ip_wrong is None and r.oop_wrong == 0 for r in run.rows)
+    assert (run.busbw(33554432), run.busbw(67108864)) == (38.86, 0.61)  # erratic, as recorded
+
+
+def test_info_log_excerpt_has_the_shape_and_version_but_no_table() -> None:
+    run = _run(GB10_LOG)
+    assert run.failed and run.failure == "no results table after the '# nThread' header"
+    assert run.shape == RunShape("all_gather", 2, 2, 1, 1)
+    assert (run.nccl_version, run.nccl_cuda_version) == ("2.28.9", "13.0")
+    assert run.warnings == ()
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    (ROCE, "all_reduce"), (OLD, "all_reduce"), (RTX, "all_reduce"), (SOCKET_LOG, "all_reduce"),
+])
+def test_collective_told_from_the_table(name: str, expected: str) -> None:
+    """Older outputs name no binary: the redop/root columns and busbw/algbw ratio tell it."""
+    run = _run(name)
+    assert run.collective is None and run.table_collective == expected
+    assert (run.collective_source, run.shape.collective) == ("table", expected)
+
+
+def test_collective_from_an_echoed_command_line() -> None:
+    text = "srun --nodes=2 all_reduce_perf_mpi -b 8 -e 8G -f 2 -g 1\n" + _read(ROCE)
+    run = parse(text)
+    assert (run.collective, run.collective_source) == ("all_reduce_perf_mpi", "command")
+    assert run.shape.collective == "all_reduce" and run.table_collective is None
+
+
+def test_table_cannot_tell_ambiguous_collectives() -> None:
+    # An all_gather table is also an alltoall table; a single rank fits everything.
+    text = _read(GB10).replace("# Collective test starting: all_gather_perf\n", "")
+    text = text.replace("# Collective test concluded: all_gather_perf\n", "")
+    text = text.replace("./build/all_gather_perf", "./build/some_binary")
+    run = parse(text)
+    assert run.collective is None and run.shape.collective is None
+    single = "\n".join(line for line in _read(SOCKET_LOG).splitlines() if "device  1" not in line)
+    assert parse(single).table_collective is None
+
+
+@pytest.mark.parametrize(("collective", "n", "factor"), [
+    ("all_reduce", 16, 1.875), ("all_reduce_perf", 2, 1.0), ("all_reduce", 1, 0.0),
+    ("all_gather", 8, 0.875), ("reduce_scatter", 16, 0.9375), ("alltoall_perf_mpi", 16, 0.9375),
+    ("broadcast", 8, 1.0), ("reduce", 16, 1.0), ("sendrecv", 2, 1.0), ("gather", 4, 0.75),
+])
+def test_busbw_factor(collective: str, n: int, factor: float) -> None:
+    assert busbw_factor(collective, n) == pytest.approx(factor)
+
+
+def test_busbw_factor_rejects() -> None:
+    with pytest.raises(ParseError, match="not an nccl-tests collective"):
+        busbw_factor("allreduce", 8)
+    with pytest.raises(ParseError, match="at least one rank"):
+        busbw_factor("all_reduce", 0)
+    assert collective_name("/opt/nccl-tests/build/reduce_scatter_perf") == "reduce_scatter"
+    assert collective_name("ib_write_bw") is None and collective_name(None) is None
+
+
+def test_shape_of_uneven_nodes_and_of_no_devices() -> None:
+    lines = [line for line in _read(ROCE).splitlines() if "Rank 15 " not in line]
+    shape = parse("\n".join(lines)).shape
+    assert (shape.ranks, shape.nodes, shape.gpus_per_node) == (15, 2, None)
+    assert _run(TAGGED).shape == RunShape(None, None, None, None, None)
+    assert _run(TAGGED).shape.describe() == "unknown collective ? ranks / ? nodes"
 
 
 # Variants built from real files (copies in memory; the fixtures stay untouched).
@@ -365,3 +509,12 @@ def test_format_size_round_trips_through_parse_size() -> None:
         assert parse_size(value + unit[0].replace("B", "")) == n
     with pytest.raises(ParseError):
         format_size(-1)
+
+
+@pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
+def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
+    """Seeded random edits of a real file either still parse or raise ParseError, nothing else."""
+    from tests.conftest import mutation_outcomes
+
+    outcomes = mutation_outcomes(parse, path.read_text(), "nccl-tests", rounds=200)
+    assert "parsed" in outcomes or path.name in NOT_NCCL_TESTS

@@ -266,3 +266,39 @@ def test_garbled_gpu_header() -> None:
     text = _read(A10).replace("GPU 00000000:07:00.0\n", "GPU 00000000:07:00\n")
     with pytest.raises(ParseError, match="GPU header"):
         parse(text)
+
+
+def test_newer_driver_text_deprecated_clocks_and_event_counters() -> None:
+    """The real H100 text edited the way 580+ drivers print it: application clocks deprecated,
+    and the 'Clocks Event Reasons Counters' section (names as printed by driver 580.105.06)."""
+    text = _read(H100)
+    first = text.index("\n    Applications Clocks\n") + 1
+    block = text[first:text.index("    Default Applications Clocks", first)]
+    deprecated = ("    Applications Clocks\n"
+                  "        Graphics                          : Requested functionality has been "
+                  "deprecated\n"
+                  "        Memory                            : Requested functionality has been "
+                  "deprecated\n")
+    counters = ("    Clocks Event Reasons Counters\n"
+                "        SW Power Capping                  : 1202176 us\n"
+                "        Sync Boost                        : 0 us\n"
+                "        SW Thermal Slowdown               : 0 us\n"
+                "        HW Thermal Slowdown               : 0 us\n"
+                "        HW Power Braking                  : 5 us\n")
+    edited = text.replace(block, deprecated, 1).replace(
+        "    Sparse Operation Mode", counters + "    Sparse Operation Mode", 1)
+    gpu0, gpu1 = parse(edited).gpus[:2]
+    assert gpu0.deprecated == {"app_graphics_mhz", "app_mem_mhz"} and gpu0.app_clocks_deprecated
+    assert (gpu0.app_graphics_mhz, gpu0.app_mem_mhz) == (None, None)
+    assert (gpu0.default_app_graphics_mhz, gpu0.max_sm_mhz) == (1980, 1980)
+    assert gpu0.clock_event_counters.sw_power_cap_us == 1202176
+    assert gpu0.clock_event_counters.hw_power_brake_us == 5
+    assert gpu1.deprecated == frozenset() and gpu1.app_graphics_mhz == 1980
+
+
+def test_clock_fields_of_a_535_driver() -> None:
+    gpu = parse(_read(H100)).gpus[0]
+    # Not read from text yet (the simulator renders this text as XML without them).
+    assert (gpu.performance_state, gpu.max_graphics_mhz, gpu.deferred_mem_mhz) == (None, None, None)
+    assert (gpu.auto_boost, gpu.auto_boost_default) == (None, None)
+    assert gpu.deprecated == frozenset() and not gpu.app_clocks_deprecated

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from stetho.parsers import ParseError
-from stetho.parsers.gpu_model import ClockEventReasons, EccCounts, RemappedRows, SmiReport
+from stetho.parsers.gpu_model import (
+    ClockEventCounters,
+    ClockEventReasons,
+    EccCounts,
+    RemappedRows,
+    SmiReport,
+)
 from stetho.parsers.nvidia_smi_xml import parse
 from tests.conftest import REAL, real_files, real_ids
 
@@ -17,15 +23,20 @@ XML_FILES = real_files("01-nvidia-smi-xml", "*.xml")
 A100 = REAL / "01-nvidia-smi-xml" / "a100-sxm4-80gb-drv535-mig.xml"
 A10G = REAL / "01-nvidia-smi-xml" / "a10g-drv515-throttle-reasons.xml"
 T4 = REAL / "01-nvidia-smi-xml" / "tesla-t4-drv515.xml"
+ADA = REAL / "01-nvidia-smi-xml" / "rtx4000-sff-ada-drv595-v13-appclocks-deprecated.xml"
+A5000 = REAL / "01-nvidia-smi-xml" / "dual-rtx-a5000-drv590-v13-appclocks-deprecated-2gpus.xml"
+NEWER = (ADA, A5000)  # drivers where application clocks are deprecated
 BUS_ID = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
+APP_CLOCKS = {"app_graphics_mhz", "app_mem_mhz", "default_app_graphics_mhz",
+              "default_app_mem_mhz"}
 
 
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def test_all_three_real_files_are_found() -> None:
-    assert [p.name for p in XML_FILES] == [A100.name, A10G.name, T4.name]
+def test_all_real_files_are_found() -> None:
+    assert set(XML_FILES) == {A100, A10G, T4, ADA, A5000}
 
 
 @pytest.mark.parametrize("path", XML_FILES, ids=real_ids(XML_FILES))
@@ -33,18 +44,81 @@ def test_every_real_file_parses(path: Path) -> None:
     report = parse(_read(path))
     assert isinstance(report, SmiReport)
     assert report.driver_version is not None and re.match(r"^\d+\.\d+", report.driver_version)
-    assert len(report.gpus) == 1
-    gpu = report.gpus[0]
-    assert gpu.index == 0
-    assert BUS_ID.match(gpu.pci_bus_id)
-    assert gpu.uuid is not None and gpu.uuid.startswith("GPU-")
-    assert gpu.ecc_enabled is True
-    assert gpu.ecc_volatile == EccCounts(0, 0, 0, 0)
-    assert gpu.reasons.hw_slowdown is False
-    assert gpu.power_draw_w is not None and 0 < gpu.power_draw_w < (gpu.power_limit_w or 0)
+    assert len(report.gpus) == (2 if path == A5000 else 1)
+    for index, gpu in enumerate(report.gpus):
+        assert gpu.index == index
+        assert BUS_ID.match(gpu.pci_bus_id)
+        assert gpu.uuid is not None and gpu.uuid.startswith("GPU-")
+        assert gpu.reasons.hw_slowdown is False
+        assert gpu.power_draw_w is not None and 0 < gpu.power_draw_w < (gpu.power_limit_w or 0)
+        assert gpu.performance_state in ("P0", "P8")
+        assert gpu.max_graphics_mhz is not None and gpu.max_sm_mhz is not None
+        if path in NEWER:
+            # ECC is off on these workstation cards: every counter unknown, none 0.
+            assert gpu.ecc_enabled is False and gpu.ecc_volatile == EccCounts()
+            assert gpu.deprecated == APP_CLOCKS and gpu.app_clocks_deprecated
+            assert (gpu.app_graphics_mhz, gpu.app_mem_mhz) == (None, None)
+        else:
+            assert gpu.ecc_enabled is True and gpu.ecc_volatile == EccCounts(0, 0, 0, 0)
+            assert gpu.deprecated == frozenset() and not gpu.app_clocks_deprecated
+            assert gpu.app_graphics_mhz is not None
+            assert gpu.clock_event_counters == ClockEventCounters()  # not printed before 550
     # Bytes in, same facts out; a UTF-8 byte-order mark changes nothing.
     assert parse(path.read_bytes()) == report
     assert parse(b"\xef\xbb\xbf" + path.read_bytes()) == report
+
+
+def test_ada_driver_595_reports_instead_of_application_clocks() -> None:
+    report = parse(_read(ADA))
+    assert (report.driver_version, report.cuda_version, report.attached_gpus) == (
+        "595.84", "13.2", 1)
+    gpu = report.gpus[0]
+    assert gpu.product_name == "NVIDIA RTX 4000 SFF Ada Generation"
+    # What is left to judge clocks by: current, max, P-state, reasons and their counters.
+    assert (gpu.graphics_mhz, gpu.sm_mhz, gpu.mem_mhz) == (210, 210, 405)
+    assert (gpu.max_graphics_mhz, gpu.max_sm_mhz, gpu.max_mem_mhz) == (3105, 3105, 7001)
+    assert gpu.performance_state == "P8" and gpu.reasons.active() == ("idle",)
+    assert gpu.clock_event_counters == ClockEventCounters(
+        sw_power_cap_us=4251825415, sync_boost_us=0, sw_thermal_slowdown_us=0,
+        hw_thermal_slowdown_us=0, hw_power_brake_us=0)
+    # N/A on this card, not deprecated: unknown, and not reported as gone.
+    assert (gpu.max_customer_boost_graphics_mhz, gpu.deferred_mem_mhz) == (None, None)
+    assert (gpu.auto_boost, gpu.auto_boost_default) == (None, None)
+    assert not {"auto_boost", "deferred_mem_mhz"} & gpu.deprecated
+    assert (gpu.tlimit_temp_c, gpu.tlimit_shutdown_c, gpu.tlimit_slowdown_c) == (49.0, -7.0, -2.0)
+    assert (gpu.power_draw_w, gpu.power_limit_w) == (8.81, 70.0)
+    assert gpu.remapped_rows == RemappedRows(0, 0, False, False)
+
+
+def test_two_a5000_on_driver_590() -> None:
+    report = parse(_read(A5000))
+    assert (report.driver_version, report.attached_gpus) == ("590.44.01", 2)
+    a, b = report.gpus
+    assert (a.pci_bus_id, b.pci_bus_id) == ("00000000:81:00.0", "00000000:C1:00.0")
+    assert (a.gpu_temp_c, b.gpu_temp_c) == (13.0, 15.0)
+    assert (a.slowdown_temp_c, a.shutdown_temp_c, a.tlimit_temp_c) == (95.0, 98.0, None)
+    assert (a.power_draw_w, b.power_draw_w) == (6.41, 13.6)
+    assert (a.clock_event_counters.sw_power_cap_us,
+            b.clock_event_counters.sw_power_cap_us) == (31637354094, 31195898111)
+    assert a.deprecated == b.deprecated == APP_CLOCKS
+    assert (a.max_sm_mhz, a.max_mem_mhz, a.performance_state) == (2100, 8001, "P8")
+
+
+def test_deprecated_is_not_na() -> None:
+    """'deprecated on this driver' and 'N/A' both give None, only one is named as deprecated."""
+    xml = _read(A100).replace(
+        "<auto_boost>N/A</auto_boost>",
+        "<auto_boost>Requested functionality has been deprecated</auto_boost>")
+    xml = xml.replace("<performance_state>P0</performance_state>",
+                      "<performance_state>Requested functionality has been deprecated"
+                      "</performance_state>")
+    gpu = parse(xml).gpus[0]
+    assert gpu.deprecated == {"auto_boost", "performance_state"}
+    assert (gpu.auto_boost, gpu.performance_state) == (None, None)
+    on = parse(_read(A100).replace("<auto_boost>N/A</auto_boost>", "<auto_boost>On</auto_boost>"))
+    assert on.gpus[0].auto_boost is True
+    with pytest.raises(ParseError, match="On/Off"):
+        parse(_read(A100).replace("<auto_boost>N/A</auto_boost>", "<auto_boost>Maybe</auto_boost>"))
 
 
 def test_a100_mig_file() -> None:
@@ -245,3 +319,12 @@ def test_bad_values_raise_parse_error_not_value_error(old: str, new: str) -> Non
     with pytest.raises(ParseError) as err:
         parse(text.replace(old, new))
     assert type(err.value) is ParseError
+
+
+@pytest.mark.parametrize("path", XML_FILES, ids=real_ids(XML_FILES))
+def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
+    """Seeded random edits of a real file either still parse or raise ParseError, nothing else."""
+    from tests.conftest import mutation_outcomes
+
+    assert mutation_outcomes(parse, _read(path), "nvidia-smi -q -x", rounds=60) == {
+        "parsed", "error"}

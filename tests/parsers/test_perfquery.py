@@ -10,13 +10,17 @@ from pathlib import Path
 import pytest
 
 from stetho.parsers import ParseError, perfquery
-from stetho.parsers.ib_common import ERROR_COUNTER_NAMES
+from stetho.parsers.ib_common import ERROR_COUNTER_NAMES, RCV_ERROR_DETAILS
 from tests.conftest import REAL, mutation_outcomes, real_files, real_ids
 
 FILES = real_files("04-infiniband", "perfquery-*.txt")
-FAULTY = REAL / "04-infiniband" / "perfquery-x-linkdowned-xmitdiscards.txt"
-SWITCH = REAL / "04-infiniband" / "perfquery-x-switch-2ports-clean.txt"
-
+IB = REAL / "04-infiniband"
+FAULTY = IB / "perfquery-x-linkdowned-xmitdiscards.txt"
+SWITCH = IB / "perfquery-x-switch-2ports-clean.txt"
+RHEL = IB / "perfquery-x-hca-rhel75-clean-qp1dropped.txt"
+RCV_DETAILS = IB / "perfquery-E-rcverrordetails-switch-port-clean.txt"
+PLAIN = IB / "perfquery-plain-cx6-C-ca-lid1-port0-switchrelay.txt"
+LEGACY = IB / "perfquery-plain-ofed1-legacy-short-names.txt"
 BASIC = """\
 # Port counters: Lid 5 port 1 (CapMask: 0x1600)
 PortSelect:......................1
@@ -43,25 +47,92 @@ PortXmitWait:....................0
 
 
 def test_every_perfquery_file_is_covered() -> None:
-    assert FILES == [FAULTY, SWITCH]
+    assert set(FILES) == {FAULTY, SWITCH, RHEL, RCV_DETAILS, PLAIN, LEGACY}
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
 def test_every_real_file_parses(path: Path) -> None:
     ports = perfquery.parse(path.read_text())
-    assert ports
+    assert ports and perfquery.parse(path.read_bytes()) == ports
     for p in ports:
-        assert p.extended
-        assert p.cap_mask == "CapMask: 0x5300 CapMask2: 0x0000002"
-        assert set(ERROR_COUNTER_NAMES) <= set(p.counters)
-        assert set(p.errors()) == set(ERROR_COUNTER_NAMES)
-        assert p.counters["QP1Dropped"] == 0
-        assert set(p.data_words) == {"PortXmitData", "PortRcvData"}
-        assert len(p.packets) == 6
-        assert p.xmit_bytes == 4 * p.data_words["PortXmitData"]
+        assert p.counter_set in {"basic", "extended", "rcv_error_details"}
+        assert p.extended == (p.counter_set == "extended")
         assert not {"PortSelect", "CounterSelect", "CounterSelect2"} & set(p.counters)
+        if p.counter_set == "rcv_error_details":
+            assert set(p.errors()) == set(RCV_ERROR_DETAILS) == set(p.counters)
+            assert p.data_words == {} and p.packets == {}
+            continue
+        # Every error counter is there (PortXmitWait aside, which OFED 1.x did not print).
+        assert set(ERROR_COUNTER_NAMES) - {"PortXmitWait"} <= set(p.errors())
+        assert set(p.data_words) == {"PortXmitData", "PortRcvData"}
+        assert p.xmit_bytes == 4 * p.data_words["PortXmitData"]
+        if p.extended:
+            assert p.cap_mask is not None and p.cap_mask.startswith("CapMask: 0x5300")
+            assert p.counters["QP1Dropped"] == 0 and len(p.packets) == 6
     with pytest.raises(dataclasses.FrozenInstanceError):
         ports[0].lid = 0  # type: ignore[misc]
+
+
+def test_rcv_error_details_block() -> None:
+    (p,) = perfquery.parse(RCV_DETAILS.read_text())
+    assert (p.id, p.counter_set, p.extended, p.cap_mask) == (
+        "lid 1719 port 1", "rcv_error_details", False, None)
+    assert p.errors() == {name: 0 for name in RCV_ERROR_DETAILS}
+    assert "PortMalformedPktErrors" in p.errors()  # perfquery's spelling, not "...Packet..."
+
+
+def test_plain_counters_of_a_connectx6_port() -> None:
+    (p,) = perfquery.parse(PLAIN.read_text())
+    assert (p.lid, p.port, p.counter_set, p.cap_mask, p.legacy_names) == (
+        1, 0, "basic", "CapMask: 0x5300", False)
+    assert {k: v for k, v in p.errors().items() if v} == {"PortRcvSwitchRelayErrors": 6}
+    assert p.counters["QP1Dropped"] == 0  # in the basic set on this build
+    assert (p.data_words["PortXmitData"], p.packets["PortRcvPkts"]) == (50334712, 698925)
+
+
+def test_ofed1_short_names_are_renamed_not_lost() -> None:
+    """Old names would otherwise land as unknown counters: a port with errors would look clean."""
+    (p,) = perfquery.parse(LEGACY.read_text())
+    assert p.legacy_names and p.counter_set == "basic" and p.cap_mask is None
+    assert set(p.errors()) == set(ERROR_COUNTER_NAMES) - {"PortXmitWait"}
+    assert not {"SymbolErrors", "XmtData", "LinkDowned"} & set(p.counters)
+    assert p.data_words == {"PortXmitData": 905972985, "PortRcvData": 2411533950}
+    assert p.packets == {"PortXmitPkts": 22945597, "PortRcvPkts": 26264095}
+    faulty = LEGACY.read_text().replace("SymbolErrors:....................0",
+                                        "SymbolErrors:....................17")
+    assert perfquery.parse(faulty)[0].errors()["SymbolErrorCounter"] == 17
+
+
+def test_several_ports_and_sets_in_one_output() -> None:
+    text = SWITCH.read_text() + RCV_DETAILS.read_text() + PLAIN.read_text()
+    ports = perfquery.parse(text)
+    assert [(p.id, p.counter_set) for p in ports] == [
+        ("lid 1719 port 1", "extended"), ("lid 1719 port 2", "extended"),
+        ("lid 1719 port 1", "rcv_error_details"), ("lid 1 port 0", "basic")]
+
+
+@pytest.mark.parametrize(
+    ("header", "named"),
+    [
+        ("# PortXmitDiscardDetails counters: Lid 1719 port 1", "perfquery -D"),
+        ("# Port extended speeds counters: Lid 1719 port 1", "perfquery -T"),
+        ("# PortVLXmitWaitCounters counters: Lid 1719 port 1", "perfquery -w"),
+        ("# PortSomethingNew counters: Lid 1719 port 1", "'PortSomethingNew counters'"),
+    ],
+)
+def test_unsupported_format_is_an_error_naming_it(header: str, named: str) -> None:
+    text = header + "\nPortSelect:......................1\nPortInactiveDiscards:............0\n"
+    with pytest.raises(ParseError, match="unsupported perfquery format") as exc:
+        perfquery.parse(text)
+    assert named in exc.value.reason and exc.value.tool == "perfquery"
+    with pytest.raises(ParseError, match="unsupported"):
+        perfquery.parse(SWITCH.read_text() + text)  # never read as a clean port
+
+
+def test_header_with_an_address_that_is_not_a_lid() -> None:
+    with pytest.raises(ParseError, match="unreadable header"):
+        perfquery.parse("# Port counters: DR path slid 0; dlid 0; 0,1 port 1\n"
+                        "SymbolErrorCounter:..............0\n")
 
 
 def test_linkdowned_xmitdiscards_values() -> None:
@@ -113,7 +184,7 @@ def test_empty_input() -> None:
     for text in ("", "\n  \n"):
         with pytest.raises(ParseError, match="empty") as exc:
             perfquery.parse(text)
-        assert exc.value.tool == "perfquery -x"
+        assert exc.value.tool == "perfquery"
 
 
 def test_random_bytes() -> None:
