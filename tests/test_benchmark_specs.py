@@ -112,9 +112,6 @@ def test_metric_values_in_base_units(shipped: dict[str, spec.Benchmark]) -> None
 NCCL_LATENCY_8B = 36.47  # out-of-place time (us) of the 8-byte all_reduce row in NCCL_ROCE
 
 
-@pytest.mark.xfail(strict=True, reason="the nccl_tests parser reads no rows from the old format "
-                   "of rooted collectives (size count type root ...): a change outside this tree's "
-                   "benchmark work, proposed in the report")
 def test_broadcast_in_the_old_format(shipped: dict[str, spec.Benchmark]) -> None:
     assert _measure(shipped["nccl-broadcast"], NCCL_BCAST_OLD)["busbw_8g"] == pytest.approx(
         232.81e9)

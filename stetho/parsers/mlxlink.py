@@ -52,29 +52,31 @@ the device nor the port; pass `device`/`port` to carry the ones the probe ran ag
 
 from __future__ import annotations
 
+__all__ = ["TOOL", "MlxlinkLane", "MlxlinkModule", "MlxlinkReport", "Range", "parse"]
+
 import json
-import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import TypeVar
+from collections.abc import Mapping
 
 from stetho.parsers import ParseError, mlxlink_text
-from stetho.parsers._text import guarded, is_na
+from stetho.parsers._text import guarded
+from stetho.parsers.mlxlink_model import MlxlinkLane, MlxlinkModule, MlxlinkReport, Range
+from stetho.parsers.mlxlink_values import (
+    TOOL,
+    T,
+    _ber,
+    _clean,
+    _count,
+    _dbm,
+    _flag,
+    _int,
+    _lane_values,
+    _norm,
+    _number,
+    _reading,
+    _scalar,
+)
 
-TOOL = "mlxlink"
-
-T = TypeVar("T")
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-_NUMBER = re.compile(rf"^{_NUM}$")
-_COUNT = re.compile(r"^\d+$")
-_RANGE = re.compile(r"^(.*?)\s*\[([^\[\]]*)\.\.([^\[\]]*)\]$", re.DOTALL)
-_BER = re.compile(r"^(\d+(?:\.\d*)?)[eE]-(\d+)$")
-_WIDTH = re.compile(r"^(\d+)\s*[xX]$")
-_SENTINEL_MAGNITUDE = 255
 _KNOWN_SECTIONS = (
     "operational info",
     "physical counters and ber info",
@@ -82,142 +84,6 @@ _KNOWN_SECTIONS = (
     "tool information",
     "troubleshooting info",
 )
-_TRUE = frozenset({"1", "yes", "on", "true"})
-_FALSE = frozenset({"0", "no", "off", "false"})
-
-
-@dataclass(frozen=True)
-class Range:
-    """The `[low..high]` pair mlxlink prints after a module reading (the module's thresholds);
-    either end is None where mlxlink printed N/A."""
-
-    low: float | None
-    high: float | None
-
-    def contains(self, value: float) -> bool:
-        """True when value lies inside the range (an open end does not bound it)."""
-        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
-
-
-@dataclass(frozen=True)
-class MlxlinkLane:
-    """One lane, index-aligned across mlxlink's per-lane lists. Powers in dBm (None for N/A or
-    a dark lane: see `rx_dark`/`tx_dark`, True where mlxlink printed -inf, i.e. 0 mW); BER with
-    the 15E-255 sentinel read as 0.0; flags are True when the module raises them."""
-
-    index: int
-    rx_power_dbm: float | None = None
-    tx_power_dbm: float | None = None
-    rx_dark: bool = False
-    tx_dark: bool = False
-    bias_ma: float | None = None
-    raw_ber: float | None = None
-    raw_errors: int | None = None
-    rx_los: bool | None = None
-    tx_los: bool | None = None
-    tx_fault: bool | None = None
-    rx_cdr_lol: bool | None = None
-    tx_cdr_lol: bool | None = None
-    datapath_state: str | None = None
-
-
-@dataclass(frozen=True)
-class MlxlinkModule:
-    """The cable or transceiver ("Module Info"). `*_range` are the `[low..high]` thresholds
-    printed with each reading; the per-lane readings themselves are on MlxlinkReport.lanes."""
-
-    identifier: str | None = None
-    cable_type: str | None = None
-    technology: str | None = None
-    compliance: str | None = None
-    vendor: str | None = None
-    part_number: str | None = None
-    serial_number: str | None = None
-    revision: str | None = None
-    fw_version: str | None = None
-    oui: str | None = None
-    wavelength_nm: float | None = None
-    ddm: bool | None = None
-    state: str | None = None
-    fw_fault: bool | None = None
-    datapath_fw_fault: bool | None = None
-    temperature_c: float | None = None
-    temperature_range: Range | None = None
-    voltage_mv: float | None = None
-    voltage_range: Range | None = None
-    rx_power_range: Range | None = None
-    tx_power_range: Range | None = None
-    bias_range: Range | None = None
-
-    @property
-    def passive(self) -> bool:
-        """A passive copper cable (DAC): no optics, so DDM readings carry no information (MFT
-        prints them N/A, or as zeros with a '[0..0]' range on ConnectX-7)."""
-        kinds = f"{self.cable_type or ''} {self.technology or ''}".lower()
-        return "passive" in kinds and "copper" in kinds
-
-
-@dataclass(frozen=True)
-class MlxlinkReport:
-    """One mlxlink run. `ok` is False when mlxlink's status code was not 0, or (text output)
-    it printed an `-E-` line (then `message` says why and the other fields hold whatever output
-    came along, often none; `status_code` is None for text).
-    `status_opcode`/`recommendation` are mlxlink's own troubleshooting verdict on the link;
-    `sections` names the output sections present, as printed. `device`/`port` are what the caller
-    passed to `parse` (mlxlink's JSON does not name them)."""
-
-    ok: bool
-    status_code: int | None = None
-    message: str | None = None
-    warning: str | None = None
-    device: str | None = None
-    port: str | None = None
-    fw_version: str | None = None
-    mft_version: str | None = None
-    state: str | None = None
-    physical_state: str | None = None
-    speed: str | None = None
-    width: str | None = None
-    fec: str | None = None
-    loopback: str | None = None
-    auto_negotiation: str | None = None
-    raw_ber: float | None = None
-    effective_ber: float | None = None
-    symbol_ber: float | None = None
-    effective_errors: int | None = None
-    symbol_errors: int | None = None
-    link_down: int | None = None
-    link_error_recovery: int | None = None
-    minutes_since_clear: float | None = None
-    status_opcode: int | None = None
-    recommendation: str | None = None
-    module: MlxlinkModule | None = None
-    lanes: tuple[MlxlinkLane, ...] = ()
-    sections: tuple[str, ...] = ()
-    format: str = "json"  # which output it was read from: "json" (--json) or "text"
-
-    @property
-    def pre_fec_ber(self) -> float | None:
-        """The raw physical BER, before FEC correction (the 15E-255 sentinel read as 0.0)."""
-        return self.raw_ber
-
-    @property
-    def post_fec_ber(self) -> float | None:
-        """The effective physical BER, after FEC correction."""
-        return self.effective_ber
-
-    @property
-    def width_lanes(self) -> int | None:
-        """'4x' -> 4."""
-        if self.width is None:
-            return None
-        m = _WIDTH.match(self.width.strip())
-        return int(m.group(1)) if m else None
-
-    @property
-    def link_up(self) -> bool:
-        """True when mlxlink reported the port State as Active."""
-        return self.state is not None and self.state.strip().lower() == "active"
 
 
 def parse(text: str | bytes, *, device: str | None = None,
@@ -339,12 +205,6 @@ def _warning(result: Mapping[str, object]) -> str | None:
     return None
 
 
-@lru_cache(maxsize=4096)
-def _norm(key: str) -> str:
-    """Keys repeat across every port and node: normalised once (a replay hot spot)."""
-    return " ".join(key.split()).lower()
-
-
 def _sections(output: Mapping[str, object]) -> tuple[dict[str, dict[str, object]], tuple[str, ...]]:
     """Sections by normalised name, and their names as mlxlink printed them."""
     sections: dict[str, dict[str, object]] = {}
@@ -355,140 +215,6 @@ def _sections(output: Mapping[str, object]) -> tuple[dict[str, dict[str, object]
         sections[_norm(name)] = {_norm(k): v for k, v in body.items()}
         names.append(name)
     return sections, tuple(names)
-
-
-# -- values ------------------------------------------------------------------------------------
-
-
-def _clean(text: str) -> str:
-    return _ANSI.sub("", text).strip()
-
-
-def _scalar(section: Mapping[str, object], key: str) -> str | None:
-    """A field as a stripped string; None when missing or N/A."""
-    value = section.get(_norm(key))
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ParseError(TOOL, f"field {key!r} is not a scalar: {str(value)[:80]}")
-    text = _clean(str(value))
-    return None if is_na(text) else text
-
-
-def _list(section: Mapping[str, object], key: str) -> tuple[list[str] | None, Range | None]:
-    """A per-lane field: from `{"values": [...]}` or a comma-joined string with an optional
-    trailing `[low..high]` range. (None, None) when missing or N/A as a whole."""
-    value = section.get(_norm(key))
-    if value is None:
-        return None, None
-    if isinstance(value, dict):
-        items = value.get("values")
-        if not isinstance(items, list):
-            raise ParseError(TOOL, f"field {key!r} has no 'values' list")
-        out: list[str] = []
-        for item in items:
-            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-                raise ParseError(TOOL, f"field {key!r}: lane value is not a scalar: {item!r}"[:200])
-            out.append(_clean(str(item)))
-        return out, None
-    if isinstance(value, list):
-        raise ParseError(TOOL, f"field {key!r} is a bare list, expected {{'values': [...]}}")
-    text = _scalar(section, key)
-    if text is None:
-        return None, None
-    body, rng = _split_range(key, text)
-    if body is None:
-        return None, rng
-    return [part.strip() for part in body.split(",")], rng
-
-
-def _split_range(key: str, text: str) -> tuple[str | None, Range | None]:
-    """'61 [-10..80]' -> ('61', Range(-10, 80)); text without a range -> (text, None)."""
-    m = _RANGE.match(text)
-    if not m:
-        if "[" in text or "]" in text:
-            raise ParseError(TOOL, f"field {key!r}: unreadable range in {text[:80]!r}")
-        return text, None
-    body = m.group(1).strip()
-    rng = Range(_number(key, m.group(2)), _number(key, m.group(3)))
-    return (None if is_na(body) else body), rng
-
-
-@lru_cache(maxsize=8192)
-def _number(key: str, text: str | None) -> float | None:
-    if text is None or is_na(text):
-        return None
-    t = text.strip()
-    if not _NUMBER.match(t):
-        raise ParseError(TOOL, f"field {key!r}: not a number: {t[:40]!r}")
-    value = float(t)
-    if not math.isfinite(value):
-        raise ParseError(TOOL, f"field {key!r}: not a finite number: {t[:40]!r}")
-    return value
-
-
-def _count(key: str, text: str | None) -> int | None:
-    if text is None or is_na(text):
-        return None
-    t = text.strip()
-    if not _COUNT.match(t):
-        raise ParseError(TOOL, f"field {key!r}: not a count: {t[:40]!r}")
-    return _int(key, t)
-
-
-def _int(key: str, digits: str) -> int:
-    try:
-        return int(digits)
-    except ValueError:  # e.g. more digits than int() converts
-        raise ParseError(TOOL, f"field {key!r}: unreadable integer {digits[:40]!r}") from None
-
-
-def _ber(key: str, text: str | None) -> float | None:
-    """'5E-10' -> 5e-10; the sentinel magnitude 255 ('15E-255') -> 0.0; 'N/A' -> None."""
-    if text is None or is_na(text):
-        return None
-    t = text.strip()
-    m = _BER.match(t)
-    if m and _int(key, m.group(2)) >= _SENTINEL_MAGNITUDE:
-        return 0.0
-    value = _number(key, t)
-    if value is None or value < 0:
-        raise ParseError(TOOL, f"field {key!r}: not a BER: {t[:40]!r}")
-    return value
-
-
-def _flag(key: str, text: str | None) -> bool | None:
-    if text is None or is_na(text):
-        return None
-    t = text.strip().lower()
-    if t in _TRUE:
-        return True
-    if t in _FALSE:
-        return False
-    raise ParseError(TOOL, f"field {key!r}: not a flag: {text[:40]!r}")
-
-
-def _dbm(key: str, text: str) -> tuple[float | None, bool]:
-    """A power reading: (dBm, dark). '-inf' is a dark lane (0 mW)."""
-    if text.strip().lower() == "-inf":
-        return None, True
-    return _number(key, text), False
-
-
-def _lane_values(section: Mapping[str, object], key: str,
-                 convert: Callable[[str, str], T]) -> tuple[list[T | None] | None, Range | None]:
-    items, rng = _list(section, key)
-    if items is None:
-        return None, rng
-    return [None if is_na(item) else convert(key, item) for item in items], rng
-
-
-def _reading(section: Mapping[str, object], key: str) -> tuple[float | None, Range | None]:
-    text = _scalar(section, key)
-    if text is None:
-        return None, None
-    body, rng = _split_range(key, text)
-    return _number(key, body), rng
 
 
 # -- report ------------------------------------------------------------------------------------

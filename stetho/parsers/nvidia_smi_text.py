@@ -233,8 +233,9 @@ def _gpu(index: int, bus: str, g: _Node, deprecations: bool = True) -> Gpu:
         remapped_rows=_remapped(g.find("Remapped Rows")),
         fabric_state=_str(g, "Fabric", "State"),
         fabric_status=_str(g, "Fabric", "Status"),
-        # performance_state, max_graphics_mhz and max_customer_boost_graphics_mhz stay None
-        # here until the simulator's XML renderer prints them (it round-trips this text).
+        performance_state=_str(g, "Performance State"),
+        max_graphics_mhz=_int(g, "Max Clocks", "Graphics"),
+        max_customer_boost_graphics_mhz=_int(g, "Max Customer Boost Clocks", "Graphics"),
         deferred_mem_mhz=_int(g, "Deferred Clocks", "Memory"),
         auto_boost=on_off(None if policy is None else policy.get("Auto Boost")),
         auto_boost_default=on_off(None if policy is None else policy.get("Auto Boost Default")),

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from stetho.parsers.gpu_model import ClockEventReasons, EccCounts, Gpu, RemappedRows, SmiReport
 
 NA = "N/A"
+DEPRECATED = "Requested functionality has been deprecated"
 _HEADER = (
     '<?xml version="1.0" encoding="UTF-8"?>\n'
     '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
@@ -119,8 +120,9 @@ def _gpu(root: ET.Element, g: Gpu) -> None:
     _group(el, "ibmnpu", ("relaxed_ordering_mode", NA))
     _pci(el, g)
     _leaf(el, "fan_speed", NA)
-    _leaf(el, "performance_state", NA)
+    _leaf(el, "performance_state", _d(g, "performance_state", _s(g.performance_state)))
     _reasons(el, g.reasons)
+    _counters(el, g)
     _group(el, "fb_memory_usage", ("total", NA), ("reserved", NA), ("used", NA), ("free", NA))
     for tag in ("bar1_memory_usage", "cc_protected_memory_usage"):
         _group(el, tag, ("total", NA), ("used", NA), ("free", NA))
@@ -150,16 +152,25 @@ def _gpu(root: ET.Element, g: Gpu) -> None:
     _group(el, "clocks", ("graphics_clock", _i(g.graphics_mhz, " MHz")),
            ("sm_clock", _i(g.sm_mhz, " MHz")), ("mem_clock", _i(g.mem_mhz, " MHz")),
            ("video_clock", NA))
-    _group(el, "applications_clocks", ("graphics_clock", _i(g.app_graphics_mhz, " MHz")),
-           ("mem_clock", _i(g.app_mem_mhz, " MHz")))
+    _group(el, "applications_clocks",
+           ("graphics_clock", _d(g, "app_graphics_mhz", _i(g.app_graphics_mhz, " MHz"))),
+           ("mem_clock", _d(g, "app_mem_mhz", _i(g.app_mem_mhz, " MHz"))))
     _group(el, "default_applications_clocks",
-           ("graphics_clock", _i(g.default_app_graphics_mhz, " MHz")),
-           ("mem_clock", _i(g.default_app_mem_mhz, " MHz")))
-    _group(el, "deferred_clocks", ("mem_clock", NA))
-    _group(el, "max_clocks", ("graphics_clock", NA), ("sm_clock", _i(g.max_sm_mhz, " MHz")),
+           ("graphics_clock", _d(g, "default_app_graphics_mhz",
+                                 _i(g.default_app_graphics_mhz, " MHz"))),
+           ("mem_clock", _d(g, "default_app_mem_mhz", _i(g.default_app_mem_mhz, " MHz"))))
+    _group(el, "deferred_clocks",
+           ("mem_clock", _d(g, "deferred_mem_mhz", _i(g.deferred_mem_mhz, " MHz"))))
+    _group(el, "max_clocks", ("graphics_clock", _i(g.max_graphics_mhz, " MHz")),
+           ("sm_clock", _i(g.max_sm_mhz, " MHz")),
            ("mem_clock", _i(g.max_mem_mhz, " MHz")), ("video_clock", NA))
-    _group(el, "max_customer_boost_clocks", ("graphics_clock", NA))
-    _group(el, "clock_policy", ("auto_boost", NA), ("auto_boost_default", NA))
+    _group(el, "max_customer_boost_clocks",
+           ("graphics_clock", _d(g, "max_customer_boost_graphics_mhz",
+                                 _i(g.max_customer_boost_graphics_mhz, " MHz"))))
+    _group(el, "clock_policy",
+           ("auto_boost", _d(g, "auto_boost", _b(g.auto_boost, "On", "Off"))),
+           ("auto_boost_default", _d(g, "auto_boost_default",
+                                     _b(g.auto_boost_default, "On", "Off"))))
     _group(el, "voltage", ("graphics_volt", NA))
     _group(el, "fabric", ("state", _s(g.fabric_state)), ("status", _s(g.fabric_status)))
     _leaf(el, "supported_clocks", NA)
@@ -188,6 +199,27 @@ def _pci(parent: ET.Element, g: Gpu) -> None:
     for tag in ("replay_rollover_counter", "tx_util", "rx_util", "atomic_caps_inbound",
                 "atomic_caps_outbound"):
         _leaf(pci, tag, NA)
+
+
+def _d(g: Gpu, name: str, text: str) -> str:
+    """nvidia-smi's deprecation sentence for a field the driver no longer reports."""
+    return DEPRECATED if name in g.deprecated else text
+
+
+_COUNTER_TAGS = (("sw_power_cap", "sw_power_cap_us"), ("sync_boost", "sync_boost_us"),
+                 ("sw_therm_slowdown", "sw_thermal_slowdown_us"),
+                 ("hw_therm_slowdown", "hw_thermal_slowdown_us"),
+                 ("hw_power_brake", "hw_power_brake_us"))
+
+
+def _counters(parent: ET.Element, g: Gpu) -> None:
+    """550+ drivers only: absent where the model holds none, as in the 535 layout."""
+    c = g.clock_event_counters
+    if all(getattr(c, name) is None for _, name in _COUNTER_TAGS):
+        return
+    _group(parent, "clocks_event_reasons_counters", *(
+        (f"clocks_event_reasons_counters_{tag}", _i(getattr(c, name), " us"))
+        for tag, name in _COUNTER_TAGS))
 
 
 def _reasons(parent: ET.Element, r: ClockEventReasons) -> None:

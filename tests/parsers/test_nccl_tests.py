@@ -20,7 +20,9 @@ from stetho.parsers.nccl_tests import (
 )
 from tests.conftest import REAL, real_files, real_ids
 
-FILES = real_files("03-nccl")
+FILES = real_files("03-nccl") + real_files("13-nccl-collectives")
+BCAST_OLD = "broadcast-1node-8xA100-40GB-oldformat-root-col.txt"
+ALLGATHER_NEW = "all_gather-2node-2xGB10-roce-nccltests2.18.5.txt"
 # The one 03-nccl file that holds no nccl-tests output: NCCL INFO lines only.
 NOT_NCCL_TESTS = {"nccl-debug-info-net-ib-sharp-2node-h100-EXCERPT.log"}
 NCCL = REAL / "03-nccl"
@@ -56,7 +58,7 @@ SOCKET_LOG = "nccl-debug-info-net-socket-1node-2xA100-80GB.log"
 def test_fixture_folder_is_complete() -> None:
     names = {p.name for p in FILES}
     assert {ROCE, OLD, RTX, CUDA_INIT, TAGGED, SOCKET_LOG, GB10, GB10_SLOW, GB300, ALLTOALL,
-            GB10_LOG} | NOT_NCCL_TESTS == names
+            GB10_LOG, BCAST_OLD, ALLGATHER_NEW} | NOT_NCCL_TESTS == names
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
@@ -76,7 +78,9 @@ def test_every_real_file(path: Path) -> None:
     assert run.ok == (not run.failed and not run.truncated and bool(run.rows)
                       and run.total_wrong == 0)
     for row in run.rows:
-        assert row.count > 0 and row.oop_busbw_gbps is not None and row.oop_busbw_gbps >= 0
+        # a run from -b 0 has a zero-byte first row
+        assert (row.count > 0) == (row.size_bytes > 0)
+        assert row.oop_busbw_gbps is not None and row.oop_busbw_gbps >= 0
         assert run.busbw(row.size_bytes) == _row(run, row.size_bytes).oop_busbw_gbps
     if run.rows and run.avg_busbw_gbps is not None:
         # nccl-tests' Avg is the mean of the out-of-place and in-place busbw over every size.

@@ -298,7 +298,7 @@ def test_newer_driver_text_deprecated_clocks_and_event_counters() -> None:
 
 def test_clock_fields_of_a_535_driver() -> None:
     gpu = parse(_read(H100)).gpus[0]
-    # Not read from text yet (the simulator renders this text as XML without them).
-    assert (gpu.performance_state, gpu.max_graphics_mhz, gpu.deferred_mem_mhz) == (None, None, None)
+    assert (gpu.performance_state, gpu.max_graphics_mhz) == ("P0", 1980)
+    assert gpu.max_customer_boost_graphics_mhz == 1980 and gpu.deferred_mem_mhz is None
     assert (gpu.auto_boost, gpu.auto_boost_default) == (None, None)
     assert gpu.deprecated == frozenset() and not gpu.app_clocks_deprecated

@@ -28,9 +28,7 @@ def _read(path: Path) -> str:
 
 #: Gpu fields the parsers read from newer drivers that the simulator's renderer does not print
 #: yet (stetho/sim/smi_xml.py renders the 535 layout): compared as their defaults.
-NEWER_FIELDS = ("performance_state", "max_graphics_mhz", "max_customer_boost_graphics_mhz",
-                "deferred_mem_mhz", "auto_boost", "auto_boost_default",
-                "clock_event_counters", "deprecated")
+NEWER_FIELDS: tuple[str, ...] = ()
 _DEFAULTS = Gpu(index=0, pci_bus_id="00000000:00:00.0")
 
 
