@@ -117,7 +117,7 @@ def judged(snap: Snapshot, policy: OverridePolicy, now: float | None = None
     """(ids honoured, {id or file: why ignored}), as the gate decides on this snapshot."""
     import time
 
-    with judging(policy, snap.root, snap.revocations) as judge:
+    with judging(policy, snap.root, snap.revocations, snap.problem) as judge:
         valid, ignored = effective(snap.overrides(), judge, now or time.time())
     why = {o.id: reason for o, reason in ignored}
     why.update({str(p): reason for p, reason in snap.unreadable()})
@@ -306,6 +306,24 @@ def test_a_signers_file_in_the_override_repository_is_refused(
     valid, why = judged(store.read(), replace(policy, signers=link))
     assert valid == [] and "is inside the override repository" in why[o.id]
     assert judged(store.read(), policy)[0] == [o.id]  # the policy's own file: honoured
+
+
+@pytest.mark.slow
+def test_a_shallow_clone_honours_nothing(people: People, remote: Path, tmp_path: Path,
+                                         policy: OverridePolicy) -> None:
+    store = OverrideStore(str(clone(remote, tmp_path / "a")))
+    o = approved(people, policy)
+    store.save(o, "approved")
+    store.save(pending(people, policy, ["gpu01"]), "another, later")
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{remote}", str(shallow)],
+                   check=True, capture_output=True)
+    valid, why = judged(OverrideStore(str(shallow)).read(), policy)
+    assert valid == [] and why[o.id] == (
+        f"the override repository {shallow} is a shallow clone: a revocation older than its "
+        "history would be missed, so none is honoured (clone it in full, or give stetho its "
+        "URL)")
+    assert judged(OverrideStore(f"file://{remote}").read(), policy)[0] == [o.id]
 
 
 @pytest.mark.slow

@@ -293,6 +293,22 @@ def test_an_ssh_agent_key_signs(people: People, policy: OverridePolicy, tmp_path
         signatures.sign(b"x", public)
 
 
+def test_without_ssh_keygen_nothing_verifies(people: People, policy: OverridePolicy,
+                                             tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    o = approved(people, policy)
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path))  # no OpenSSH on this PATH
+    c = verdict(o, policy)
+    assert c.state == "invalid" and c.reason.endswith(
+        "ssh-keygen (OpenSSH) is not installed: overrides are signed and verified with it "
+        "(Debian: apt-get install openssh-client)")
+    with pytest.raises(signatures.SignatureError, match="is not installed"):
+        signatures.sign(b"x", people.key("bob"))
+    monkeypatch.setenv("PATH", path)
+    assert verdict(o, policy).valid  # the fault was not remembered
+
+
 def test_signing_needs_a_key_that_exists(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no signing key at .*pass --key or set "
                                           "STETHO_SIGNING_KEY"):

@@ -160,7 +160,7 @@ def load_overrides(policy: GatePolicy, repo: str | None, now: float
 
     snap = OverrideStore(repo).read()
     bad: list[Ignored] = [(p, why) for p, why in snap.unreadable()]
-    with judging(policy.overrides, snap.root, snap.revocations) as judge:
+    with judging(policy.overrides, snap.root, snap.revocations, snap.problem) as judge:
         valid, ignored = effective(snap.overrides(), judge, now)
     return valid, bad + list(ignored)
 

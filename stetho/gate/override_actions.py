@@ -55,7 +55,7 @@ def _expect(expect: str | None, option: str, who: Signer | str | None, key: Path
 
 @contextmanager
 def _judge(policy: OverridePolicy, snap: Snapshot) -> Iterator[Judge]:
-    with judging(policy, snap.root, snap.revocations) as judge:
+    with judging(policy, snap.root, snap.revocations, snap.problem) as judge:
         if judge.problem:
             raise ConfigError(judge.problem)
         yield judge
@@ -164,8 +164,8 @@ def list_overrides(store: OverrideStore, now: float | None = None) -> list[dict[
                 continue
             if item.policy not in judges:
                 try:
-                    judges[item.policy] = stack.enter_context(
-                        judging(load_policy(item.policy), snap.root, snap.revocations))
+                    judges[item.policy] = stack.enter_context(judging(
+                        load_policy(item.policy), snap.root, snap.revocations, snap.problem))
                 except StethoError as exc:
                     judges[item.policy] = str(exc)
             judge = judges[item.policy]

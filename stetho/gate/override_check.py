@@ -274,12 +274,13 @@ def effective(overrides: Iterable[Override], judge: Judge, now: float
 
 @contextmanager
 def judging(policy: OverridePolicy, repo_root: Path | None,
-            revocations: Iterable[RevocationVersion]) -> Iterator[Judge]:
-    """A Judge for `policy` over a repository checked out at `repo_root`, its verifier's
-    answers cached in stetho's cache folder."""
+            revocations: Iterable[RevocationVersion],
+            problem: str | None = None) -> Iterator[Judge]:
+    """A Judge for `policy` over a repository checked out at `repo_root` (`problem`: why
+    that repository cannot be trusted), its verifier's answers cached in stetho's cache."""
     from stetho import config
 
-    problem = signers_problem(policy, repo_root)
+    problem = problem or signers_problem(policy, repo_root)
     if problem or policy.signers is None:
         yield Judge(policy, None, problem, revocations)
         return

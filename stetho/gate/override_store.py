@@ -37,13 +37,15 @@ __all__ = ["GitError", "OverrideStore", "Snapshot"]
 @dataclass
 class Snapshot:
     """The repository as read: its clone (`root`, for the trust-root check), every override
-    file (or why it cannot be read), every revocation ever committed, and history files under
-    revocations/ that are not named for an override."""
+    file (or why it cannot be read), every revocation ever committed, history files under
+    revocations/ that are not named for an override, and why none may be honoured at all."""
 
     root: Path
     entries: list[tuple[Path, Override | OverrideFileError]] = field(default_factory=list)
     revocations: list[RevocationVersion] = field(default_factory=list)
     stray: list[tuple[Path, str]] = field(default_factory=list)
+    #: Why the history cannot be trusted to hold every revocation (a shallow clone).
+    problem: str | None = None
 
     def overrides(self) -> list[Override]:
         return [o for _, o in self.entries if isinstance(o, Override)]
@@ -159,6 +161,10 @@ class OverrideStore:
 
     def _snapshot(self, clone: gitstore.Clone, *, with_entries: bool) -> Snapshot:
         snap = Snapshot(clone.path)
+        if clone.out("rev-parse", "--is-shallow-repository") == "true":
+            snap.problem = (f"the override repository {clone.path} is a shallow clone: a "
+                            "revocation older than its history would be missed, so none is "
+                            "honoured (clone it in full, or give stetho its URL)")
         folder = clone.path / self.DIR
         if with_entries and folder.is_dir():
             snap.entries = [(p, _read_file(p)) for p in sorted(folder.glob("*.json"))]

@@ -3,9 +3,10 @@ signed commits): people sign with their own keys, verifiers hold only public key
 
 `sign` runs `ssh-keygen -Y sign` with a private key, or with a public key whose private half is
 in ssh-agent. `Verifier` answers "which principals of this allowed signers file made this
-signature over these bytes?" with `ssh-keygen -Y find-principals` (which lines list the key)
-and `ssh-keygen -Y verify -I <principal>` (the signature, the namespace, the line's options).
-Nothing here decides identity on its own: what OpenSSH accepts is the answer.
+signature over these bytes?" with `ssh-keygen -Y find-principals` (the first line listing the
+key) and `ssh-keygen -Y verify -I <principal>` (the signature, the namespace, the line's
+options); whether one key is also listed under another principal is again `verify -I`'s
+answer (`signed_as`). Nothing here decides identity on its own: what OpenSSH accepts is it.
 
 Verifying is a process per question, so answers are cached by the content hash of everything
 ssh-keygen reads (the signers file's bytes, the signature, the message, the principal): in
@@ -48,7 +49,8 @@ _FAULT = re.compile(rb"Couldn't read|Unable to open|No such file|Permission deni
 
 
 class SignatureError(StethoError):
-    """ssh-keygen is missing or did not answer: nothing could be decided (exit 3)."""
+    """ssh-keygen is missing or did not answer: nothing could be signed (exit 3); when
+    verifying, nothing verifies."""
 
 
 @dataclass(frozen=True)
@@ -234,27 +236,35 @@ class Verifier:
             self._remember(key, got)
 
     def _run(self, kind: str, signature: str, message: bytes, principal: str) -> list[str]:
+        """One ssh-keygen run's answer. ssh-keygen missing or hung is a fault: nothing
+        verifies (every override is then ignored, saying why), and nothing of it is kept."""
         fd, name = tempfile.mkstemp(suffix=".sig", dir=self._tmp.name)
         with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(signature)
         try:
-            if kind == "find":
-                proc = _keygen(["-Y", "find-principals", "-f", str(self._copy), "-s", name],
-                               timeout=VERIFY_TIMEOUT_S)
-                if proc.returncode == 0:
-                    return ["ok", *proc.stdout.decode("utf-8", "replace").split()]
-                why = f"the key is not in the allowed signers file ({_said(proc)})"
-            else:
-                proc = _keygen(["-Y", "verify", "-f", str(self._copy), "-I", principal, "-n",
-                                self.namespace, "-s", name], stdin=message,
-                               timeout=VERIFY_TIMEOUT_S)
-                if proc.returncode == 0:
-                    m = _FINGERPRINT_RE.search(proc.stdout.decode("utf-8", "replace"))
-                    return ["ok", m.group(1) if m else ""]
-                why = _said(proc)
-            return ["fault" if _FAULT.search(proc.stderr) else "no", why]
+            return self._keygen_answer(kind, name, message, principal)
+        except SignatureError as exc:
+            return ["fault", str(exc)]
         finally:
             os.unlink(name)
+
+    def _keygen_answer(self, kind: str, name: str, message: bytes,
+                       principal: str) -> list[str]:
+        if kind == "find":
+            proc = _keygen(["-Y", "find-principals", "-f", str(self._copy), "-s", name],
+                           timeout=VERIFY_TIMEOUT_S)
+            if proc.returncode == 0:
+                return ["ok", *proc.stdout.decode("utf-8", "replace").split()]
+            why = f"the key is not in the allowed signers file ({_said(proc)})"
+        else:
+            proc = _keygen(["-Y", "verify", "-f", str(self._copy), "-I", principal, "-n",
+                            self.namespace, "-s", name], stdin=message,
+                           timeout=VERIFY_TIMEOUT_S)
+            if proc.returncode == 0:
+                m = _FINGERPRINT_RE.search(proc.stdout.decode("utf-8", "replace"))
+                return ["ok", m.group(1) if m else ""]
+            why = _said(proc)
+        return ["fault" if _FAULT.search(proc.stderr) else "no", why]
 
 
 def _plain(found: list[str]) -> tuple[str, ...]:

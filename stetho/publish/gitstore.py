@@ -269,6 +269,9 @@ def same_history(path: Path, repo: Path) -> bool:
     """Whether `path` lies in a git working tree whose history shares a root commit with the
     repository checked out at `repo`: another clone of it (say, a signers file kept where an
     override could be pushed)."""
+    here = path.resolve()
+    if not any((d / ".git").exists() for d in (here, *here.parents)):
+        return False  # in no repository at all: no git to ask
     top = git(["rev-parse", "--show-toplevel"], path, check=False)
     if top.returncode != 0:
         return False
