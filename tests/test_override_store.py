@@ -124,6 +124,16 @@ def judged(snap: Snapshot, policy: OverridePolicy, now: float | None = None
     return [h.id for h in valid], why
 
 
+def seeded(people: People, remote: Path, tmp_path: Path, policy: OverridePolicy
+           ) -> tuple[Path, OverrideStore, Override]:
+    """A working clone, its store, and an approved override pushed through it."""
+    work = clone(remote, tmp_path / "a")
+    store = OverrideStore(str(work))
+    o = approved(people, policy)
+    store.save(o, "approved override")
+    return work, store, o
+
+
 # -- the store -----------------------------------------------------------------------------------
 
 
@@ -186,10 +196,7 @@ def test_store_refuses_to_rewrite_a_request_or_drop_an_approval(
 def test_a_revocation_survives_revert_delete_and_edit(people: People, remote: Path,
                                                       tmp_path: Path, policy: OverridePolicy,
                                                       undo: str) -> None:
-    work = clone(remote, tmp_path / "a")
-    store = OverrideStore(str(work))
-    o = approved(people, policy)
-    store.save(o, "approved override")
+    work, store, o = seeded(people, remote, tmp_path, policy)
     store.revoke(revocation(o.id, "RMA done", by(people, "carol")), lambda c, s: None, "revoke")
     path = work / "revocations" / f"{o.id}.json"
     if undo == "revert":
@@ -223,10 +230,7 @@ def test_a_revocation_survives_revert_delete_and_edit(people: People, remote: Pa
 @pytest.mark.slow
 def test_garbage_revocation_files_still_revoke_and_strays_are_named(
         people: People, remote: Path, tmp_path: Path, policy: OverridePolicy) -> None:
-    work = clone(remote, tmp_path / "a")
-    store = OverrideStore(str(work))
-    o = approved(people, policy)
-    store.save(o, "approved override")
+    work, store, o = seeded(people, remote, tmp_path, policy)
     (work / "revocations").mkdir()
     (work / "revocations" / f"{o.id}.json").write_text("not json")
     (work / "revocations" / "notes.txt").write_text("not a revocation")
@@ -278,10 +282,7 @@ def test_hand_edited_and_garbage_override_files_are_ignored_with_reasons(
 @pytest.mark.slow
 def test_a_signers_file_in_the_override_repository_is_refused(
         people: People, remote: Path, tmp_path: Path, policy: OverridePolicy) -> None:
-    work = clone(remote, tmp_path / "a")
-    store = OverrideStore(str(work))
-    o = approved(people, policy)
-    store.save(o, "approved override")
+    work, store, o = seeded(people, remote, tmp_path, policy)
     # Someone who can push puts the trust root next to the overrides.
     inside = work / "gates" / "allowed_signers"
     inside.parent.mkdir()
