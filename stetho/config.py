@@ -54,10 +54,9 @@ class Config:
     kb_repo: str | None = None
     #: The override repository (`override_repo`, STETHO_OVERRIDE_REPO).
     override_repo: str | None = None
-    #: Override signing key (`override_key`, STETHO_OVERRIDE_KEY).
-    override_key: str | None = None
-    #: Commit identity for override writes (`git_author`, STETHO_GIT_AUTHOR).
-    git_author: str | None = None
+    #: The SSH key a person signs overrides with (`signing_key`, STETHO_SIGNING_KEY): a private
+    #: key, or KEY.pub with its private half in ssh-agent. Default ~/.ssh/id_ed25519.
+    signing_key: Path | None = None
     #: Alert webhook (`webhook_url`, STETHO_WEBHOOK_URL) and its format (generic | slack).
     webhook_url: str | None = None
     webhook_format: str = "generic"
@@ -69,7 +68,7 @@ class Config:
     path: str = os.defpath
     #: Show tracebacks on internal errors (STETHO_DEBUG).
     debug: bool = False
-    #: Who runs stetho, where a name is printed (STETHO_USER, else the login name).
+    #: A name to print for whoever runs stetho (STETHO_USER); never an identity.
     user: str | None = None
     #: The files this configuration was read from, in order.
     files: tuple[Path, ...] = ()
@@ -90,14 +89,14 @@ ENVIRONMENT = {
     "STETHO_SPOOL": "spool", "STETHO_VENVS": "venvs", "STETHO_NOTIFY_STATE": "notify_state",
     "STETHO_BASELINES": "baselines", "STETHO_GATES": "gates", "STETHO_RULES": "rules",
     "STETHO_CHECKS": "checks", "STETHO_KB_REPO": "kb_repo",
-    "STETHO_OVERRIDE_REPO": "override_repo", "STETHO_OVERRIDE_KEY": "override_key",
-    "STETHO_GIT_AUTHOR": "git_author", "STETHO_WEBHOOK_URL": "webhook_url",
+    "STETHO_OVERRIDE_REPO": "override_repo", "STETHO_SIGNING_KEY": "signing_key",
+    "STETHO_WEBHOOK_URL": "webhook_url",
     "STETHO_WEBHOOK_FORMAT": "webhook_format", "STETHO_PROBE_TIMEOUT": "probe_timeout",
     "STETHO_SYSROOT": "sysroot", "PATH": "path", "STETHO_DEBUG": "debug",
     "STETHO_USER": "user",
 }
 _FIELDS = {f.name for f in fields(Config)} - {"files"}
-_PATHS = {"db", "cache", "spool", "venvs", "notify_state"}
+_PATHS = {"db", "cache", "spool", "venvs", "notify_state", "signing_key"}
 _PATH_LISTS = {"baselines", "gates", "rules", "checks"}
 
 
@@ -181,7 +180,8 @@ def _home_defaults(env: Mapping[str, str]) -> dict[str, object]:
     data = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "stetho"
     cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stetho"
     return {"db": data / "history.db", "cache": cache, "spool": data / "kb-spool",
-            "venvs": data / "venvs", "notify_state": data / "notify.db"}
+            "venvs": data / "venvs", "notify_state": data / "notify.db",
+            "signing_key": Path.home() / ".ssh" / "id_ed25519"}
 
 
 def _data_home() -> Path:

@@ -18,8 +18,6 @@ from stetho.gate import policy as gatepolicy
 from stetho.history.store import History, NodeRun
 from stetho.results import Result
 
-KEY = "k" * 40
-
 
 def stetho(*args, env=None, timeout=300):
     # blocked gates write reports under --out: keep them out of the working directory
@@ -60,6 +58,9 @@ def test_policies_ship_and_load():
     rel = gatepolicy.load("release")
     assert rel.tighten[0].check == "nccl_busbw" and rel.tighten[0].max_drop_pct == 5
     assert rel.overrides.max_lifetime_s == 72 * 3600
+    assert rel.overrides.principals == ("release-manager", "perf-lead")
+    assert rel.overrides.signers == gatepolicy.find("release").parent / "allowed_signers"
+    assert rel.overrides.signers.is_file() and rel.overrides.disabled() is None
 
 
 def test_malformed_policy_names_file_and_line(tmp_path):
@@ -119,6 +120,13 @@ def _git(repo, *args):
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
+@pytest.fixture(scope="session")
+def people(tmp_path_factory):
+    from tests.signing import make_people
+
+    return make_people(tmp_path_factory.mktemp("people"))
+
+
 @pytest.fixture
 def override_repo(tmp_path):
     repo = tmp_path / "overrides"
@@ -130,56 +138,126 @@ def override_repo(tmp_path):
     return repo
 
 
-def _override(repo, policy_name, check, nodes, approver="sre-lead", key=KEY):
+@pytest.fixture
+def trusted(people, tmp_path):
+    """The environment of a gate runner whose policies trust the people's signers file."""
+    return {"STETHO_GATES": str(people.gates), "STETHO_CACHE": str(tmp_path / "cache")}
+
+
+def _signed(people, name):
+    from stetho.gate import signatures
+
+    return lambda message: signatures.sign(message, people.key(name))
+
+
+def _override(people, repo, policy_name, check, nodes, approver="bob"):
     from stetho.gate import overrides
     from stetho.gate.override_store import OverrideStore
 
-    pol = gatepolicy.load(policy_name).overrides
-    o = overrides.request(pol, check, nodes, "known issue, ticket 123", "alice", 3600,
-                          now=time.time())
-    o = overrides.approve(o, pol, approver, pol.acknowledgement, key.encode(), now=time.time())
-    store = OverrideStore(str(repo))
-    store.save(o, f"override {o.id}")
+    pol = overrides.OverridePolicy(policy_name, ("bob", "carol"), people.signers,
+                                   "I acknowledge this performance degradation risk", 86400)
+    o = overrides.request(pol, check, nodes, "known issue, ticket 123", 3600,
+                          _signed(people, "alice"))
+    o = overrides.with_approval(o, overrides.approval(o, pol, pol.acknowledgement,
+                                                      _signed(people, approver)))
+    OverrideStore(str(repo)).save(o, f"override {o.id}")
     return o
 
 
-def test_override_lets_exactly_its_scope_pass(db, override_repo, tmp_path):
-    o = _override(override_repo, "pre-job", "cpu_governor", ["n007"])
+def _gate(db, repo, env, junit=None):
+    extra = ["--junit", str(junit)] if junit else []
+    return stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
+                  "--override-repo", str(repo), *extra, env=env)
+
+
+def test_override_lets_exactly_its_scope_pass(db, override_repo, tmp_path, people, trusted):
+    blocked = _gate(db, override_repo, trusted)
+    assert blocked.returncode == 1 and "BLOCKED" in blocked.stdout
+    o = _override(people, override_repo, "pre-job", "cpu_governor", ["n007"])
     junit = tmp_path / "g.xml"
-    env = {"STETHO_OVERRIDE_KEY": KEY}
-    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
-                  "--override-repo", str(override_repo), "--junit", str(junit), env=env)
+    proc = _gate(db, override_repo, trusted, junit=junit)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"OVERRIDE n007/- cpu_governor: passed with override {o.id} approved by sre-lead" \
+    assert f"OVERRIDE n007/- cpu_governor: passed with override {o.id} approved by bob" \
         in proc.stdout
     case = next(c for c in ET.parse(junit).getroot().iter("testcase")
                 if c.get("name") == "cpu_governor[n007]")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
-    assert props["status"] == "passed-with-override" and props["override_approver"] == "sre-lead"
+    assert props["status"] == "passed-with-override" and props["override_approver"] == "bob"
     assert props["override_reason"] == "known issue, ticket 123"
-    # another key: the same override is ignored, with why, and the gate blocks again
-    other = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
-                   "--override-repo", str(override_repo), env={"STETHO_OVERRIDE_KEY": "x" * 40})
-    assert other.returncode == 1 and f"IGNORED override {o.id}" in other.stdout
+    # a runner whose policy trusts another signers file: ignored, with why, and blocked again
+    other = tmp_path / "other-gates"
+    other.mkdir()
+    (other / "allowed_signers").write_text(people.line("carol"))
+    (other / "pre-job.yml").write_text((people.gates / "pre-job.yml").read_text().replace(
+        "../allowed_signers", "allowed_signers"))
+    proc = _gate(db, override_repo, {**trusted, "STETHO_GATES": str(other)})
+    assert proc.returncode == 1 and f"IGNORED override {o.id}: the request's signature " \
+        "does not verify" in proc.stdout
 
 
-def test_override_for_another_node_does_not_cover(db, override_repo):
-    _override(override_repo, "pre-job", "cpu_governor", ["n009"])
-    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
-                  "--override-repo", str(override_repo), env={"STETHO_OVERRIDE_KEY": KEY})
+def test_override_for_another_node_does_not_cover(db, override_repo, people, trusted):
+    _override(people, override_repo, "pre-job", "cpu_governor", ["n0070"])
+    proc = _gate(db, override_repo, trusted)
     assert proc.returncode == 1 and "BLOCK n007 cpu_governor" in proc.stdout
 
 
-def test_override_edited_after_signing_is_ignored(db, override_repo):
-    o = _override(override_repo, "pre-job", "cpu_governor", ["n007"])
+def test_override_edited_after_signing_is_ignored(db, override_repo, people, trusted):
+    o = _override(people, override_repo, "pre-job", "cpu_governor", ["n008"])
     path = override_repo / "overrides" / f"{o.id}.json"
     data = json.loads(path.read_text())
     data["nodes"] = ["n007", "n008"]  # widen the scope by hand
     path.write_text(json.dumps(data))
-    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-064]", "--db", str(db),
-                  "--override-repo", str(override_repo), env={"STETHO_OVERRIDE_KEY": KEY})
+    proc = _gate(db, override_repo, trusted)
     assert proc.returncode == 1
-    assert f"IGNORED override {o.id}" in proc.stdout and "signature" in proc.stdout
+    assert f"IGNORED override {o.id}: the request's signature does not verify" in proc.stdout
+    assert "incorrect signature" in proc.stdout
+
+
+def test_a_revocation_turns_the_gate_back_to_blocked(db, override_repo, people, trusted):
+    from stetho.gate import overrides
+    from stetho.gate.override_store import OverrideStore
+
+    o = _override(people, override_repo, "pre-job", "cpu_governor", ["n007"])
+    assert _gate(db, override_repo, trusted).returncode == 0
+    r = overrides.revocation(o.id, "fixed the governor", _signed(people, "carol"))
+    OverrideStore(str(override_repo)).revoke(r, lambda cur, snap: None, "revoke")
+    _git(override_repo, "revert", "--no-edit", "HEAD")  # and someone reverts the revocation
+    proc = _gate(db, override_repo, trusted)
+    assert proc.returncode == 1, proc.stdout
+    assert f"IGNORED override {o.id}: revoked by carol at {r.revoked_at} (fixed the governor)" \
+        in proc.stdout
+
+
+def test_an_old_hmac_override_is_ignored_with_a_line(db, override_repo, trusted):
+    old = {"schema": "stetho.override/1", "id": "ovr-20261202T101500Z-abcdef",
+           "policy": "pre-job", "check": "cpu_governor", "nodes": ["n007"], "reason": "x",
+           "requester": "alice", "requested_at": "2026-12-02T10:15:00Z",
+           "expires_at": "2099-12-03T10:15:00Z", "approver": "bob",
+           "approved_at": "2026-12-02T10:16:00Z", "signature": "5e" * 32,
+           "acknowledgement": "I acknowledge this performance degradation risk",
+           "revoked_by": None, "revoked_at": None}
+    (override_repo / "overrides").mkdir()
+    (override_repo / "overrides" / f"{old['id']}.json").write_text(json.dumps(old))
+    _git(override_repo, "add", "-A")
+    _git(override_repo, "commit", "-qm", "an override from before")
+    proc = _gate(db, override_repo, trusted)
+    assert proc.returncode == 1
+    assert "old shared-key (HMAC) format" in proc.stdout and "ignored" in proc.stdout
+
+
+def test_an_old_approvers_list_leaves_overrides_off_saying_why(tmp_path):
+    old = tmp_path / "old.yml"
+    old.write_text("policy: old\noverrides:\n  approvers: [sre-lead]\n"
+                   "  acknowledgement: I agree\n")
+    p = gatepolicy.load(str(old)).overrides
+    assert p.disabled() == (f"policy 'old': {old}:3: approvers is a list of names (the old "
+                            "format, which proves nothing); write approvers: {signers: <allowed "
+                            "signers file>, principals: [...]}: overrides are disabled")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("policy: bad\noverrides:\n  approvers:\n    signers: s\n"
+                   "    principals: ['*']\n")
+    with pytest.raises(ConfigError, match=r"bad\.yml:5: principal '\*' is not a plain name"):
+        gatepolicy.load(str(bad))
 
 
 @pytest.mark.xdist_group("faultsim")

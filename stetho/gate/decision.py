@@ -18,6 +18,7 @@ from stetho.gate.policy import GatePolicy, Tighten
 from stetho.results import Result
 
 if TYPE_CHECKING:
+    from stetho.gate.override_check import Honoured
     from stetho.gate.overrides import Override
 
 #: An override the gate did not apply (or a file it could not read), and why.
@@ -46,21 +47,21 @@ class Decision:
 
 
 def decide(policy: GatePolicy, results: list[Result],
-           overrides: list[Override] | None = None, sources: dict[str, str] | None = None,
+           overrides: list[Honoured] | None = None, sources: dict[str, str] | None = None,
            ignored: list[Ignored] | None = None) -> Decision:
-    """Apply a policy (and valid overrides) to results. Pure: no I/O."""
+    """Apply a policy (and verified overrides) to results. Pure: no I/O."""
     from stetho.gate.overrides import covers
 
     kept = [_tighten(policy, r) for r in results if policy.counts(r.check)]
     final = []
     for r in kept:
         if r.status in policy.block_on:
-            o = next((o for o in overrides or [] if covers(o, policy.name, r.check, r.node)),
-                     None)
-            if o is not None:
+            h = next((h for h in overrides or []
+                      if covers(h.override, policy.name, r.check, r.node)), None)
+            if h is not None:
                 r = replace(r, status="pass", override={
-                    "id": o.id, "approver": o.approver, "reason": o.reason,
-                    "expires_at": o.expires_at, "requester": o.requester,
+                    "id": h.id, "approver": h.approver, "reason": h.override.reason,
+                    "expires_at": h.override.expires_at, "requester": h.requester,
                     "was": r.status})
         final.append(r)
     blocking = [r for r in final if r.status in policy.block_on]
@@ -149,18 +150,18 @@ def missing(nodes: list[str], why: str) -> list[Result]:
 
 
 def load_overrides(policy: GatePolicy, repo: str | None, now: float
-                   ) -> tuple[list[Override], list[Ignored]]:
-    """Valid overrides for this policy, and the ignored ones with why."""
+                   ) -> tuple[list[Honoured], list[Ignored]]:
+    """The overrides this policy honours (every signature verified against its allowed
+    signers file, no revocation anywhere in the history), and the ignored ones with why."""
     if not repo:
         return [], []
+    from stetho.gate.override_check import effective, judging
     from stetho.gate.override_store import OverrideStore
-    from stetho.gate.overrides import effective, key_from_env
 
-    store = OverrideStore(repo)
-    loaded = store.load_all()
-    good = [o for _, o in loaded if not isinstance(o, Exception)]
-    bad: list[Ignored] = [(p, str(e)) for p, e in loaded if isinstance(e, Exception)]
-    valid, ignored = effective(good, policy.overrides, key_from_env(), now)
+    snap = OverrideStore(repo).read()
+    bad: list[Ignored] = [(p, why) for p, why in snap.unreadable()]
+    with judging(policy.overrides, snap.root, snap.revocations, snap.problem) as judge:
+        valid, ignored = effective(snap.overrides(), judge, now)
     return valid, bad + list(ignored)
 
 

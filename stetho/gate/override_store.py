@@ -1,53 +1,98 @@
-"""Where overrides live: `overrides/<id>.json` in a git repository (stetho.publish.gitstore),
-so CI runners and people see the same set and git keeps the audit trail.
+"""Where overrides live: a git repository (stetho.publish.gitstore), so CI runners and people
+see the same set and git keeps the audit trail.
 
-Stored overrides only ever move forward: pending -> approved, and anything -> revoked. Every
-write is decided on the freshly pulled file and made again if another writer pushed first, so
-a concurrent approval never overwrites a revocation.
+`overrides/<id>.json` holds a signed request and the approvals appended to it; the request
+never changes and approvals are never removed or replaced. `revocations/<id>.json` is written
+once, and read from **every version in the history** (`Clone.every_version`): deleting the
+file, editing it or `git revert` of its commit does not bring the override back. Every write is
+decided on the freshly pulled state and made again if another writer pushed first, so an
+approval never lands on top of a revocation it did not see.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stetho.errors import ConfigError
-from stetho.gate.overrides import ID_RE, MAX_FILE_BYTES, Override, OverrideFileError
+from stetho.gate.override_check import RevocationVersion
+from stetho.gate.overrides import (
+    ID_RE,
+    MAX_FILE_BYTES,
+    Approval,
+    Override,
+    OverrideFileError,
+    Revocation,
+    with_approval,
+)
 from stetho.publish import gitstore
 from stetho.publish.gitstore import GitError
 
-__all__ = ["GitError", "OverrideStore"]
+__all__ = ["GitError", "OverrideStore", "Snapshot"]
 
-AUTHOR_ENV = "STETHO_GIT_AUTHOR"
-_AUTHOR_RE = re.compile(r"^\s*([^<>]+?)\s*<([^<>\s]+)>\s*$")
+
+@dataclass
+class Snapshot:
+    """The repository as read: its clone (`root`, for the trust-root check), every override
+    file (or why it cannot be read), every revocation ever committed, history files under
+    revocations/ that are not named for an override, and why none may be honoured at all."""
+
+    root: Path
+    entries: list[tuple[Path, Override | OverrideFileError]] = field(default_factory=list)
+    revocations: list[RevocationVersion] = field(default_factory=list)
+    stray: list[tuple[Path, str]] = field(default_factory=list)
+    #: Why the history cannot be trusted to hold every revocation (a shallow clone).
+    problem: str | None = None
+
+    def overrides(self) -> list[Override]:
+        return [o for _, o in self.entries if isinstance(o, Override)]
+
+    def unreadable(self) -> list[tuple[Path, str]]:
+        return [(p, str(e)) for p, e in self.entries if isinstance(e, OverrideFileError)] \
+            + self.stray
+
+    def get(self, override_id: str) -> Override:
+        """One override by id, as read; refused when it is missing or unreadable."""
+        for path, item in self.entries:
+            if path.name == _file_name(override_id):
+                if isinstance(item, OverrideFileError):
+                    raise item
+                return item
+        raise ConfigError(f"no override {override_id} in the override repository")
+
+    def revoked(self, override_id: str) -> list[RevocationVersion]:
+        return [r for r in self.revocations if r.override == override_id]
+
+
+#: A last look at the pulled state before a write, inside the transaction: raises to refuse.
+Guard = Callable[[Override, Snapshot], None]
 
 
 def _refused_transition(cur: Override | None, new: Override) -> str | None:
-    """Why `cur` may not become `new` (None when it may): the request itself never changes,
-    an approval is never replaced and a revocation is never undone."""
+    """Why `cur` may not become `new` (None when it may): the signed request never changes
+    and approvals are only appended."""
     if cur is None:
         return None
-    core = ("policy", "check", "nodes", "reason", "requester", "requested_at", "expires_at")
-    if any(getattr(cur, f) != getattr(new, f) for f in core) or cur.id != new.id:
-        return (f"{cur.id} would change the request itself (scope, reason or expiry): make a "
-                "new request instead")
-    approval = ("approver", "approved_at", "acknowledgement", "signature")
-    if cur.approved and any(getattr(cur, f) != getattr(new, f) for f in approval):
-        return f"{cur.id} is already approved by {cur.approver} at {cur.approved_at}"
-    if cur.revoked and (cur.revoked_by, cur.revoked_at) != (new.revoked_by, new.revoked_at):
-        return f"{cur.id} was revoked by {cur.revoked_by} at {cur.revoked_at}"
+    core = ("id", "policy", "check", "nodes", "reason", "requested_at", "expires_at",
+            "signature")
+    if any(getattr(cur, f) != getattr(new, f) for f in core):
+        return (f"{cur.id} would change the request itself (scope, reason, expiry or its "
+                "signature): make a new request instead")
+    if new.approvals[:len(cur.approvals)] != cur.approvals:
+        return f"{cur.id} would lose or change an approval it holds: approvals are only added"
     return None
 
 
 class OverrideStore:
-    """`overrides/<id>.json` in a git repository: a local working clone, or a URL (or bare
-    repository path) used through stetho's cached clone. Reads pull first; writes commit and
-    push, deciding again on the pulled state when another writer got there first."""
+    """Overrides in a git repository: a local working clone, or a URL (or bare repository
+    path) used through stetho's cached clone. Reads pull first; writes commit and push,
+    deciding again on the pulled state when another writer got there first."""
 
     DIR = "overrides"
+    REVOCATIONS = "revocations"
 
     def __init__(self, repo: str, *, branch: str | None = None) -> None:
         if not repo or not repo.strip():
@@ -60,53 +105,99 @@ class OverrideStore:
             raise ConfigError(f"override repository {self.repo!r} is neither a git working "
                               "clone nor a URL")
 
-    def _open(self, env: dict[str, str] | None = None
-              ) -> AbstractContextManager[gitstore.Clone]:
-        return gitstore.open_clone(self.repo, purpose="override", branch=self.branch, env=env)
+    def _open(self) -> AbstractContextManager[gitstore.Clone]:
+        return gitstore.open_clone(self.repo, purpose="override", branch=self.branch)
 
-    # -- public ----------------------------------------------------------------------------
+    # -- reading ---------------------------------------------------------------------------
 
-    def load_all(self) -> list[tuple[Path, Override | OverrideFileError]]:
-        """Every file in overrides/, pulled fresh; an unreadable one comes back as its error."""
+    def read(self) -> Snapshot:
+        """Every override file and every revocation in the history, pulled fresh."""
         with self._open() as clone:
-            folder = clone.path / self.DIR
-            if not folder.is_dir():
-                return []
-            return [(p, _read_file(p)) for p in sorted(folder.glob("*.json"))]
+            return self._snapshot(clone, with_entries=True)
 
     def get(self, override_id: str) -> Override:
         """One override by id, pulled fresh."""
-        name = _file_name(override_id)
         with self._open() as clone:
-            path = clone.path / self.DIR / name
-            if not path.exists() and not path.is_symlink():
+            return self._current(clone, override_id)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def save(self, o: Override, message: str) -> Override:
+        """Write, commit and push `o` (a new request, or one with approvals appended).
+        Refused if it would change a stored request or drop an approval."""
+        return self._commit(o.id, lambda cur, _: o, message)
+
+    def add_approval(self, override_id: str, a: Approval, guard: Guard,
+                     message: str) -> Override:
+        """Append `a` to the pulled override once `guard` (run again after every lost push
+        race) is content with what is there now."""
+        def produce(cur: Override | None, snap: Snapshot) -> Override:
+            if cur is None:
                 raise ConfigError(f"no override {override_id} in {self.repo}")
-            got = _read_file(path)
+            guard(cur, snap)
+            return with_approval(cur, a)
+        return self._commit(override_id, produce, message)
+
+    def revoke(self, r: Revocation, guard: Guard, message: str) -> Revocation:
+        """Write `revocations/<id>.json`, once: refused when the history already revokes it."""
+        rel = f"{self.REVOCATIONS}/{_file_name(r.override)}"
+
+        def change(clone: gitstore.Clone) -> str | None:
+            snap = self._snapshot(clone, with_entries=False)
+            cur = self._current(clone, r.override)
+            earlier = snap.revoked(r.override)
+            if earlier:
+                raise ConfigError(f"{r.override} is already revoked (commit "
+                                  f"{earlier[0].commit[:12]}); a revocation is permanent")
+            guard(cur, snap)
+            _write(clone, rel, r.to_json())
+            return message
+
+        with self._open() as clone:
+            clone.transact(change, what=f"revocation of {r.override}")
+        return r
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _snapshot(self, clone: gitstore.Clone, *, with_entries: bool) -> Snapshot:
+        snap = Snapshot(clone.path)
+        if clone.out("rev-parse", "--is-shallow-repository") == "true":
+            snap.problem = (f"the override repository {clone.path} is a shallow clone: a "
+                            "revocation older than its history would be missed, so none is "
+                            "honoured (clone it in full, or give stetho its URL)")
+        folder = clone.path / self.DIR
+        if with_entries and folder.is_dir():
+            snap.entries = [(p, _read_file(p)) for p in sorted(folder.glob("*.json"))]
+        for commit, rel, data in clone.every_version(self.REVOCATIONS):
+            oid = Path(rel).name.removesuffix(".json")
+            if Path(rel) != Path(self.REVOCATIONS, f"{oid}.json") or not ID_RE.match(oid):
+                snap.stray.append((clone.path / rel, f"{rel} (commit {commit[:12]}): not "
+                                   f"{self.REVOCATIONS}/<override id>.json: not read"))
+                continue
+            try:
+                if len(data) > MAX_FILE_BYTES:
+                    raise OverrideFileError(f"{rel}: larger than {MAX_FILE_BYTES} bytes")
+                got = Revocation.from_json(data, rel)
+                if got.override != oid:
+                    raise OverrideFileError(f"{rel}: it revokes {got.override}, not {oid}")
+                snap.revocations.append(RevocationVersion(oid, commit, got))
+            except OverrideFileError as exc:
+                snap.revocations.append(RevocationVersion(oid, commit, None, str(exc)))
+        return snap
+
+    def _current(self, clone: gitstore.Clone, override_id: str) -> Override:
+        path = clone.path / self.DIR / _file_name(override_id)
+        if not path.exists() and not path.is_symlink():
+            raise ConfigError(f"no override {override_id} in {self.repo}")
+        got = _read_file(path)
         if isinstance(got, OverrideFileError):
             raise got
         return got
 
-    def save(self, o: Override, message: str) -> Override:
-        """Write, commit and push `o`. Refused if it would change a stored request, replace an
-        approval or undo a revocation (checked against the freshly pulled file)."""
-        return self._commit(o.id, lambda cur: o, lambda _: message)
-
-    def update(self, override_id: str, change: Callable[[Override], Override],
-               message: Callable[[Override], str]) -> Override:
-        """Read-modify-write: `change` is applied to the freshly pulled override, again after
-        every rejected push, so a concurrent approval or revocation is never overwritten."""
-        def produce(cur: Override | None) -> Override:
-            if cur is None:
-                raise ConfigError(f"no override {override_id} in {self.repo}")
-            return change(cur)
-        return self._commit(override_id, produce, message)
-
-    # -- internals -------------------------------------------------------------------------
-
-    def _commit(self, override_id: str, produce: Callable[[Override | None], Override],
-                message: Callable[[Override], str]) -> Override:
-        name = _file_name(override_id)
-        rel = f"{self.DIR}/{name}"
+    def _commit(self, override_id: str,
+                produce: Callable[[Override | None, Snapshot], Override],
+                message: str) -> Override:
+        rel = f"{self.DIR}/{_file_name(override_id)}"
         stored: list[Override] = []
 
         def change(clone: gitstore.Clone) -> str | None:
@@ -117,7 +208,7 @@ class OverrideStore:
                 if isinstance(got, OverrideFileError):
                     raise ConfigError(f"cannot update {got}; fix or remove the file by hand")
                 cur = got
-            new = produce(cur)
+            new = produce(cur, self._snapshot(clone, with_entries=False))
             if new.id != override_id:
                 raise ConfigError(f"override {new.id} cannot be stored as {override_id}")
             why = _refused_transition(cur, new)
@@ -126,16 +217,21 @@ class OverrideStore:
             stored[:] = [new]
             if cur == new:
                 return None
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(new.to_json(), encoding="utf-8")
-            os.replace(tmp, path)
-            clone.git("add", "--", rel)
-            return message(new)
+            _write(clone, rel, new.to_json())
+            return message
 
-        with self._open(_author_env()) as clone:
+        with self._open() as clone:
             clone.transact(change, what=f"override {override_id}")
         return stored[0]
+
+
+def _write(clone: gitstore.Clone, rel: str, text: str) -> None:
+    path = clone.path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    clone.git("add", "--", rel)
 
 
 def _file_name(override_id: str) -> str:
@@ -161,19 +257,3 @@ def _read_file(path: Path) -> Override | OverrideFileError:
     if path.name != f"{o.id}.json":
         return OverrideFileError(f"{rel}: holds override {o.id}, not the one its name says")
     return o
-
-
-def _author_env() -> dict[str, str]:
-    """STETHO_GIT_AUTHOR 'Name <email>' wins; else git's own configured identity (or stetho's
-    fallback). Who committed is the audit trail's, not the override's identity."""
-    from stetho import config
-
-    raw = config.active().git_author
-    if not raw:
-        return {}
-    m = _AUTHOR_RE.match(raw)
-    if not m:
-        raise ConfigError(f"{AUTHOR_ENV}={raw!r}: expected 'Name <email>'")
-    name, email = m.groups()
-    return {"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
-            "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email}

@@ -1,91 +1,116 @@
-"""Two-person overrides: a failing gate check passes for named nodes, for a while, when two agree.
+"""Two-person overrides: a failing gate check passes for named nodes, for a while, when two
+people have signed for it with their own SSH keys.
 
-One person requests (check, nodes, reason, expiry); a second person, listed as an approver in the
-gate policy, approves by typing the policy's acknowledgement sentence, which signs the override
-with HMAC-SHA256 over its canonical form (every field but the signature). Any later edit of any
-field, or a key other than the gate's, invalidates it: the gate ignores it and says why.
+A request (policy, check, nodes, reason, expiry, request time, its id) is signed by whoever asks;
+an approval signs the same bytes plus the requester's signature, the policy's acknowledgement
+sentence and the approval time. A revocation signs the override's id, a reason and a time.
+Signatures are `ssh-keygen -Y sign` in the namespace `stetho-override` (stetho.gate.signatures);
+who signed is whatever principal the policy's allowed signers file lists the key under, never a
+name typed anywhere. This module holds the records and the exact bytes each signature covers;
+stetho.gate.override_check decides whether the gate may honour one.
 
-Overrides are files `overrides/<id>.json` in a git repository (a working clone, or a URL cloned
-into the stetho cache), so CI runners and people see the same set and git keeps the audit trail.
-Stored overrides only ever move forward: pending -> approved, and anything -> revoked.
+Records are files in a git repository (stetho.gate.override_store): `overrides/<id>.json` (the
+request and its approvals, which are only ever appended) and `revocations/<id>.json`, read from
+every commit in the history so that deleting, editing or reverting one does not undo it.
 """
 
 from __future__ import annotations
 
 import calendar
 import dataclasses
+import datetime
+import functools
 import hashlib
-import hmac
 import json
 import re
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from stetho.core import hostlist
 from stetho.errors import ConfigError
+from stetho.gate.signatures import valid_signature_text
 
-SCHEMA = "stetho.override/1"
-KEY_ENV = "STETHO_OVERRIDE_KEY"
-AUTHOR_ENV = "STETHO_GIT_AUTHOR"
-MIN_KEY_BYTES = 32
+SCHEMA = "stetho.override/2"
+#: The HMAC-signed records of earlier versions: never trusted, reported as such.
+OLD_SCHEMA = "stetho.override/1"
+REVOCATION_SCHEMA = "stetho.revocation/1"
 MAX_FILE_BYTES = 256 * 1024
-#: How far the requester's and approver's clocks may disagree.
+MAX_APPROVALS = 8
+#: How far the requester's, the approver's and the gate's clocks may disagree.
 CLOCK_SKEW_S = 300
 
 ID_RE = re.compile(r"^ovr-\d{8}T\d{6}Z-[0-9a-f]{6}$")
 CHECK_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
 POLICY_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-SIG_RE = re.compile(r"^[0-9a-f]{64}$")
-_HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
+#: Makes a signature over some bytes (stetho.gate.signatures.sign with a key bound).
+SignFn = Callable[[bytes], str]
+#: Stands in for a signature while a record is checked, before anyone is asked to sign it.
+_UNSIGNED = "-----BEGIN SSH SIGNATURE-----\nAA==\n-----END SSH SIGNATURE-----\n"
+
 
 class OverrideFileError(ConfigError):
-    """An override file that is not a well-formed override: reported and ignored, never fatal."""
+    """A file that is not a well-formed override or revocation: reported and ignored."""
 
 
 @dataclass(frozen=True)
 class OverridePolicy:
-    """What a gate policy says about overrides: who may approve, the sentence, the longest life."""
+    """What a gate policy says about overrides: the allowed signers file that is the trust
+    root, the principals who may approve, the sentence, the longest life. `problem` says why
+    overrides are off under this policy (an approvers section stetho cannot use)."""
 
     name: str
-    approvers: tuple[str, ...]
+    principals: tuple[str, ...]
+    signers: Path | None
     acknowledgement: str
     max_lifetime_s: float
+    problem: str | None = None
+
+    def disabled(self) -> str | None:
+        """Why no override can pass under this policy, or None. An empty sentence would
+        otherwise be matched by an empty --acknowledge."""
+        if self.problem:
+            return f"policy {self.name!r}: {self.problem}: overrides are disabled"
+        if self.signers is None:
+            return (f"policy {self.name!r} names no allowed signers file (overrides: approvers: "
+                    "signers:): overrides are disabled")
+        if not self.principals:
+            return f"policy {self.name!r} names no approver principals: overrides are disabled"
+        if not self.acknowledgement.strip():
+            return (f"policy {self.name!r} has no acknowledgement sentence: overrides are "
+                    "disabled")
+        return None
 
 
 @dataclass(frozen=True)
-class Check:
-    """Whether an override may be honoured, and in words why (not)."""
+class Approval:
+    """One approver's signature over the request, their acknowledgement and the time."""
 
-    valid: bool
-    reason: str
+    acknowledgement: str
+    approved_at: str
+    signature: str
 
 
 @dataclass(frozen=True)
 class Override:
-    """One override. Constructing one validates it, so a malformed one never exists in memory."""
+    """A signed request and the approvals appended to it. Constructing one validates its
+    form (not its signatures), so a malformed one never exists in memory."""
 
     id: str
     policy: str
     check: str
     nodes: tuple[str, ...]
     reason: str
-    requester: str
     requested_at: str
     expires_at: str
-    approver: str | None = None
-    approved_at: str | None = None
-    acknowledgement: str | None = None
-    signature: str | None = None
-    revoked_by: str | None = None
-    revoked_at: str | None = None
+    signature: str
+    approvals: tuple[Approval, ...] = ()
 
     def __post_init__(self) -> None:
         _need(ID_RE.match(self.id),
@@ -101,38 +126,25 @@ class Override:
             hostlist.validate(n)
         object.__setattr__(self, "nodes", tuple(sorted(set(self.nodes))))
         _check_text("reason", self.reason)
-        check_person("requester", self.requester)
         req = parse_ts(self.requested_at, "requested_at")
-        exp = parse_ts(self.expires_at, "expires_at")
-        _need(exp > req, f"expires_at {self.expires_at} is not after requested_at "
-              f"{self.requested_at}")
-        approval = (self.approver, self.approved_at, self.acknowledgement, self.signature)
-        if any(v is not None for v in approval) and any(v is None for v in approval):
-            raise ConfigError("approver, approved_at, acknowledgement and signature are set "
-                              "together or not at all")
-        if self.approver is not None:
-            check_person("approver", self.approver)
-            parse_ts(self.approved_at or "", "approved_at")
-            _need(isinstance(self.acknowledgement, str), "acknowledgement is not a string")
-            _need(SIG_RE.match(self.signature or ""), "signature is not 64 lowercase hex digits")
-        if (self.revoked_by is None) != (self.revoked_at is None):
-            raise ConfigError("revoked_by and revoked_at are set together or not at all")
-        if self.revoked_by is not None:
-            check_person("revoked_by", self.revoked_by)
-            parse_ts(self.revoked_at or "", "revoked_at")
-
-    @property
-    def approved(self) -> bool:
-        return self.signature is not None
-
-    @property
-    def revoked(self) -> bool:
-        return self.revoked_by is not None
+        _need(parse_ts(self.expires_at, "expires_at") > req,
+              f"expires_at {self.expires_at} is not after requested_at {self.requested_at}")
+        _need(valid_signature_text(self.signature), "signature is not an SSH signature")
+        _need(len(self.approvals) <= MAX_APPROVALS, f"more than {MAX_APPROVALS} approvals")
+        for a in self.approvals:
+            parse_ts(a.approved_at, "approved_at")
+            _need(isinstance(a.acknowledgement, str), "acknowledgement is not a string")
+            _need(valid_signature_text(a.signature), "an approval's signature is not an SSH "
+                                                     "signature")
 
     def to_dict(self) -> dict[str, object]:
-        d = dataclasses.asdict(self)
-        d["nodes"] = sorted(self.nodes)
-        return {"schema": SCHEMA, **d}
+        return {"schema": SCHEMA, "id": self.id, "policy": self.policy, "check": self.check,
+                "nodes": list(self.nodes), "reason": self.reason,
+                "requested_at": self.requested_at, "expires_at": self.expires_at,
+                "signature": self.signature,
+                "approvals": [{"acknowledgement": a.acknowledgement,
+                               "approved_at": a.approved_at, "signature": a.signature}
+                              for a in self.approvals]}
 
     def to_json(self) -> str:
         """Pretty, sorted JSON: files a person can read and git diffs that show what changed."""
@@ -140,41 +152,98 @@ class Override:
 
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "override") -> Override:
-        """Parse and validate; anything wrong (garbage, unknown schema, missing or unknown
-        fields, bad values) is an OverrideFileError naming `source`, never another exception."""
+        """Parse and validate; anything wrong (garbage, the old HMAC format, missing or
+        unknown fields, bad values) is an OverrideFileError naming `source`."""
+        data = _object(text, source, SCHEMA)
+        fields = ("id", "policy", "check", "nodes", "reason", "requested_at", "expires_at",
+                  "signature", "approvals")
+        t = _fields(data, fields, source)
+        if not isinstance(data["nodes"], list) or not all(isinstance(v, str)
+                                                         for v in data["nodes"]):
+            raise OverrideFileError(f"{source}: nodes must be a list of strings")
+        approvals = data["approvals"]
+        if not isinstance(approvals, list):
+            raise OverrideFileError(f"{source}: approvals must be a list")
+        parsed = []
+        for i, a in enumerate(approvals, 1):
+            if not isinstance(a, dict):
+                raise OverrideFileError(f"{source}: approval {i} is not an object")
+            at = _fields(a, ("acknowledgement", "approved_at", "signature"),
+                         f"{source}: approval {i}")
+            parsed.append(Approval(at["acknowledgement"], at["approved_at"], at["signature"]))
         try:
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            data = json.loads(text, object_pairs_hook=_no_duplicates)
-        except (ValueError, RecursionError) as exc:
-            raise OverrideFileError(f"{source}: not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise OverrideFileError(f"{source}: expected a JSON object, got "
-                                    f"{type(data).__name__}")
-        schema = data.pop("schema", None)
-        if schema != SCHEMA:
-            raise OverrideFileError(f"{source}: unknown schema {schema!r} (this stetho reads "
-                                    f"{SCHEMA!r})")
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        required = [n for n, f in fields.items() if f.default is dataclasses.MISSING]
-        missing = [n for n in fields if n not in data and n in required]
-        if missing:
-            raise OverrideFileError(f"{source}: missing field(s): {', '.join(missing)}")
-        unknown = sorted(set(data) - set(fields))
-        if unknown:
-            raise OverrideFileError(f"{source}: unknown field(s): {', '.join(unknown)}")
-        for name, value in data.items():
-            if name == "nodes":
-                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                    raise OverrideFileError(f"{source}: nodes must be a list of strings")
-            elif not isinstance(value, str) and not (value is None and name not in required):
-                raise OverrideFileError(f"{source}: field {name!r} must be a string, got "
-                                        f"{type(value).__name__}")
-        data["nodes"] = tuple(data["nodes"])
-        try:
-            return cls(**data)
+            return cls(id=t["id"], policy=t["policy"], check=t["check"],
+                       nodes=tuple(data["nodes"]), reason=t["reason"],
+                       requested_at=t["requested_at"], expires_at=t["expires_at"],
+                       signature=t["signature"], approvals=tuple(parsed))
         except ConfigError as exc:
             raise OverrideFileError(f"{source}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """A signed 'stop honouring override <id>'. Permanent: once in the history, it counts."""
+
+    override: str
+    reason: str
+    revoked_at: str
+    signature: str
+
+    def __post_init__(self) -> None:
+        _need(ID_RE.match(self.override), f"override {self.override!r} is not an override id")
+        _check_text("reason", self.reason)
+        parse_ts(self.revoked_at, "revoked_at")
+        _need(valid_signature_text(self.signature), "signature is not an SSH signature")
+
+    def to_json(self) -> str:
+        d = {"schema": REVOCATION_SCHEMA, "override": self.override, "reason": self.reason,
+             "revoked_at": self.revoked_at, "signature": self.signature}
+        return json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str = "revocation") -> Revocation:
+        data = _object(text, source, REVOCATION_SCHEMA)
+        t = _fields(data, ("override", "reason", "revoked_at", "signature"), source)
+        try:
+            return cls(t["override"], t["reason"], t["revoked_at"], t["signature"])
+        except ConfigError as exc:
+            raise OverrideFileError(f"{source}: {exc}") from None
+
+
+def _object(text: str | bytes, source: str, schema: str) -> dict[str, object]:
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError) as exc:
+        raise OverrideFileError(f"{source}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise OverrideFileError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    found = data.pop("schema", None)
+    if found == OLD_SCHEMA:
+        raise OverrideFileError(f"{source}: an override in the old shared-key (HMAC) format "
+                                f"({OLD_SCHEMA}), which proves nothing about who approved it: "
+                                "ignored; request it again, signed with your own SSH key")
+    if found != schema:
+        raise OverrideFileError(f"{source}: unknown schema {found!r} (this stetho reads "
+                                f"{schema!r})")
+    return data
+
+
+def _fields(data: dict[str, object], names: tuple[str, ...], source: str) -> dict[str, str]:
+    """Exactly these fields, each a string except the lists `nodes` and `approvals`; returns
+    the strings."""
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise OverrideFileError(f"{source}: missing field(s): {', '.join(missing)}")
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise OverrideFileError(f"{source}: unknown field(s): {', '.join(unknown)}")
+    for name in names:
+        if name not in ("nodes", "approvals") and not isinstance(data[name], str):
+            raise OverrideFileError(f"{source}: field {name!r} must be a string, got "
+                                    f"{type(data[name]).__name__}")
+    return {k: v for k, v in data.items() if isinstance(v, str)}
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -200,75 +269,78 @@ def _check_text(what: str, text: str) -> None:
         raise ConfigError(f"{what} contains control characters")
 
 
-def check_person(what: str, name: str) -> str:
-    """People's names are plain identifiers, so 'alice ' cannot pass for someone else."""
-    if not isinstance(name, str) or not USER_RE.match(name):
-        raise ConfigError(f"{what} {name!r} is not a valid name: letters, digits, '.', '_', "
-                          "'@', '+' and '-' only, no spaces")
-    return name
-
-
 def format_ts(ts: float) -> str:
     return time.strftime(_TS_FORMAT, time.gmtime(int(ts)))
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_ts(text: str, what: str = "timestamp") -> int:
-    """'2026-12-02T10:15:00Z' -> epoch seconds; nothing else is accepted."""
+    """'2026-12-02T10:15:00Z' -> epoch seconds; nothing else is accepted. (Cached, and not
+    through strptime: a gate reads every timestamp of every override.)"""
     if not isinstance(text, str) or not TS_RE.match(text):
         raise ConfigError(f"{what} {text!r} is not an ISO-8601 UTC time like "
                           "2026-12-02T10:15:00Z")
     try:
-        return calendar.timegm(time.strptime(text, _TS_FORMAT))
+        when = datetime.datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]),
+                                 int(text[11:13]), int(text[14:16]), int(text[17:19]))
     except ValueError:
         raise ConfigError(f"{what} {text!r} is not a valid date and time") from None
+    return calendar.timegm(when.timetuple())
 
 
 def _now(now: float | None) -> float:
     return time.time() if now is None else now
 
 
-def canonical(o: Override) -> bytes:
-    """The signed bytes: every field except `signature` (schema included), sorted keys, no
-    spaces, UTF-8, nodes sorted. Any edit of any other field changes these bytes."""
-    d = o.to_dict()
-    del d["signature"]
+# -- the signed bytes --------------------------------------------------------------------------
+
+def _canonical(d: dict[str, object]) -> bytes:
     return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def sign(o: Override, key: bytes) -> str:
-    return hmac.new(key, canonical(o), hashlib.sha256).hexdigest()
+def _scope(o: Override) -> dict[str, object]:
+    return {"schema": SCHEMA, "id": o.id, "policy": o.policy, "check": o.check,
+            "nodes": sorted(o.nodes), "reason": o.reason, "requested_at": o.requested_at,
+            "expires_at": o.expires_at}
 
 
-def key_from_env() -> bytes | None:
-    """The shared signing key, or None when unset (then nothing can be approved or verified).
-    Hex of >= 32 bytes is decoded; any other string of >= 32 characters is used as UTF-8."""
-    from stetho import config
+def request_bytes(o: Override) -> bytes:
+    """What the requester signs: the id (so a revocation of it cannot be dodged by filing the
+    same signatures again under a new id), the scope, the reason and both times."""
+    return _canonical({"kind": "request", **_scope(o)})
 
-    raw = config.active().override_key
-    if raw is None or not raw.strip():
-        return None
-    s = raw.strip()
-    if len(s) >= 2 * MIN_KEY_BYTES and len(s) % 2 == 0 and _HEX_RE.match(s):
-        return bytes.fromhex(s)
-    if len(s) >= MIN_KEY_BYTES:
-        return s.encode("utf-8")
-    raise ConfigError(f"{KEY_ENV} is too short ({len(s)} characters): use at least "
-                      f"{MIN_KEY_BYTES} random bytes, e.g. `openssl rand -hex 32`")
 
+def approval_bytes(o: Override, acknowledgement: str, approved_at: str) -> bytes:
+    """What an approver signs: the request's bytes, the requester's very signature, the
+    acknowledgement and the approval time."""
+    return _canonical({"kind": "approval", **_scope(o),
+                       "request_signature": hashlib.sha256(o.signature.encode()).hexdigest(),
+                       "acknowledgement": acknowledgement, "approved_at": approved_at})
+
+
+def revocation_bytes(r: Revocation) -> bytes:
+    return _canonical({"kind": "revocation", "schema": REVOCATION_SCHEMA,
+                       "override": r.override, "reason": r.reason, "revoked_at": r.revoked_at})
+
+
+# -- making records ----------------------------------------------------------------------------
 
 def new_id(now: float) -> str:
     return f"ovr-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(int(now)))}-{secrets.token_hex(3)}"
 
 
 def request(policy: OverridePolicy, check: str, nodes: Iterable[str], reason: str,
-            requester: str, expires_s: float, now: float | None = None) -> Override:
-    """A pending (unsigned) request. Expiry is mandatory and within the policy's cap."""
+            expires_s: float, sign: SignFn, now: float | None = None) -> Override:
+    """A signed request. Expiry is mandatory and within the policy's cap."""
     t = int(_now(now))
+    disabled = policy.disabled()
+    if disabled:
+        raise ConfigError(disabled)
     if not isinstance(expires_s, (int, float)) or expires_s != expires_s or expires_s <= 0:
         raise ConfigError(f"an override must expire: expiry {expires_s!r}s is not > 0")
     if expires_s > policy.max_lifetime_s:
-        raise ConfigError(f"expiry {_duration(expires_s)} is over the cap of policy "
-                          f"{policy.name!r} ({_duration(policy.max_lifetime_s)})")
+        raise ConfigError(f"expiry {duration(expires_s)} is over the cap of policy "
+                          f"{policy.name!r} ({duration(policy.max_lifetime_s)})")
     if int(expires_s) < 1:
         raise ConfigError("an override must last at least 1 second")
     names = list(nodes) if not isinstance(nodes, str) else [nodes]
@@ -277,52 +349,22 @@ def request(policy: OverridePolicy, check: str, nodes: Iterable[str], reason: st
     for n in names:
         hostlist.validate(n)
     _check_text("reason", reason)
-    return Override(id=new_id(t), policy=policy.name, check=check, nodes=tuple(names),
-                    reason=reason, requester=check_person("requester", requester),
-                    requested_at=format_ts(t), expires_at=format_ts(t + int(expires_s)))
+    unsigned = Override(id=new_id(t), policy=policy.name, check=check, nodes=tuple(names),
+                        reason=reason, requested_at=format_ts(t),
+                        expires_at=format_ts(t + int(expires_s)), signature=_UNSIGNED)
+    return dataclasses.replace(unsigned, signature=sign(request_bytes(unsigned)))
 
 
-def _same(a: str, b: str) -> bool:
-    return a.casefold() == b.casefold()
-
-
-def _is_approver(name: str, policy: OverridePolicy) -> bool:
-    return any(_same(name, a) for a in policy.approvers)
-
-
-def _disabled(policy: OverridePolicy) -> str | None:
-    """A policy without approvers or without a sentence allows no overrides (an empty
-    sentence would otherwise be matched by an empty --acknowledge)."""
-    if not policy.approvers:
-        return f"policy {policy.name!r} names no override approvers: overrides are disabled"
-    if not policy.acknowledgement.strip():
-        return (f"policy {policy.name!r} has no acknowledgement sentence: overrides are "
-                "disabled")
-    return None
-
-
-def approve(o: Override, policy: OverridePolicy, approver: str, acknowledgement: str,
-            key: bytes | None, now: float | None = None) -> Override:
-    """The second person's signature. Refuses, saying why, anything `verify` would reject."""
+def approval(o: Override, policy: OverridePolicy, acknowledgement: str, sign: SignFn,
+             now: float | None = None) -> Approval:
+    """A signed approval of `o`, refused (saying why) where the record alone shows the gate
+    would not honour it; who signed is checked by stetho.gate.override_check."""
     t = int(_now(now))
-    if key is None:
-        raise ConfigError(f"{KEY_ENV} is not set: cannot sign an approval")
-    check_person("approver", approver)
     if o.policy != policy.name:
         raise ConfigError(f"{o.id} is for policy {o.policy!r}, not {policy.name!r}")
-    disabled = _disabled(policy)
+    disabled = policy.disabled()
     if disabled:
         raise ConfigError(disabled)
-    if o.revoked:
-        raise ConfigError(f"{o.id} was revoked by {o.revoked_by} at {o.revoked_at}")
-    if o.approved:
-        raise ConfigError(f"{o.id} is already approved by {o.approver} at {o.approved_at}")
-    if _same(approver, o.requester):
-        raise ConfigError(f"{approver} cannot approve their own request {o.id}: a second "
-                          "person must approve")
-    if not _is_approver(approver, policy):
-        raise ConfigError(f"{approver} is not an approver for policy {policy.name!r} "
-                          f"(approvers: {', '.join(policy.approvers) or 'none'})")
     if acknowledgement != policy.acknowledgement:
         raise ConfigError(f"the acknowledgement must be exactly {policy.acknowledgement!r}, "
                           f"got {acknowledgement!r}")
@@ -333,58 +375,22 @@ def approve(o: Override, policy: OverridePolicy, approver: str, acknowledgement:
         raise ConfigError(f"{o.id} is dated {o.requested_at}, in the future: request it again")
     life = parse_ts(o.expires_at) - parse_ts(o.requested_at)
     if life > policy.max_lifetime_s:
-        raise ConfigError(f"{o.id} lasts {_duration(life)}, over the cap of policy "
-                          f"{policy.name!r} ({_duration(policy.max_lifetime_s)})")
-    unsigned = dataclasses.replace(o, approver=approver, approved_at=format_ts(t),
-                                   acknowledgement=acknowledgement, signature="0" * 64)
-    return dataclasses.replace(unsigned, signature=sign(unsigned, key))
+        raise ConfigError(f"{o.id} lasts {duration(life)}, over the cap of policy "
+                          f"{policy.name!r} ({duration(policy.max_lifetime_s)})")
+    if len(o.approvals) >= MAX_APPROVALS:
+        raise ConfigError(f"{o.id} already holds {MAX_APPROVALS} approvals")
+    at = format_ts(t)
+    return Approval(acknowledgement, at, sign(approval_bytes(o, acknowledgement, at)))
 
 
-def revoke(o: Override, who: str, now: float | None = None) -> Override:
-    """Anyone may revoke (it only takes power away); revoked is final."""
-    check_person("revoked_by", who)
-    if o.revoked:
-        raise ConfigError(f"{o.id} was already revoked by {o.revoked_by} at {o.revoked_at}")
-    return dataclasses.replace(o, revoked_by=who, revoked_at=format_ts(_now(now)))
+def with_approval(o: Override, a: Approval) -> Override:
+    return dataclasses.replace(o, approvals=(*o.approvals, a))
 
 
-def verify(o: Override, policy: OverridePolicy, key: bytes | None,
-           now: float | None = None) -> Check:
-    """Whether the gate may honour `o` under `policy`, checked from scratch (files are
-    untrusted: the signature proves nothing changed since the approver signed it)."""
-    t = _now(now)
-    if o.policy != policy.name:
-        return Check(False, f"for policy {o.policy!r}, not {policy.name!r}")
-    if o.revoked:
-        return Check(False, f"revoked by {o.revoked_by} at {o.revoked_at}")
-    if not o.approved or o.signature is None or o.approver is None:
-        return Check(False, "pending: not approved")
-    disabled = _disabled(policy)
-    if disabled:
-        return Check(False, disabled)
-    if key is None:
-        return Check(False, f"cannot verify the signature: {KEY_ENV} is not set")
-    if not hmac.compare_digest(sign(o, key), o.signature):
-        return Check(False, "signature does not match: edited after signing or signed with "
-                            "another key")
-    if t >= parse_ts(o.expires_at):
-        return Check(False, f"expired at {o.expires_at}")
-    if _same(o.approver, o.requester):
-        return Check(False, f"self-approved by {o.approver}")
-    if not _is_approver(o.approver, policy):
-        return Check(False, f"approver {o.approver} is not an approver for policy "
-                            f"{policy.name!r}")
-    if o.acknowledgement != policy.acknowledgement:
-        return Check(False, f"acknowledgement {o.acknowledgement!r} is not the policy's "
-                            f"{policy.acknowledgement!r}")
-    # In force from approval (or the request, if earlier) until expiry; a post-dated request
-    # would otherwise outlive the cap. A few minutes of clock skew are forgiven.
-    start = min(parse_ts(o.requested_at), parse_ts(o.approved_at or o.requested_at))
-    life = parse_ts(o.expires_at) - start
-    if life > policy.max_lifetime_s + CLOCK_SKEW_S:
-        return Check(False, f"lifetime {_duration(life)} is over the cap of policy "
-                            f"{policy.name!r} ({_duration(policy.max_lifetime_s)})")
-    return Check(True, f"approved by {o.approver}, expires at {o.expires_at}")
+def revocation(override_id: str, reason: str, sign: SignFn,
+               now: float | None = None) -> Revocation:
+    unsigned = Revocation(override_id, reason, format_ts(_now(now)), _UNSIGNED)
+    return dataclasses.replace(unsigned, signature=sign(revocation_bytes(unsigned)))
 
 
 def covers(o: Override, policy_name: str, check: str, node: str) -> bool:
@@ -392,65 +398,7 @@ def covers(o: Override, policy_name: str, check: str, node: str) -> bool:
     return o.policy == policy_name and o.check == check and node in o.nodes
 
 
-def find_cover(overrides: Iterable[Override], policy_name: str, check: str,
-               node: str) -> Override | None:
-    """The first (valid, as returned by `effective`) override covering this check on node."""
-    return next((o for o in overrides if covers(o, policy_name, check, node)), None)
-
-
-def effective(overrides: Iterable[Override], policy: OverridePolicy, key: bytes | None,
-              now: float | None = None) -> tuple[list[Override], list[tuple[Override, str]]]:
-    """The overrides the gate honours, and those for this policy it ignores, with why.
-    Overrides for other policies are not candidates and appear in neither list."""
-    t = _now(now)
-    valid: list[Override] = []
-    ignored: list[tuple[Override, str]] = []
-    for o in sorted(overrides, key=lambda x: x.id):
-        if o.policy != policy.name:
-            continue
-        c = verify(o, policy, key, t)
-        if c.valid:
-            valid.append(o)
-        else:
-            ignored.append((o, c.reason))
-    return valid, ignored
-
-
-def effective_entries(entries: Iterable[tuple[Path, Override | OverrideFileError]],
-                      policy: OverridePolicy, key: bytes | None, now: float | None = None
-                      ) -> tuple[list[Override], list[tuple[str, str]]]:
-    """`effective` over `OverrideStore.load_all()`: unreadable files are ignored too, as
-    (file, why); ignored overrides as (id, why)."""
-    loaded: list[Override] = []
-    bad: list[tuple[str, str]] = []
-    for path, item in entries:
-        if isinstance(item, OverrideFileError):
-            bad.append((str(path), str(item)))
-        else:
-            loaded.append(item)
-    valid, ignored = effective(loaded, policy, key, now)
-    return valid, bad + [(o.id, why) for o, why in ignored]
-
-
-def state(o: Override, policy: OverridePolicy | None, key: bytes | None,
-          now: float | None = None) -> str:
-    """A one-word-ish state for listings: pending / active / expired / revoked / invalid: why."""
-    t = _now(now)
-    if o.revoked:
-        return "revoked"
-    if t >= parse_ts(o.expires_at):
-        return "expired"
-    if not o.approved:
-        return "pending"
-    if policy is None:
-        return "invalid: policy not loaded"
-    if key is None:
-        return f"approved (unverified: {KEY_ENV} is not set)"
-    c = verify(o, policy, key, t)
-    return "active" if c.valid else f"invalid: {c.reason}"
-
-
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     """604800 -> '1w', 90000 -> '1d1h', 18719 * 60 -> '12d23h59m'."""
     s = int(seconds)
     if s > 0 and s % 604800 == 0:
@@ -461,16 +409,3 @@ def _duration(seconds: float) -> str:
             out += f"{s // size}{unit}"
             s %= size
     return out or "0s"
-
-
-def request_message(o: Override) -> str:
-    return (f"override request {o.id}: {o.check} on {hostlist.compress(list(o.nodes))} "
-            f"by {o.requester}")
-
-
-def approve_message(o: Override) -> str:
-    return f"override approve {o.id} by {o.approver}"
-
-
-def revoke_message(o: Override) -> str:
-    return f"override revoke {o.id} by {o.revoked_by}"

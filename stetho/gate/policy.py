@@ -92,16 +92,7 @@ def load(name: str) -> GatePolicy:
         freshness = parse_since(str(fresh)) if str(fresh) not in ("0", "0s") else 0.0
     except ConfigError as exc:
         top.fail(str(exc), "freshness")
-    o = top.section("overrides")
-    lifetime = o.get("max_lifetime", str, "24h")
-    try:
-        max_life = parse_since(lifetime)
-    except ConfigError as exc:
-        o.fail(str(exc), "max_lifetime")
-    overrides = OverridePolicy(name=pname, approvers=o.str_list("approvers"),
-                               acknowledgement=o.get("acknowledgement", str, ""),
-                               max_lifetime_s=max_life)
-    o.check_unknown({"approvers", "acknowledgement", "max_lifetime"})
+    overrides = _overrides(top.section("overrides"), pname, path)
     sched = top.section("scheduler")
     drain = sched.get("drain", bool, True)
     sched.check_unknown({"drain"})
@@ -111,6 +102,38 @@ def load(name: str) -> GatePolicy:
                       overrides=overrides, drain=drain, exclude=top.str_list("exclude"))
 
 
+def _overrides(o: yamlconf.Section, name: str, path: Path) -> OverridePolicy:
+    """`overrides: {approvers: {signers: FILE, principals: [...]}, acknowledgement, max_lifetime}`.
+    The signers file (OpenSSH allowed signers, relative to the policy file) is the trust root:
+    only its keys can sign, and only its principals listed here can approve. The old list of
+    typed names proves nothing: it leaves overrides off under this policy, saying so."""
+    from stetho.gate.signatures import PRINCIPAL_RE
+    from stetho.history.store import parse_since
+
+    lifetime = o.get("max_lifetime", str, "24h")
+    try:
+        max_life = parse_since(lifetime)
+    except ConfigError as exc:
+        o.fail(str(exc), "max_lifetime")
+    o.check_unknown({"approvers", "acknowledgement", "max_lifetime"})
+    ack = o.get("acknowledgement", str, "")
+    if isinstance(o.data.get("approvers"), list):
+        return OverridePolicy(name, (), None, ack, max_life, problem=(
+            f"{o.where('approvers')}: approvers is a list of names (the old format, which "
+            "proves nothing); write approvers: {signers: <allowed signers file>, principals: "
+            "[...]}"))
+    a = o.section("approvers")
+    a.check_unknown({"signers", "principals"})
+    principals = a.str_list("principals")
+    for p in principals:
+        if not PRINCIPAL_RE.match(p):
+            a.fail(f"principal {p!r} is not a plain name (letters, digits, '.', '_', '@', '+', "
+                   "'-'; no patterns)", "principals")
+    signers = a.get("signers", str)
+    where = (path.parent / Path(signers).expanduser()).absolute() if signers else None
+    return OverridePolicy(name, principals, where, ack, max_life)
+
+
 def load_override_policy(name: str) -> OverridePolicy:
-    """What `stetho override` needs of a policy: its approvers, sentence and max lifetime."""
+    """What `stetho override` needs of a policy: its signers file, approvers, sentence and cap."""
     return load(name).overrides

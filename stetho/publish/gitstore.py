@@ -265,6 +265,24 @@ class Clone:
             self.git("reset", "-q", "--hard" if self.cached else "--keep", before)
 
 
+def same_history(path: Path, repo: Path) -> bool:
+    """Whether `path` lies in a git working tree whose history shares a root commit with the
+    repository checked out at `repo`: another clone of it (say, a signers file kept where an
+    override could be pushed)."""
+    here = path.resolve()
+    if not any((d / ".git").exists() for d in (here, *here.parents)):
+        return False  # in no repository at all: no git to ask
+    top = git(["rev-parse", "--show-toplevel"], path, check=False)
+    if top.returncode != 0:
+        return False
+    return bool(_roots(Path(top.stdout.strip())) & _roots(repo))
+
+
+def _roots(path: Path) -> set[str]:
+    proc = git(["rev-list", "--max-parents=0", "HEAD"], path, check=False)
+    return set(proc.stdout.split()) if proc.returncode == 0 else set()
+
+
 # -- opening a store -------------------------------------------------------------------------------
 
 def kind(repo: str) -> tuple[str, Path | None]:
