@@ -68,7 +68,7 @@ def _case(r: Result) -> TestCase:
 def _props(r: Result) -> dict[str, str]:
     props = {"status": r.display_status, "node": r.node, "subject": r.subject}
     if r.override:
-        for k in ("id", "approver", "reason", "expires_at"):
+        for k in ("id", "approver", "requester", "reason", "expires_at"):
             props[f"override_{k}"] = str(r.override.get(k, ""))
     for key in ("value", "unit", "expected", "threshold", "limit", "limit_op", "reference",
                 "remediation", "probe"):
