@@ -20,6 +20,7 @@ from stetho.results import Result
 
 if TYPE_CHECKING:
     from stetho.diagnosis.model import Diagnosis
+    from stetho.gate.breaker import Trip
     from stetho.gate.slurm import Action
 
 
@@ -47,17 +48,20 @@ class GateOutcome:
     names: list[str]
     actions: list[Action] = field(default_factory=list)
     reports: list[tuple[Diagnosis, Path]] = field(default_factory=list)
+    circuit: Trip | None = None  # the breaker opened: `--act` drained nothing more
 
     @property
     def exit_code(self) -> int:
-        return self.decision.exit_code
+        """The decision's code; 3 when the circuit breaker stopped `--act` from draining."""
+        return 3 if self.circuit is not None else self.decision.exit_code
 
     def lines(self) -> list[str]:
         """One line per blocking result, override and ignored override."""
         return lines(self.decision)
 
     def summary(self) -> str:
-        return summary_line(self.decision, self.names)
+        line = summary_line(self.decision, self.names)
+        return f"{line}; {self.circuit.message()}" if self.circuit else line
 
     def to_json(self, job: str | None = None) -> dict[str, object]:
         from stetho.sinks import json_out
@@ -68,6 +72,7 @@ class GateOutcome:
             scheduler=[a.to_json() for a in self.actions],
             ignored_overrides=[(str(what) if isinstance(what, Path) else what.id, why)
                                for what, why in self.decision.ignored_overrides])
+        doc["circuit"] = self.circuit.to_json() if self.circuit else None
         doc["exit_code"] = self.exit_code
         return doc
 
@@ -93,7 +98,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     decision = decide(policy, results, valid, sources, ignored)
     outcome = GateOutcome(policy, decision, names)
     if policy.drain and not req.local:
-        outcome.actions = _scheduler(decision, names, req.act)
+        outcome.actions, outcome.circuit = _scheduler(decision, names, req.act, policy, now)
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
     return outcome
@@ -139,18 +144,44 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path
     return results, [bundle.node], {bundle.node: "live (local)"}
 
 
-def _scheduler(decision: Decision, names: list[str], act: bool) -> list[Action]:
-    from stetho.gate.slurm import Slurm, drain_reason
+def _scheduler(decision: Decision, names: list[str], act: bool, policy: GatePolicy,
+               now: float) -> tuple[list[Action], Trip | None]:
+    """Drain the blocked nodes and resume the rest, behind the circuit breaker: with `--act`,
+    a run that would take the drained nodes past the policy's limit drains none of them."""
+    from stetho.gate import breaker
+    from stetho.gate.slurm import Action, Slurm, SlurmError, drain_reason
 
     blocked: dict[str, str] = {}
     for r in decision.blocking:
         blocked.setdefault(r.node, drain_reason(r.check, r.message))
     slurm = Slurm(act=act)
-    actions = list(slurm.drain(blocked)) if blocked else []
+    trip = None
+    if blocked and act:
+        try:
+            state = slurm.show(names)
+        except SlurmError:
+            state = {}  # only this run's drains count; drain() reports the unreadable state
+        trip = breaker.check(policy.circuit, names, blocked, state, now)
+    if trip is not None:
+        actions = [Action(n, "skip", (), False, f"{n}: not drained: {trip.message()}",
+                          failed=True) for n in blocked]
+        _alert_circuit(trip, policy)
+    else:
+        actions = list(slurm.drain(blocked)) if blocked else []
     go = [n for n in names if n not in blocked]
     if go:
         actions += list(slurm.resume(go))
-    return actions
+    return actions, trip
+
+
+def _alert_circuit(trip: Trip, policy: GatePolicy) -> None:
+    """One alert for the whole event (rate-limited like any other, per policy)."""
+    from stetho.publish.alerts import Alert
+    from stetho.publish.notify import notify_all
+
+    notify_all([Alert(node=policy.name, cause="circuit_open", severity="critical",
+                      title=f"stetho gate {policy.name}: circuit breaker open",
+                      summary=trip.message())])
 
 
 def _reports(outcome: GateOutcome, req: GateRequest, db: Path) -> list[tuple[Diagnosis, Path]]:

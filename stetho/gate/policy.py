@@ -13,6 +13,7 @@ from pathlib import Path
 from stetho.core import yamlconf
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError
+from stetho.gate.breaker import Circuit
 from stetho.gate.overrides import OverridePolicy
 from stetho.results import STATUSES
 
@@ -41,6 +42,7 @@ class GatePolicy:
     overrides: OverridePolicy
     drain: bool = True
     exclude: tuple[str, ...] = field(default_factory=tuple)
+    circuit: Circuit = field(default_factory=Circuit)
 
     def counts(self, check: str) -> bool:
         """Whether a check's results decide. A node that could not be checked at all
@@ -95,11 +97,36 @@ def load(name: str) -> GatePolicy:
     overrides = _overrides(top.section("overrides"), pname, path)
     sched = top.section("scheduler")
     drain = sched.get("drain", bool, True)
-    sched.check_unknown({"drain"})
+    sched.check_unknown({"drain", "circuit"})
+    circuit = _circuit(sched.section("circuit"))
     return GatePolicy(name=pname, source=str(path), description=top.get("description", str, ""),
                       checks=top.str_list("checks"), local_checks=top.str_list("local_checks"),
                       block_on=block_on, tighten=tuple(tight), freshness_s=freshness,
-                      overrides=overrides, drain=drain, exclude=top.str_list("exclude"))
+                      overrides=overrides, drain=drain, exclude=top.str_list("exclude"),
+                      circuit=circuit)
+
+
+def _circuit(c: yamlconf.Section) -> Circuit:
+    """`scheduler: {circuit: {max_pct: 10, min_nodes: 2, window: 1h}}` (those are the
+    defaults): drain at most max(min_nodes, max_pct % of the nodes in scope) per window."""
+    from stetho.history.store import parse_since
+
+    c.check_unknown({"max_pct", "min_nodes", "window"})
+    default = Circuit()
+    pct = c.get("max_pct", (int, float), default.max_pct)
+    if not 0 < pct <= 100:
+        c.fail(f"max_pct must be more than 0 and at most 100, not {pct}", "max_pct")
+    low = c.get("min_nodes", int, default.min_nodes)
+    if low < 0:
+        c.fail(f"min_nodes must be 0 or more, not {low}", "min_nodes")
+    window = c.get("window", (str, int), "1h")
+    try:
+        window_s = parse_since(str(window))
+    except ConfigError as exc:
+        c.fail(str(exc), "window")
+    if window_s <= 0:
+        c.fail("window must be longer than 0", "window")
+    return Circuit(float(pct), low, window_s)
 
 
 def _overrides(o: yamlconf.Section, name: str, path: Path) -> OverridePolicy:

@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from stetho.core import hostlist
@@ -57,6 +57,8 @@ class NodeInfo:
     state: str
     reason: str
     drained: bool
+    #: when the reason was set (Slurm's ` [user@time]` stamp); not part of the node's identity
+    reason_time: float | None = field(default=None, compare=False)
 
     @property
     def drained_by_stetho(self) -> bool:
@@ -181,6 +183,7 @@ def _parse_record(line: str) -> dict[str, str]:
     else:
         more, tail = _pairs(rest[stamp.end():])
         reason = rest[: stamp.start()].strip()
+        fields["ReasonTime"] = stamp.group(0).strip()[1:-1].split("@", 1)[1]
         if more:
             reason = f"{reason}\n{more}"
     fields.update({k: v for k, v in tail.items() if k not in fields})
@@ -216,8 +219,19 @@ def parse_show_node(text: str) -> dict[str, NodeInfo]:
         if not name:
             continue
         state = fields.get("State", "").split()[0] if fields.get("State") else ""
-        out[name] = NodeInfo(name, state, fields.get("Reason", ""), _is_drained(state))
+        out[name] = NodeInfo(name, state, fields.get("Reason", ""), _is_drained(state),
+                             _stamp_time(fields.get("ReasonTime", "")))
     return out
+
+
+def _stamp_time(text: str) -> float | None:
+    """`2026-12-03T12:48:21` (SLURM_TIME_FORMAT=standard, the controller's local time)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except ValueError:
+        return None
 
 
 _NOT_FOUND = re.compile(r"^Node \S+ not found$")
@@ -295,6 +309,16 @@ class Slurm:
                                  f"{_oneline(r.stderr or r.stdout)}")
             out.update({k: v for k, v in parse_show_node(r.stdout).items() if k in chunk})
         return out
+
+    def show_all(self) -> dict[str, NodeInfo]:
+        """Every node the controller knows: the scope of a node's own health check, whose
+        circuit breaker counts the whole cluster's recent drains."""
+        argv = (self.scontrol, "show", "node", "-o")
+        r = self._run(argv, {"SLURM_TIME_FORMAT": "standard"})
+        if r.returncode != 0:
+            raise SlurmError(f"`{shlex.join(argv)}` exited {r.returncode}: "
+                             f"{_oneline(r.stderr or r.stdout)}")
+        return parse_show_node(r.stdout)
 
     # - acting -
 
