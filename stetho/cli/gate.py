@@ -17,6 +17,10 @@ from stetho.cli.common import Progress, db_option, settings, write
 @click.option("--nodes", help="The nodes to decide on: a Slurm hostlist, e.g. 'gpu[001-064]'.")
 @click.option("--local", is_flag=True, help="Decide on this node, running the policy's quick "
               "checks here (for a Slurm prolog or HealthCheckProgram).")
+@click.option("--slurm", "slurm_mode", type=click.Choice(["health-check", "prolog"]),
+              help="With --local, run as Slurm's HealthCheckProgram (drain this node when "
+              "blocked, resume only stetho's drain, under a watchdog) or Prolog (exit non-zero "
+              "on block, so Slurm drains the node and requeues the job).")
 @click.option("-i", "--inventory", type=click.Path(exists=True, dir_okay=False),
               help="Ansible inventory, to check live the nodes history has no fresh results "
               "for.")
@@ -41,7 +45,7 @@ from stetho.cli.common import Progress, db_option, settings, write
 def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
          job: str | None, profile_name: str | None, node: str | None, junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
-         act: bool, reports: bool, quiet: bool) -> None:
+         act: bool, reports: bool, quiet: bool, slurm_mode: str | None) -> None:
     """Go (0) or blocked (1) for a job or release on these nodes, by a gate policy.
 
     Fresh results come from the history database; the rest are checked live. Exit 3 when
@@ -58,7 +62,7 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
             policy=policy_name, nodes=nodes, local=local,
             inventory=Path(inventory) if inventory else None, job=job, profile=profile_name,
             node=node, out=Path(out), act=act, reports=reports,
-            override_repo=cfg.override_repo), db=cfg.db,
+            override_repo=cfg.override_repo, slurm=slurm_mode), db=cfg.db,
             progress=None if quiet else progress.update)
     finally:
         progress.close()
@@ -76,5 +80,13 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     if not quiet:
         for d, path in outcome.reports:
             click.echo(f"REPORT {d.node}: {d.top.title if d.top else 'undiagnosed'} -> {path}")
+    if slurm_mode is not None:
+        from stetho.gate.slurm_hooks import block_reason
+
+        for a in outcome.actions:  # a health check's own drain or resume, even under --quiet
+            click.echo(f"SCHEDULER {a.kind} {a.node}: {a.message}", err=True)
+        if outcome.exit_code and block_reason(outcome.decision):
+            # the prolog's stderr is what slurmd logs: one line that says why
+            click.echo(f"{block_reason(outcome.decision)}", err=True)
     click.echo(outcome.summary())
     sys.exit(outcome.exit_code)

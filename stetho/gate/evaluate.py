@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,7 @@ class GateRequest:
     act: bool = False
     reports: bool = True
     override_repo: str | None = None
+    slurm: str | None = None  # --local only: "health-check" or "prolog" (stetho.gate.slurm_hooks)
 
 
 @dataclass
@@ -89,8 +90,12 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         raise ConfigError("give exactly one of --nodes and --local")
     policy = policies.load(req.policy)
     now = time.time() if now is None else now
+    if req.slurm is not None and not req.local:
+        from stetho.errors import ConfigError
+
+        raise ConfigError("--slurm goes with --local: it is how Slurm runs the gate on a node")
     if req.local:
-        results, names, sources = _local(policy, req, db)
+        results, names, sources = _local_hooked(policy, req, db)
     else:
         names = hostlist.expand(req.nodes or "")
         results, sources = _fleet(policy, req, names, db, now, progress)
@@ -99,6 +104,11 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     outcome = GateOutcome(policy, decision, names)
     if policy.drain and not req.local:
         outcome.actions, outcome.circuit = _scheduler(decision, names, req.act, policy, now)
+    if req.slurm == "health-check":
+        from stetho.gate.slurm_hooks import act_on_own_node
+
+        outcome.actions, outcome.circuit = act_on_own_node(names[0], decision, policy.circuit,
+                                                           now)
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
     return outcome
@@ -126,6 +136,22 @@ def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now
         results += missing(stale, why + " and no inventory (-i) to check it live")
         sources.update({n: "missing" for n in stale})
     return results, sources
+
+
+def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
+                  ) -> tuple[list[Result], list[str], dict[str, str]]:
+    """_local, under the health-check watchdog when Slurm runs it (HealthCheckProgram and
+    Prolog both have a time limit past which Slurm kills the gate without a word)."""
+    if req.slurm is None:
+        return _local(policy, req, db)
+    import socket
+
+    from stetho import config
+    from stetho.gate.slurm_hooks import watchdog
+
+    node = req.node or socket.gethostname()
+    with watchdog(node, config.active().health_timeout, drain=req.slurm == "health-check"):
+        return _local(policy, replace(req, node=node), db)
 
 
 def _local(policy: GatePolicy, req: GateRequest, db: Path
