@@ -47,6 +47,7 @@ def cluster(sshd, tmp_path_factory):
             "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
             "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "stetho_venv": str(root / "venvs" / name), "stetho_python": "/usr/bin/python3",
+            "stetho_etc": str(root / "etc" / name),
         }
     hosts["node09"]["ansible_port"] = sshd_mod.free_port()  # nothing listens: unreachable
     hosts["node10"]["stetho_timeout"] = 12
@@ -203,6 +204,14 @@ def test_plain_ansible_playbook_with_fetch_dir(full_sweep, cluster, tmp_path):
     doc = json.loads((fetch / "node01" / "results.json").read_text())
     assert doc["schema"] == "stetho.results" and doc["exit_code"] == 0
     assert (fetch / "node01" / "junit.xml").read_text().startswith("<?xml")
+    # a relative fetch dir would land beside the playbook: refused, naming the fix
+    extra["stetho_fetch_dir"] = "fetched/"
+    rel = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i",
+                          str(inventory), "--limit", "node01", str(shipped("playbooks") /
+                          "stetho-check.yml"), "-e", json.dumps(extra)],
+                         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert rel.returncode != 0 and "stetho_fetch_dir=$PWD/fetched/" in rel.stdout, rel.stdout
+    assert not (shipped("playbooks") / "fetched").exists()
 
 
 def test_progress_lines_are_per_host(full_sweep):
@@ -270,3 +279,39 @@ def test_inventory_host_with_shell_metacharacters_is_refused(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "invalid node name 'node02$(reboot)'" in proc.stderr
     assert not list((tmp_path / "runs").glob("2*/ansible/artifacts"))  # nothing ran
+
+
+def _ssh(sshd, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ssh", "-p", str(sshd.port), "-i", str(sshd.client_key),
+                           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                           "-o", "BatchMode=yes", "root@127.0.0.1", command],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("node, code", [("node01", 0), ("node06", 1)])
+def test_the_node_install_runs_gate_local_over_ssh(full_sweep, cluster, sshd, node, code):
+    """The venv the sweep installed on a host holds pyproject's runtime dependencies, no more:
+    `gate --local` (history, policy, reports) runs there; the controller's Ansible does not."""
+    import shlex
+
+    root, inventory = cluster
+    policy = root / "disks.yml"  # node06's fault (a rotational NVMe) is not a quick check
+    policy.write_text("policy: disks\nchecks: [disk_rotational, gpu_count]\n"
+                      "local_checks: [disk_rotational, gpu_count]\nblock_on: [fail, error]\n")
+    host = yaml.safe_load(inventory.read_text())["all"]["children"]["gpu"]["hosts"][node]
+    (venv,) = [p for p in Path(host["stetho_venv"]).iterdir()
+               if (p / "bin" / "stetho").exists() and not p.is_symlink()]
+    env = {"STETHO_SYSROOT": host["stetho_sysroot"], "PATH": host["stetho_path"],
+           "STETHO_DB": str(root / f"{node}-node.db"), "STETHO_PROFILE": "h100-sxm-8gpu",
+           "HOME": str(root / f"{node}-home")}
+    argv = ["env", *(f"{k}={v}" for k, v in env.items()), str(venv / "bin" / "stetho"), "gate",
+            "--local", "--policy", str(policy), "--node", node, "--out", str(root / f"{node}-g")]
+    r = _ssh(sshd, shlex.join(argv))
+    assert r.returncode == code, r.stdout + r.stderr
+    assert ("GO" if code == 0 else "BLOCKED") in r.stdout
+    assert (root / f"{node}-node.db").is_file()  # the history was recorded on the node
+    # the paths contrib/slurm's hooks use: <venv root>/current, <etc>/gates/pre-job.yml
+    assert (Path(host["stetho_venv"]) / "current").resolve() == venv.resolve()
+    assert (root / "etc" / node / "gates" / "pre-job.yml").is_file()
+    no_ansible = _ssh(sshd, shlex.join([str(venv / "bin" / "python"), "-c", "import ansible"]))
+    assert no_ansible.returncode != 0 and "ModuleNotFoundError" in no_ansible.stderr

@@ -79,7 +79,14 @@ def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ide
                  timeout_s: int | None = None,
                  on_event: Callable[[HostEvent], None] | None = None) -> PlaybookRun:
     """Run one playbook and return its outcome; never raises for a node's failure."""
-    import ansible_runner
+    try:
+        import ansible_runner
+    except ImportError as exc:
+        from stetho.errors import StethoError
+
+        raise StethoError("the sweep runs Ansible, which is in stetho's controller extra: "
+                          "pip install 'stetho[controller]' (nodes need only plain stetho)"
+                          ) from exc
 
     private_data_dir.mkdir(parents=True, exist_ok=True)
     events: list[HostEvent] = []

@@ -261,6 +261,7 @@ def _localhost_inventory(run_dir: Path) -> Path:
     path = run_dir / "inventory.yml"
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
             "stetho_venv": str(cfg.venvs), "stetho_python": sys.executable,
+            "stetho_etc": str(cfg.venvs.parent / "etc"),
             "stetho_path": cfg.path or "/usr/bin:/bin"}
     if cfg.profile:
         host["stetho_profile"] = cfg.profile

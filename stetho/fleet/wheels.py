@@ -32,8 +32,20 @@ from packaging.requirements import Requirement
 from stetho import __version__
 from stetho.errors import StethoError
 
-#: What `stetho check --local` imports on a node (closure computed from installed metadata).
-NODE_REQUIRES = ("pytest", "PyYAML", "click", "rich", "junit-xml")
+
+def node_requires() -> tuple[str, ...]:
+    """What a node installs: stetho's own runtime dependencies (pyproject.toml's
+    `dependencies`, as the installed metadata has them), without any extra. One list: what
+    the controller tested with is what the node gets, and the controller extra (Ansible, the
+    wheel build) stays off the nodes."""
+    env: dict[str, str] = dict(default_environment())  # type: ignore[arg-type]
+    out = []
+    for text in metadata.requires("stetho") or []:
+        req = Requirement(text)
+        if req.marker is None or req.marker.evaluate({**env, "extra": ""}):
+            out.append(req.name)
+    return tuple(out)
+
 _SOURCE_DIRS = ("stetho", "checks", "baselines", "gates", "templates", "playbooks",
                 "fixtures/real")
 
@@ -59,7 +71,7 @@ def cache_root() -> Path:
 
 def build(cache: Path | None = None) -> Wheelhouse:
     cache = cache or cache_root() / "wheelhouse"
-    deps = _closure(NODE_REQUIRES)
+    deps = _closure(node_requires())
     src = _source_root()
     key = hashlib.sha256()
     key.update(__version__.encode())
@@ -108,15 +120,34 @@ def _source_root() -> Path | None:
     return root if (root / "pyproject.toml").is_file() and (root / "stetho").is_dir() else None
 
 
+def _source_files(root: Path) -> list[Path]:
+    """The files the wheel is built from, relative to root. In a git checkout only tracked
+    files (as they are in the working tree): a run folder or `fetched/` left in the tree must
+    neither change the version (reinstalling every node) nor travel to the nodes."""
+    wanted = ("pyproject.toml", "README.md", *_SOURCE_DIRS, "fixtures/recorded", "benchmarks",
+              "rules")
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *wanted],
+                              capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        proc = None
+    if proc is not None and proc.returncode == 0 and proc.stdout:
+        names = [n for n in proc.stdout.decode().split("\0") if n]
+        return sorted(Path(n) for n in names if (root / n).is_file())
+    out: list[Path] = []
+    for d in wanted:
+        p = root / d
+        found = [p] if p.is_file() else [x for x in p.rglob("*") if x.is_file()
+                                         and "__pycache__" not in x.parts]
+        out += [f.relative_to(root) for f in found]
+    return sorted(out)
+
+
 def _tree_hash(root: Path) -> str:
     h = hashlib.sha256()
-    for d in ("pyproject.toml", *_SOURCE_DIRS):
-        p = root / d
-        files = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()
-                                               and "__pycache__" not in x.parts)
-        for f in files:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
+    for rel in _source_files(root):
+        h.update(str(rel).encode())
+        h.update((root / rel).read_bytes())
     return h.hexdigest()
 
 
@@ -126,9 +157,16 @@ def _dist_hash(name: str) -> str:
 
 
 def _build_source(src: Path, out: Path) -> None:
+    """Build from a copy holding only the source files: never from the tree itself, whose
+    untracked files the build would pick up."""
+    clean = out / "src"
+    for rel in _source_files(src):
+        (clean / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src / rel, clean / rel)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "--no-build-isolation", "-q", "-w", str(out), str(src)],
+                           "--no-build-isolation", "-q", "-w", str(out), str(clean)],
                           capture_output=True, text=True, timeout=600)
+    shutil.rmtree(clean, ignore_errors=True)
     if proc.returncode != 0:
         raise StethoError(f"building the stetho wheel from {src} failed: "
                           f"{proc.stderr.strip()[-800:]}")
@@ -208,8 +246,11 @@ def repack(dist: metadata.Distribution, out: Path) -> Path:
 
 def extra_vars(house: Wheelhouse) -> dict[str, object]:
     """The extra vars playbooks/stetho-check.yml needs to install this wheelhouse."""
+    from stetho.core.resources import shipped
+
     return {"stetho_version_id": house.version_id, "stetho_wheels": str(house.tarball),
-            "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip}
+            "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip,
+            "stetho_gates_src": str(shipped("gates"))}
 
 
 if __name__ == "__main__":  # python -m stetho.fleet.wheels: extra vars for ansible-playbook
