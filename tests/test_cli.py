@@ -65,8 +65,10 @@ def test_failing_node_exit_1_failures_first_and_junit_failure(fault_cluster, tmp
                   "h100-sxm-8gpu", "--junit", str(junit))
     _no_traceback(proc)
     assert proc.returncode == 1
-    body = [ln for ln in proc.stdout.splitlines() if "│" in ln]
-    assert "FAIL" in body[0] and "gpu_clocks" in body[0]
+    lines = proc.stdout.splitlines()
+    body = lines[lines.index(next(ln for ln in lines if ln.startswith("node "))) + 2:]
+    assert "FAIL" in body[0] and "gpu_clocks" in body[0]  # failures first
+    assert all(len(ln) <= 80 for ln in lines)  # not a terminal: 80 columns
     case = next(c for c in ET.parse(junit).getroot().iter("testcase")
                 if c.get("name") == "gpu_clocks[clocks/gpu3]")
     failure = case.find("failure")

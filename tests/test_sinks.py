@@ -74,3 +74,29 @@ def test_table_groups_passes_and_keeps_problems():
 def test_table_shows_markup_literally():
     r = [Result("n1", "x", "", "fail", "[bold]not markup[/bold]")]
     assert "[bold]not markup" in table.render(r)
+
+
+def _eight_failing_gpus() -> list[Result]:
+    fix = "nvidia-smi -lgc 1980,1980 on every GPU, then check nvidia-persistenced is running"
+    return [Result("gpu017", "gpu_clocks", f"gpu{g}", "fail",
+                   "application clocks 1410 MHz are not locked at the profile's 1980 MHz",
+                   1410.0, "MHz", expected="1980 MHz", remediation=fix) for g in range(8)]
+
+
+def test_table_fits_80_columns_and_keeps_every_word():
+    results = _eight_failing_gpus() + [Result("gpu-node-0123.cluster.example", "cpu_governor",
+                                              "cpu0", "fail", "governor is powersave")]
+    for width in (60, 80, 100):
+        out = table.render(results, width=width)
+        assert max(len(line) for line in out.splitlines()) <= width, (width, out)
+        words = set(out.split())  # wrapped, never cut: every word of the message is there
+        assert set("application clocks 1410 MHz are not locked at the profile's".split()) <= words
+        if width >= 80:  # the node's name, what a person acts on, is not folded
+            assert "gpu-node-0123.cluster.example" in out
+
+
+def test_one_remediation_per_check_not_per_row():
+    out = table.render(_eight_failing_gpus(), width=80)
+    assert out.startswith("What to do")  # leads with what to do
+    assert " ".join(out.split()).count("then check nvidia-persistenced") == 1
+    assert sum(1 for line in out.splitlines() if "FAIL" in line) == 8

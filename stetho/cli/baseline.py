@@ -91,5 +91,5 @@ def _baseline_table(prof: Any, rows: list[Any], as_json: bool, *, current: bool)
                       r.status]
         t.add_row(*cells)
     buf = io.StringIO()
-    Console(file=buf, width=max(100, min(200, terminal_width())), no_color=True).print(t)
+    Console(file=buf, width=max(60, min(200, terminal_width())), no_color=True).print(t)
     click.echo(buf.getvalue(), nl=False)

@@ -78,7 +78,7 @@ def emit(results: list[Result], junit: str | None, json_out: str | None, *, show
         click.echo(table.summary(results), err=summary_to_stderr)
     else:
         show = ("fail", "error", "warn") if problems else table.ALL
-        width = max(100, min(220, terminal_width()))
+        width = max(60, min(220, terminal_width()))
         click.echo(table.render(results, width=width, color=sys.stdout.isatty(), show=show,
                                 group_ok=not show_all), nl=False)
     return exit_code(results)

@@ -41,5 +41,5 @@ def history(node: str, check_name: str | None, metric: str | None, since: str,
                    + (f" for check {check_name}" if check_name else "")
                    + (f" metric {metric}" if metric else ""))
         return
-    click.echo(historyview.render(node, rows, width=max(100, min(220, terminal_width()))),
+    click.echo(historyview.render(node, rows, width=max(60, min(220, terminal_width()))),
                nl=False)

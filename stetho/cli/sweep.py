@@ -46,7 +46,7 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int, 
     finally:
         progress.close()
     show = ("fail", "error", "warn") if problems_only else table.ALL
-    click.echo(table.render(result.results, width=max(100, min(220, terminal_width())),
+    click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
                             color=sys.stdout.isatty(), show=show), nl=False)
     click.echo(f"run folder: {result.run_dir}")
     sys.exit(result.exit_code)

@@ -57,30 +57,90 @@ def _row(r: Result) -> Row:
                r.remediation or "")
 
 
+def fixes(shown: list[Row]) -> list[tuple[str, str]]:
+    """(check, remediation) once each, in the order of the rows (worst first): the same fix
+    repeated on every GPU's row says nothing new and pushes the table off the screen."""
+    seen: dict[tuple[str, str], None] = {}
+    for row in shown:
+        if row.remediation and row.status in ("fail", "error", "warn"):
+            seen.setdefault((row.check, row.remediation), None)
+    return list(seen)
+
+
 def render(results: list[Result], *, width: int = 160, color: bool = False,
            show: tuple[str, ...] = ALL, group_ok: bool = True) -> str:
+    """The table in `width` columns (80 is enough: long values and messages wrap), after a
+    "what to do" list with each check's remediation once."""
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(header_style="bold")
-    for col, kw in (("node", {"no_wrap": True}), ("check", {"no_wrap": True}),
-                    ("subject", {"no_wrap": True}), ("status", {"no_wrap": True}),
-                    ("value / expected", {"max_width": 44}), ("message", {"max_width": 60}),
-                    ("remediation", {"max_width": 60})):
-        table.add_column(col, overflow="fold", **kw)
     shown = rows(results, show, group_ok)
-    for row in shown:
-        table.add_row(row.node, row.check, _escape(row.subject),
-                      f"[{_STYLE[row.status]}]{row.status.upper()}[/]", _escape(row.value),
-                      _escape(row.message), _escape(row.remediation))
+    cells: list[tuple[str, ...]] = [(r.node, r.check, r.subject, r.status.upper(), r.value,
+                                     r.message) for r in shown]
+    widths = _widths(cells, width)
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, no_color=not color,
                       highlight=False, soft_wrap=False)
+    todo = fixes(shown)
+    if todo:
+        console.print("[bold]What to do[/]" if color else "What to do")
+        import textwrap
+
+        for check, fix in todo:
+            console.print(_escape(textwrap.fill(f"{check}: {fix}", max(40, width - 1),
+                                                initial_indent="  ", subsequent_indent="    ",
+                                                break_on_hyphens=False)),
+                          overflow="ignore", crop=False)
     if shown:
-        console.print(table)
+        header = _lay(_HEADERS, widths)
+        console.print(_escape(header[0]), style="bold" if color else None)
+        console.print("-" * min(width, sum(widths) + 2 * (len(widths) - 1)))
+        for row, cell in zip(shown, cells, strict=True):
+            for i, line in enumerate(_lay(cell, widths)):
+                text = _escape(line)
+                if i == 0 and color:  # the status cell, coloured in place
+                    at = sum(widths[:3]) + 6
+                    text = (_escape(line[:at]) + f"[{_STYLE[row.status]}]{line[at:at + 6]}[/]"
+                            + _escape(line[at + 6:]))
+                console.print(text, overflow="ignore", crop=False)
     hidden = sum(1 for r in results if r.status not in show)
     console.print(summary(results) + (f" ({hidden} not shown)" if hidden else ""))
     return buf.getvalue()
+
+
+_HEADERS = ("node", "check", "subject", "status", "value / expected", "message")
+#: Widest each column may be before the message; the message gets the rest, at least MIN_MSG.
+_CAPS = (32, 22, 18, 6, 24)
+MIN_MSG = 24
+#: Which column gives up a character first when the terminal is narrow: value, subject,
+#: check, then node (the node's name is what a person acts on), never status.
+_SHRINK = (4, 2, 1, 0)
+_FLOOR = (8, 6, 4, 6, 6)
+
+
+def _widths(cells: list[tuple[str, ...]], width: int) -> list[int]:
+    """Column widths that fit `width`: each column as wide as its longest cell (up to its
+    cap), then the widest shrinks until the message has MIN_MSG columns; long cells wrap."""
+    natural = [max([len(h) if i != 4 else 8] + [len(c[i]) for c in cells])
+               for i, h in enumerate(_HEADERS)]
+    cols = [min(n, cap) for n, cap in zip(natural, _CAPS, strict=False)]
+    gaps = 2 * (len(_HEADERS) - 1)
+    # a node's name up to 30 characters stays whole when the terminal has 80 columns
+    floor = (min(cols[0], 30 if width >= 80 else _FLOOR[0]), *_FLOOR[1:])
+    for i in _SHRINK:
+        while width - sum(cols) - gaps < MIN_MSG and cols[i] > floor[i]:
+            cols[i] -= 1
+    return cols + [max(16, min(natural[-1], width - sum(cols) - gaps))]
+
+
+def _lay(cells: tuple[str, ...], widths: list[int]) -> list[str]:
+    """One row as lines: each cell wrapped (words first, long words split) in its width."""
+    import textwrap
+    from itertools import zip_longest
+
+    wrapped = [textwrap.wrap(c, w, break_on_hyphens=False) or [""]
+               for c, w in zip(cells, widths, strict=True)]
+    return ["  ".join(part.ljust(w) for part, w in zip(parts, widths, strict=True)).rstrip()
+            for parts in zip_longest(*wrapped, fillvalue="")]
 
 
 def _escape(text: str) -> str:
