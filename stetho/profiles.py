@@ -224,10 +224,10 @@ _GPU, _HOST, _IB, _NCCL, _DRIFT, _FLEET = (GpuSpec(), HostSpec(), IbSpec(), Nccl
 
 
 def _fleet(s: yamlconf.Section) -> FleetSpec:
-    spec = FleetSpec(min_peers=s.get("min_peers", int, _FLEET.min_peers),
-                     busbw_z=s.get("busbw_z", float, _FLEET.busbw_z),
+    spec = FleetSpec(min_peers=s.get("min_peers", int, _FLEET.min_peers, within=(1, None)),
+                     busbw_z=s.get("busbw_z", float, _FLEET.busbw_z, within=(None, 0)),
                      busbw_min_drop_pct=s.get("busbw_min_drop_pct", float,
-                                              _FLEET.busbw_min_drop_pct),
+                                              _FLEET.busbw_min_drop_pct, within=(0, 100)),
                      blocking=s.str_list("blocking", _FLEET.blocking))
     if spec.min_peers < 2:
         s.fail("min_peers must be at least 2", "min_peers")
@@ -254,13 +254,13 @@ def _drift(s: yamlconf.Section) -> DriftSpec:
 
     d = _DRIFT
     spec = DriftSpec(
-        window_days=s.get("window_days", float, d.window_days),
-        min_samples=s.get("min_samples", int, d.min_samples),
-        z_bound=s.get("z_bound", float, d.z_bound),
-        ks_min_samples=s.get("ks_min_samples", int, d.ks_min_samples),
-        ks_alpha=s.get("ks_alpha", float, d.ks_alpha),
-        trend_days=s.get("trend_days", float, d.trend_days),
-        horizon_days=s.get("horizon_days", float, d.horizon_days),
+        window_days=s.get("window_days", float, d.window_days, above=0),
+        min_samples=s.get("min_samples", int, d.min_samples, within=(1, None)),
+        z_bound=s.get("z_bound", float, d.z_bound, above=0),
+        ks_min_samples=s.get("ks_min_samples", int, d.ks_min_samples, within=(1, None)),
+        ks_alpha=s.get("ks_alpha", float, d.ks_alpha, within=(0, 1)),
+        trend_days=s.get("trend_days", float, d.trend_days, above=0),
+        horizon_days=s.get("horizon_days", float, d.horizon_days, above=0),
         counter_rate_max=floats("counter_rate_max_per_day"), thresholds=floats("thresholds"))
     if spec.min_samples < 2:
         s.fail("min_samples must be at least 2", "min_samples")
@@ -311,11 +311,11 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
     temp = s.section("temperature")
     nvlink = s.section("nvlink")
     spec = GpuSpec(
-        count=s.get("count", int), model=s.get("model", str), clocks=clocks,
+        count=s.get("count", int, within=(0, None)), model=s.get("model", str), clocks=clocks,
         pcie_gen=pcie.get("gen", int), pcie_width=pcie.get("width", int),
         nvlink_links=nvlink.get("links", int),
-        temp_warn_c=temp.get("warn_c", float, _GPU.temp_warn_c),
-        temp_fail_c=temp.get("fail_c", float, _GPU.temp_fail_c),
+        temp_warn_c=temp.get("warn_c", float, _GPU.temp_warn_c, within=(0, 150)),
+        temp_fail_c=temp.get("fail_c", float, _GPU.temp_fail_c, within=(0, 150)),
         nvlink_error_max=_counter_map(nvlink, "error_max"),
         pcie_replay_max=pcie.get("replay_max", int),
     )
@@ -337,12 +337,14 @@ def _host(s: yamlconf.Section) -> HostSpec:
 
 def _ib(s: yamlconf.Section) -> IbSpec:
     spec = IbSpec(
-        ports=s.get("ports", int), rate_gbps=s.get("rate_gbps", float),
+        ports=s.get("ports", int, within=(0, None)), rate_gbps=s.get("rate_gbps", float, above=0),
         link_layer=s.get("link_layer", str, _IB.link_layer), state=s.get("state", str, _IB.state),
         phys_state=s.get("phys_state", str, _IB.phys_state),
         counter_max=_counter_map(s, "counter_max"),
-        pre_fec_ber_warn=s.get("pre_fec_ber_warn", float, _IB.pre_fec_ber_warn),
-        pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, _IB.pre_fec_ber_fail),
+        pre_fec_ber_warn=s.get("pre_fec_ber_warn", float, _IB.pre_fec_ber_warn,
+                               within=(0, 1)),
+        pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, _IB.pre_fec_ber_fail,
+                               within=(0, 1)),
     )
     s.check_unknown()
     return spec
@@ -397,10 +399,11 @@ def _nccl(s: yamlconf.Section) -> NcclSpec:
         b.check_unknown()
     spec = NcclSpec(
         run=s.get("run", bool, False), argv=s.str_list("argv"),
-        timeout_s=s.get("timeout_s", float, _NCCL.timeout_s),
+        timeout_s=s.get("timeout_s", float, _NCCL.timeout_s, above=0),
         saved_output=s.get("saved_output", str),
         min_size_bytes=size(s, "min_size", s.get("min_size", (str, int), "0")),
-        tolerance_pct=s.get("tolerance_pct", float, _NCCL.tolerance_pct), baseline=baseline,
+        tolerance_pct=s.get("tolerance_pct", float, _NCCL.tolerance_pct,
+                            within=(0, 100)), baseline=baseline,
     )
     if spec.run and not spec.argv:
         s.fail("nccl.run is true but nccl.argv is empty", "run")

@@ -50,6 +50,12 @@ def _write(tmp_path, text, name="site.yml"):
     ("profile: x\nprofile: y\n", 2, "duplicate key"),
     ("gpu: {}\n", 1, "missing required key profile"),
     ("profile: x\nextends: nope\n", None, "unknown profile 'nope'"),
+    # out of range: a negative tolerance would make every NCCL size fail
+    ("profile: x\nnccl:\n  tolerance_pct: -5\n", 3,
+     "nccl.tolerance_pct must be between 0 and 100, not -5"),
+    ("profile: x\ngpu:\n  temperature: {warn_c: 400}\n", 3, "must be between 0 and 150"),
+    ("profile: x\nib:\n  rate_gbps: 0\n", 3, "ib.rate_gbps must be more than 0"),
+    ("profile: x\nfleet:\n  busbw_min_drop_pct: 120\n", 3, "between 0 and 100"),
 ])
 def test_malformed_profiles_name_file_and_line(tmp_path, text, line, needle):
     path = _write(tmp_path, text)

@@ -133,7 +133,24 @@ class Section:
     def has(self, key: str) -> bool:
         return key in self.data
 
-    def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = None) -> Any:
+    def get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = None, *,
+            within: tuple[float | None, float | None] | None = None,
+            above: float | None = None) -> Any:
+        """The value, of `kind`. `within=(lo, hi)`: a number in [lo, hi] (None: open);
+        `above`: a number strictly greater. Out of range names file:line and the range."""
+        value = self._get(key, kind, default)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        lo, hi = within or (None, None)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            span = (f"between {lo:g} and {hi:g}" if lo is not None and hi is not None
+                    else f"at least {lo:g}" if lo is not None else f"at most {hi:g}")
+            self.fail(f"{self._name(key)} must be {span}, not {value:g}", key)
+        if above is not None and value <= above:
+            self.fail(f"{self._name(key)} must be more than {above:g}, not {value:g}", key)
+        return value
+
+    def _get(self, key: str, kind: type[T] | tuple[type, ...], default: Any = None) -> Any:
         self._used.add(key)
         if key not in self.data or self.data[key] is None:
             return default

@@ -87,7 +87,7 @@ def load(name: str) -> GatePolicy:
         rule = t.section(check)
         tight.append(Tighten(str(check), max=rule.get("max", float),
                              min=rule.get("min", float),
-                             max_drop_pct=rule.get("max_drop_pct", float)))
+                             max_drop_pct=rule.get("max_drop_pct", float, within=(0, 100))))
         rule.check_unknown({"max", "min", "max_drop_pct"})
     fresh = top.get("freshness", (str, int), "0s")
     try:
