@@ -22,13 +22,25 @@ def baseline() -> None:
 @click.option("--profile", "profile_name", required=True, help="The profile to record into.")
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Write here instead of the profile's own file.")
-def baseline_record(sources: tuple[str, ...], profile_name: str, out: str | None) -> None:
-    """Record the median of the given nodes as the profile's baseline (review and commit it)."""
+@click.option("--include-failing", is_flag=True,
+              help="Keep nodes whose checks fail or error (left out by default).")
+@click.option("--min-nodes", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Refuse to record from fewer healthy nodes.")
+def baseline_record(sources: tuple[str, ...], profile_name: str, out: str | None,
+                    include_failing: bool, min_nodes: int) -> None:
+    """Record the median of the given nodes as the profile's baseline (review and commit it).
+
+    Nodes whose checks fail or error are left out (named); fewer than --min-nodes healthy
+    nodes is refused."""
     from stetho import profiles
     from stetho.history import baselines as bl
 
     prof = profiles.load(profile_name)
-    m = bl.measure(bl.bundles_of(list(sources)), prof)
+    screened = bl.screen(bl.bundles_of(list(sources)), prof, include_failing=include_failing,
+                         min_nodes=min_nodes)
+    for node, why in screened.excluded.items():
+        click.echo(f"left out {node}: {why}", err=True)
+    m = bl.measure(screened.kept, prof)
     path = bl.record(prof, m, ", ".join(sources), Path(out) if out else None)
     click.echo(f"recorded {len(m.busbw)} busbw sizes and {len(m.measured)} metrics from "
                f"{m.nodes} nodes into {path}")
