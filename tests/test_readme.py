@@ -1,0 +1,85 @@
+"""The README's shell blocks run as written, in order, so the README cannot rot.
+
+Every ```` ```sh ```` block is run (```` ```sh norun ```` ones are not: installing and
+running the suite itself), in one scratch folder that holds the repository's files as a
+fresh clone would, with this venv as `.venv`. A line ending in `# exit N` must exit N; every
+other line must succeed. The simulated nodes stand in for hardware, as the README says."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_FENCE = re.compile(r"^```sh(?P<flags>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
+_EXIT = re.compile(r"^(?P<cmd>.*?)\s+#\s*exit (?P<code>\d+)\b.*$")
+_HEREDOC = re.compile(r"<<-?\s*'?(?P<tag>\w+)'?")
+
+
+def blocks(text: str) -> list[str]:
+    return [m["body"] for m in _FENCE.finditer(text) if "norun" not in m["flags"].split()]
+
+
+def script(body: str) -> str:
+    """The block as a bash script: stop at the first unexpected exit code, and check the
+    documented ones (`# exit N`)."""
+    out, logical, heredoc = ["set -e -o pipefail"], "", None
+    for line in body.splitlines():
+        if heredoc is not None:
+            out.append(line)
+            heredoc = None if line.strip() == heredoc else heredoc
+            continue
+        logical += line
+        if line.endswith("\\"):
+            logical += "\n"
+            continue
+        m = _EXIT.match(logical)
+        if m:
+            shown = m["cmd"].replace("'", "'\\''")
+            out.append(f"set +e\n{m['cmd']}\nrc=$?\nset -e\n[ $rc -eq {m['code']} ] || "
+                       f"{{ echo 'README: expected exit {m['code']}, got '$rc': {shown}' >&2; "
+                       "exit 99; }")
+        else:
+            out.append(logical)
+        doc = _HEREDOC.search(logical)
+        heredoc = doc["tag"] if doc else None
+        logical = ""
+    return "\n".join(out) + "\n"
+
+
+def test_the_extraction_checks_exit_codes() -> None:
+    text = "```sh\ntrue   # exit 0\nfalse  # exit 1\nfalse  # exit 0\n```\n```sh norun\nx\n```\n"
+    (body,) = blocks(text)
+    r = subprocess.run(["bash", "-c", script(body)], capture_output=True, text=True)
+    assert r.returncode == 99 and "expected exit 0, got 1: false" in r.stderr
+
+
+@pytest.mark.xdist_group("readme")
+def test_every_readme_block_runs_as_written(tmp_path: Path) -> None:
+    work = tmp_path / "clone"
+    work.mkdir()
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard"],
+                             capture_output=True,
+                             text=True, check=True).stdout.split()
+    for top in sorted({t.split("/")[0] for t in tracked}):
+        (work / top).symlink_to(ROOT / top)
+    (work / ".venv").symlink_to(Path(sys.prefix))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOME": str(home),
+           "LANG": "C.UTF-8", "TMPDIR": str(tmp_path), "COLUMNS": "80",
+           "GIT_AUTHOR_NAME": "readme", "GIT_AUTHOR_EMAIL": "readme@example.invalid",
+           "GIT_COMMITTER_NAME": "readme", "GIT_COMMITTER_EMAIL": "readme@example.invalid",
+           "ANSIBLE_HOST_KEY_CHECKING": "False"}
+    found = blocks((ROOT / "README.md").read_text())
+    assert len(found) >= 4, "the README lost its runnable examples"
+    for i, body in enumerate(found):
+        r = subprocess.run(["bash", "-c", script(body)], cwd=work, env=env, capture_output=True,
+                           text=True, timeout=1200)
+        assert r.returncode == 0, (f"README block {i + 1}:\n{body}\n--- stdout\n"
+                                   f"{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
