@@ -53,6 +53,10 @@ _RETRYABLE = re.compile(r"\[rejected\]|non-fast-forward|fetch first|failed to up
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]{2,}:(?!//)[^\s]")
 ALLOWED_SCHEMES = ("https", "ssh", "file")
+#: git itself refuses every other transport too (ext::, fd::, git://, plain http), also for a
+#: URL that reaches git some other way (a working clone's configured remote, a redirect).
+_PROTOCOLS = ("-c", "protocol.allow=never", *(x for p in ALLOWED_SCHEMES
+                                              for x in ("-c", f"protocol.{p}.allow=always")))
 
 
 class GitError(StethoError):
@@ -78,7 +82,21 @@ def check_repo(repo: str, what: str = "repository") -> str:
     if "::" in text.split("/", 1)[0]:
         raise ConfigError(f"{what} {text!r}: git remote helpers (transport::address) are not "
                           "allowed")
+    host = _host(text)
+    if host is not None and host.startswith("-"):
+        raise ConfigError(f"{what} {text!r}: the host {host!r} starts with '-': refused (ssh "
+                          "would read it as an option)")
     return text
+
+
+def _host(text: str) -> str | None:
+    """The user@host part of a URL or scp-like address, None for a path."""
+    m = _SCHEME.match(text)
+    if m:
+        return text[m.end():].split("/", 1)[0].rsplit("@", 1)[-1]
+    if _SCP_LIKE.match(text) or re.match(r"^[^/:]+@", text):
+        return text.split(":", 1)[0].rsplit("@", 1)[-1]
+    return None
 
 
 def is_remote(repo: str) -> bool:
@@ -92,7 +110,7 @@ def git(args: list[str], cwd: Path | None = None, *, check: bool = True,
     """Run git; on failure (with check) raise GitError naming the command and its stderr."""
     from stetho import config
 
-    argv = ["git", "-c", "core.quotepath=off", "-c", "protocol.ext.allow=never", *args]
+    argv = ["git", "-c", "core.quotepath=off", *_PROTOCOLS, *args]
     child = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
                                       "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
                                       **(env or {})}, _REPO_ENV)
@@ -161,7 +179,7 @@ class Clone:
         its own is worth keeping); a working clone's own commits are rebased onto it."""
         if self.remote is None:
             return
-        self.git("fetch", "--quiet", "--prune", self.remote)
+        self.git("fetch", "--quiet", "--prune", "--", self.remote)
         if self.rev(self.upstream) is None:
             return  # nothing pushed to that branch yet
         if self.cached or self.rev("HEAD") is None:
@@ -240,7 +258,7 @@ class Clone:
             self.git("commit", "-q", "-m", message)
             if self.remote is None:
                 return self.rev("HEAD")
-            push = self.git("push", "--quiet", self.remote,
+            push = self.git("push", "--quiet", "--", self.remote,
                             f"HEAD:refs/heads/{self.remote_branch}", check=False)
             if push.returncode == 0:
                 return self.rev("HEAD")
