@@ -108,12 +108,7 @@ def git(args: list[str], cwd: Path | None = None, *, check: bool = True,
         timeout: float = GIT_TIMEOUT_S, env: dict[str, str] | None = None
         ) -> subprocess.CompletedProcess[str]:
     """Run git; on failure (with check) raise GitError naming the command and its stderr."""
-    from stetho import config
-
-    argv = ["git", "-c", "core.quotepath=off", *_PROTOCOLS, *args]
-    child = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
-                                      "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
-                                      **(env or {})}, _REPO_ENV)
+    argv, child = _command(args, env)
     shown = "git " + " ".join(args)
     try:
         proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, encoding="utf-8",
@@ -130,6 +125,16 @@ def git(args: list[str], cwd: Path | None = None, *, check: bool = True,
         raise GitError(f"`{shown}` failed" + (f" in {cwd}" if cwd else "")
                        + f" (exit {proc.returncode}): {_tail(proc.stderr or proc.stdout)}")
     return proc
+
+
+def _command(args: list[str], env: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of every git command stetho runs."""
+    from stetho import config
+
+    child = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
+                                      "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
+                                      **(env or {})}, _REPO_ENV)
+    return ["git", "-c", "core.quotepath=off", *_PROTOCOLS, *args], child
 
 
 def _tail(text: str, limit: int = 800) -> str:
@@ -225,7 +230,8 @@ class Clone:
                 wanted += [(lines[0], p) for p in lines[1:]]
         if not wanted:
             return
-        batch = subprocess.run(["git", "cat-file", "--batch"], cwd=self.path,
+        argv, child = _command([*self.ident, "cat-file", "--batch"], self.env)
+        batch = subprocess.run(argv, cwd=self.path, env=child,
                                input="".join(f"{c}:{p}\n" for c, p in wanted).encode(),
                                capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
         data, pos = batch.stdout, 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -194,8 +195,10 @@ class SharedLimit:
                     conn.execute("COMMIT")
                 finally:
                     conn.close()
-                os.replace(self.path, aside)
-                for suffix in ("-journal", "-wal", "-shm"):
+                # Copied aside, then replaced in one rename: the path never stops existing,
+                # or a process opening it in between would create an empty state of its own.
+                shutil.copyfile(self.path, aside)
+                for suffix in ("-journal", "-wal", "-shm"):  # the broken file's, not the new's
                     old = self.path.with_name(self.path.name + suffix)
                     if old.exists():
                         os.replace(old, aside.with_name(aside.name + suffix))
