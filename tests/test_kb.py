@@ -669,3 +669,21 @@ def test_a_link_in_the_repository_is_never_written_through(tmp_path: Path,
     assert "reports/2026 in the knowledge base" in why and "symbolic link" in why
     assert list(outside.iterdir()) == []
     assert spooled(tmp_path / "spool") == [kb.read_report(bad).id]
+
+
+def test_every_git_call_ignores_the_callers_git_dir(tmp_path: Path, remote: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a git hook (GIT_DIR set to another repository), reading every version of the
+    reports still reads the knowledge base: no git command stetho runs inherits GIT_DIR."""
+    from stetho.publish import gitstore
+
+    report = make_report(tmp_path / "in", "node07", "riser-pcie-slot", T0)
+    kb.spool([report])
+    kb.publish(str(remote))
+    decoy = tmp_path / "decoy.git"
+    git("init", "-q", "--bare", str(decoy))
+    monkeypatch.setenv("GIT_DIR", str(decoy))
+    with gitstore.open_clone(str(remote), purpose="kb") as clone:
+        versions = list(clone.every_version("reports"))
+    assert [path for _, path, _ in versions if path.endswith(".md")] == \
+        [kb.read_report(report).repo_path]
