@@ -207,7 +207,7 @@ def collect_reports(paths: Iterable[str | Path]) -> tuple[list[Path], list[tuple
     refused: list[tuple[Path, str]] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir() and not p.is_symlink():
+        if p.is_dir():  # a folder named on the command line is the user's own path
             inside = [f for f in sorted(p.rglob("*.md"))
                       if ".git" not in f.relative_to(p).parts
                       and (f.is_symlink() or (f.is_file() and looks_like_report(f)))]
