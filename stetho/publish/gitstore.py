@@ -14,8 +14,9 @@ what is deleted, edited or reverted later is still seen.
 
 Every git command is an argv list (never a shell), with prompts off, the C locale (messages are
 matched) and the caller's GIT_DIR-like variables removed. A repository given by a user is
-checked first: a leading `-` (an option in disguise) or a scheme other than https, ssh,
-scp-like or file is refused, and paths and URLs are passed after `--` where git allows it.
+checked first (stetho.publish.repoarg): a leading `-` (an option in disguise) or a scheme
+other than https, ssh, scp-like or file is refused, git itself is held to those transports,
+and paths and URLs are passed after `--` where git allows it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from pathlib import Path
 
 from stetho.core import locks
 from stetho.errors import ConfigError, StethoError
+from stetho.publish.repoarg import ALLOWED_SCHEMES as ALLOWED_SCHEMES
+from stetho.publish.repoarg import PROTOCOLS
+from stetho.publish.repoarg import check_repo as check_repo
+from stetho.publish.repoarg import is_remote as is_remote
 
 #: Seconds for one git command (a clone of a large repository over a slow link).
 GIT_TIMEOUT_S = 600.0
@@ -50,58 +55,8 @@ _REPO_ENV = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT
 _RETRYABLE = re.compile(r"\[rejected\]|non-fast-forward|fetch first|failed to update ref|"
                         r"cannot lock ref|incorrect old value|reference already exists|"
                         r"stale info")
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]{2,}:(?!//)[^\s]")
-ALLOWED_SCHEMES = ("https", "ssh", "file")
-#: git itself refuses every other transport too (ext::, fd::, git://, plain http), also for a
-#: URL that reaches git some other way (a working clone's configured remote, a redirect).
-_PROTOCOLS = ("-c", "protocol.allow=never", *(x for p in ALLOWED_SCHEMES
-                                              for x in ("-c", f"protocol.{p}.allow=always")))
-
-
 class GitError(StethoError):
     """A git command failed: exit 3, naming the command, where, and what git said."""
-
-
-def check_repo(repo: str, what: str = "repository") -> str:
-    """`repo` as given, if it is a path or a URL stetho will hand to git; else ConfigError.
-    Refused: empty, a leading '-' (git would read an option), control characters, and any URL
-    scheme but https, ssh and file (no ext::, no fd::, no plain http or git://)."""
-    text = (repo or "").strip()
-    if not text:
-        raise ConfigError(f"no {what} given")
-    if text.startswith("-"):
-        raise ConfigError(f"{what} {text!r} starts with '-': refused (git would read it as an "
-                          "option)")
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise ConfigError(f"{what} {text!r} has control characters: refused")
-    m = _SCHEME.match(text)
-    if m and m.group(1).lower() not in ALLOWED_SCHEMES:
-        raise ConfigError(f"{what} {text!r}: scheme {m.group(1)}:// is not allowed (use "
-                          f"{', '.join(ALLOWED_SCHEMES)}, scp-like user@host:path, or a path)")
-    if "::" in text.split("/", 1)[0]:
-        raise ConfigError(f"{what} {text!r}: git remote helpers (transport::address) are not "
-                          "allowed")
-    host = _host(text)
-    if host is not None and host.startswith("-"):
-        raise ConfigError(f"{what} {text!r}: the host {host!r} starts with '-': refused (ssh "
-                          "would read it as an option)")
-    return text
-
-
-def _host(text: str) -> str | None:
-    """The user@host part of a URL or scp-like address, None for a path."""
-    m = _SCHEME.match(text)
-    if m:
-        return text[m.end():].split("/", 1)[0].rsplit("@", 1)[-1]
-    if _SCP_LIKE.match(text) or re.match(r"^[^/:]+@", text):
-        return text.split(":", 1)[0].rsplit("@", 1)[-1]
-    return None
-
-
-def is_remote(repo: str) -> bool:
-    return bool(_SCHEME.match(repo)) or (bool(_SCP_LIKE.match(repo))
-                                         and not Path(repo).expanduser().exists())
 
 
 def git(args: list[str], cwd: Path | None = None, *, check: bool = True,
@@ -134,7 +89,7 @@ def _command(args: list[str], env: dict[str, str] | None) -> tuple[list[str], di
     child = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
                                       "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
                                       **(env or {})}, _REPO_ENV)
-    return ["git", "-c", "core.quotepath=off", *_PROTOCOLS, *args], child
+    return ["git", "-c", "core.quotepath=off", *PROTOCOLS, *args], child
 
 
 def _tail(text: str, limit: int = 800) -> str:
