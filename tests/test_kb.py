@@ -341,7 +341,7 @@ def test_missing_remote_keeps_the_spool(tmp_path: Path, remote: Path) -> None:
     remote.rename(moved)
     report = make_report(tmp_path / "in", "node09", "xid-79", T0 + timedelta(hours=1))
     kb.spool([report])
-    with pytest.raises(kb.KBError, match=r"`git fetch --quiet --prune origin` failed "
+    with pytest.raises(kb.KBError, match=r"`git fetch --quiet --prune -- origin` failed "
                                          r".*does not appear to be a git repository"):
         kb.publish(str(work))
     with pytest.raises(kb.KBError, match=r"`git ls-remote --symref .*remote\.git HEAD` failed"):
@@ -555,3 +555,135 @@ def test_cli_failed_publish_is_a_stetho_error(tmp_path: Path, remote: Path) -> N
     shutil.copytree(remote, missing)
     ok = CliRunner().invoke(kb_cli, ["publish", "--repo", str(missing)])
     assert ok.exit_code == 0 and "published 1 report" in ok.output
+
+
+# -- hostile input: repository arguments, symbolic links, one bad report among good ones --------
+
+EVIL_REPOS = ["--upload-pack=touch {x}", "-u touch {x}", " --upload-pack=touch {x}",
+              "ext::sh -c touch% {x}", "fd::17", "ssh://-oProxyCommand=touch% {x}/repo",
+              "git@-oProxyCommand=touch% {x}:repo", "http://127.0.0.1:9/{x}"]
+
+
+def stetho_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The real entry point (exit codes included), in process; its exit code and output."""
+    from stetho.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    out = capsys.readouterr()
+    code = stop.value.code
+    return (code if isinstance(code, int) else 1), out.out + out.err
+
+
+@pytest.mark.parametrize("evil", EVIL_REPOS)
+def test_repo_argument_never_runs_a_command(tmp_path: Path, evil: str, stetho_env: StethoEnv,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`kb search --repo '--upload-pack=touch X'` and its cousins: refused before any git runs,
+    through the flag and the configuration alike, with exit 2; X is never created."""
+    marker = tmp_path / "PWNED"
+    repo = evil.format(x=marker)
+    report = make_report(tmp_path / "in", "node07", "riser-pcie-slot", T0)
+    for args in (["kb", "search", "x", "--repo", repo],
+                 ["kb", "search", "--similar", str(report), "--repo", repo],
+                 ["kb", "publish", "--repo", repo, str(report)]):
+        code, output = stetho_main(args, capsys)
+        assert code == 2, (args, output)
+        assert "refused" in output or "not allowed" in output, output
+    stetho_env.setenv("STETHO_KB_REPO", repo)
+    assert stetho_main(["kb", "search", "x"], capsys)[0] == 2
+    assert not marker.exists()
+    assert not (tmp_path / "cache" / "kb-repos").exists()  # no clone was even attempted
+
+
+def test_configured_remote_of_a_working_clone_cannot_run_a_command(tmp_path: Path) -> None:
+    """A working clone whose own remote is an ext:: command: git's transport allow-list
+    refuses it (stetho passes protocol.allow=never plus https, ssh and file)."""
+    marker = tmp_path / "PWNED"
+    work = tmp_path / "work"
+    git("init", "-q", str(work))
+    git("commit", "-q", "--allow-empty", "-m", "seed", cwd=work)
+    git("remote", "add", "origin", f"ext::sh -c touch% {marker}", cwd=work)
+    kb.spool([make_report(tmp_path / "in", "node07", "riser-pcie-slot", T0)])
+    with pytest.raises(StethoError, match="transport 'ext' not allowed"):
+        kb.publish(str(work))
+    assert not marker.exists()
+
+
+def test_symlink_beside_a_report_is_refused_and_the_others_publish(
+        tmp_path: Path, remote: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In a folder of reports: one lists an asset that is a link to a secret, one links to a
+    linked file from its body, one is itself a link to a report elsewhere. Each is refused by
+    name; the good one publishes; the secret is in no blob of the repository."""
+    secret = tmp_path / "outside" / "id_ed25519"
+    secret.parent.mkdir()
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- s3cr3tK3yMaterial\n")
+    runs = tmp_path / "runs"
+    good = make_report(runs, "node01", "hbm-ecc", T0)
+    listed = make_report(runs, "node02", "hbm-ecc", T0, asset=False)
+    listed.write_text(listed.read_text().replace("---\n#", "assets: [key.txt]\n---\n#", 1))
+    (listed.parent / "key.txt").symlink_to(secret)
+    linked = make_report(runs, "node03", "hbm-ecc", T0, asset=False,
+                         body="see [the log](notes.txt)")
+    (linked.parent / "notes.txt").symlink_to(secret)
+    elsewhere = make_report(tmp_path / "elsewhere", "node04", "hbm-ecc", T0)
+    (runs / "node04-report.md").symlink_to(elsewhere)
+
+    code, output = stetho_main(["kb", "publish", "--repo", str(remote), str(runs)], capsys)
+    assert code == 2, output
+    assert "published 1 report" in output and kb.read_report(good).repo_path in output
+    assert "refused 3 reports (the others were published)" in output
+    assert f"{listed}: asset 'key.txt' is a symbolic link" in output
+    assert f"{linked}: asset 'notes.txt' is a symbolic link" in output
+    assert f"{runs / 'node04-report.md'}: is a symbolic link" in output
+    files = remote_files(remote)
+    assert [f for f in files if f.endswith(".md") and f != "README.md"] == \
+        [kb.read_report(good).repo_path]
+    grep = subprocess.run(["git", "--git-dir", str(remote), "grep", "-q", "s3cr3tK3yMaterial",
+                           "main"], capture_output=True, check=False)
+    assert grep.returncode == 1  # found nowhere
+    assert spooled(tmp_path / "spool") == []  # the refused were never spooled
+
+
+def test_a_link_in_the_repository_is_never_written_through(tmp_path: Path,
+                                                           remote: Path) -> None:
+    """The knowledge base itself holds a link (reports/2026 -> a folder outside): the report
+    that would be written through it is refused and stays spooled; the others publish, and
+    nothing lands outside the clone."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    seed = tmp_path / "seed"
+    git("clone", "-q", str(remote), str(seed))
+    (seed / "reports").mkdir()
+    (seed / "reports" / "2026").symlink_to(outside)
+    git("add", "reports", cwd=seed)
+    git("commit", "-q", "-m", "a link", cwd=seed)
+    git("push", "-q", "origin", "HEAD:main", cwd=seed)
+    bad = make_report(tmp_path / "in", "node01", "hbm-ecc", T0)
+    ok = make_report(tmp_path / "in", "node02", "hbm-ecc", datetime(2025, 5, 1,
+                                                                    tzinfo=timezone.utc))
+    kb.spool([bad, ok])
+    result = kb.publish(str(remote))
+    assert result.published == [kb.read_report(ok).id]
+    (why,) = result.refused.values()
+    assert "reports/2026 in the knowledge base" in why and "symbolic link" in why
+    assert list(outside.iterdir()) == []
+    assert spooled(tmp_path / "spool") == [kb.read_report(bad).id]
+
+
+def test_every_git_call_ignores_the_callers_git_dir(tmp_path: Path, remote: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a git hook (GIT_DIR set to another repository), reading every version of the
+    reports still reads the knowledge base: no git command stetho runs inherits GIT_DIR."""
+    from stetho.publish import gitstore
+
+    report = make_report(tmp_path / "in", "node07", "riser-pcie-slot", T0)
+    kb.spool([report])
+    kb.publish(str(remote))
+    decoy = tmp_path / "decoy.git"
+    git("init", "-q", "--bare", str(decoy))
+    monkeypatch.setenv("GIT_DIR", str(decoy))
+    with gitstore.open_clone(str(remote), purpose="kb") as clone:
+        versions = list(clone.every_version("reports"))
+    assert [path for _, path, _ in versions if path.endswith(".md")] == \
+        [kb.read_report(report).repo_path]

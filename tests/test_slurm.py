@@ -318,7 +318,6 @@ def test_real_testbed_started(slurm_testbed: testbed.Testbed,
                               record_property: pytest.RecordProperty) -> None:
     record_property("slurm_startup_s", round(slurm_testbed.startup_s, 3))
     print(f"real Slurm started in {slurm_testbed.startup_s:.2f}s")
-    assert slurm_testbed.startup_s < testbed.START_TIMEOUT_S
     got = S.Slurm(act=False, env=slurm_testbed.env).show(testbed.FAKE_NODES)
     assert sorted(got) == testbed.FAKE_NODES
 

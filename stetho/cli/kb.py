@@ -46,16 +46,22 @@ def publish_cmd(repo: str | None, spool_path: Path | None, message: str | None,
     """Spool REPORTs (a directory: every report under it) and publish the whole spool.
 
     Reports are copied into the spool first and leave it only once pushed, so a failed
-    publish loses nothing: the next one (with or without new reports) takes them along.
+    publish loses nothing: the next one (with or without new reports) takes them along. A
+    report that cannot be published (not a report, a symbolic link, an asset that is one) is
+    refused by name and the others still publish; the command then exits 2.
     """
     cfg = settings(kb_repo=repo, spool=spool_path)
     repo = _repo(cfg.kb_repo)
     root = cfg.spool
+    refused: list[tuple[str, str]] = []
     if reports:
-        spooled = kblib.spool(kblib.find_reports(reports), root)
+        found, bad = kblib.collect_reports(reports)
+        spooled, bad_spool = kblib.spool_each(found, root)
+        refused += [(str(path), why) for path, why in bad + bad_spool]
         click.echo(f"spooled {_n(len(spooled))} in {root}")
     result = kblib.publish(repo, spool=root, message=message)
-    if not result.published and not result.already:
+    refused += list(result.refused.items())
+    if not result.published and not result.already and not refused:
         click.echo(f"nothing to publish: the spool {root} is empty")
         return
     if result.published:
@@ -67,6 +73,11 @@ def publish_cmd(repo: str | None, spool_path: Path | None, message: str | None,
         click.echo(f"already in the knowledge base, not added again: {_n(len(result.already))}")
         for rid in result.already:
             click.echo(f"  {result.paths.get(rid, rid)}")
+    if refused:
+        others = " (the others were published)" if result.published or result.already else ""
+        raise ConfigError(f"refused {_n(len(refused))}{others}:\n"
+                          + "\n".join(f"  {why}" if why.startswith(path) else f"  {path}: {why}"
+                                      for path, why in refused))
 
 
 def _repo(repo: str | None) -> str:

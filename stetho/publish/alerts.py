@@ -1,4 +1,6 @@
-"""An alert, and what it says on the wire: a generic JSON body, or Slack's blocks."""
+"""An alert, and what it says on the wire: a generic JSON body, or Slack's blocks. A message
+also says when it took the last slot of the rate limit (further alerts are held back until a
+time) and summarises the alerts held back since the last message that was sent."""
 
 from __future__ import annotations
 
@@ -36,6 +38,17 @@ class Alert:
             raise ValueError(f"alert severity must be one of {SEVERITIES}, not {self.severity!r}")
 
 
+@dataclass(frozen=True)
+class Suppressed:
+    """Alerts for one node and cause that the rate limit held back: how many, the first and the
+    last time. `upto` is the state's last row they cover (to forget them once reported)."""
+
+    count: int
+    first: float
+    last: float
+    upto: int = 0
+
+
 def iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds").replace(
         "+00:00", "Z")
@@ -63,49 +76,56 @@ def _slack_report(report: str | None) -> str:
     return f"Report: `{slack_escape(report)}`"
 
 
-def render(alert: Alert, fmt: str, silenced: bool = False, *, now: float | None = None,
-           until: float | None = None) -> dict[str, Any]:
-    """The JSON body for `alert` in format `fmt` ("generic" or "slack"). `silenced` renders the
-    one notice that further alerts for this node and cause are held back until `until`."""
+def render(alert: Alert, fmt: str, *, now: float | None = None,
+           held_until: float | None = None, suppressed: Suppressed | None = None
+           ) -> dict[str, Any]:
+    """The JSON body for `alert` in format `fmt` ("generic" or "slack"). `held_until`: this
+    message took the last slot, further alerts for the node and cause are held back until
+    then. `suppressed`: what was held back since the last message sent, summarised here."""
     when = time.time() if now is None else now
     if fmt == "generic":
         return {
             "source": "stetho", "node": alert.node, "cause": alert.cause,
             "title": alert.title, "summary": alert.summary, "severity": alert.severity,
-            "report": alert.report, "run": alert.run, "silenced": silenced,
-            "time": iso(when),
-        } | ({"silenced_until": iso(until) if until is not None else None}
-             if silenced else {})
+            "report": alert.report, "run": alert.run, "time": iso(when),
+            "held_back_until": iso(held_until) if held_until is not None else None,
+            "suppressed": ({"count": suppressed.count, "first": iso(suppressed.first),
+                            "last": iso(suppressed.last)} if suppressed else None),
+        }
     if fmt == "slack":
-        return _render_slack(alert, silenced, when, until)
+        return _render_slack(alert, when, held_until, suppressed)
     raise ValueError(f"unknown webhook format {fmt!r}; expected one of {FORMATS}")
 
 
-def _render_slack(alert: Alert, silenced: bool, when: float,
-                  until: float | None) -> dict[str, Any]:
+def _notes(alert: Alert, held_until: float | None, suppressed: Suppressed | None) -> str:
+    """The rate limit's lines: what was held back before this message, what will be after."""
+    node, cause = slack_escape(alert.node), slack_escape(alert.cause)
+    lines = []
+    if suppressed is not None:
+        n = suppressed.count
+        lines.append(f":information_source: {n} alert{'s' if n != 1 else ''} for `{node}` / "
+                     f"`{cause}` held back since the last message (first "
+                     f"{_human(suppressed.first)}, last {_human(suppressed.last)}).")
+    if held_until is not None:
+        lines.append(f":mute: Further alerts for `{node}` / `{cause}` are held back until "
+                     f"{_human(held_until)}.")
+    return "\n".join(lines)
+
+
+def _render_slack(alert: Alert, when: float, held_until: float | None,
+                  suppressed: Suppressed | None) -> dict[str, Any]:
     e = slack_escape
-    node, cause, title = e(alert.node), e(alert.cause), e(alert.title)
-    report = _slack_report(alert.report)
-    if silenced:
-        horizon = _human(until) if until is not None else "the 24 h window ends"
-        text = (f"stetho: further alerts for {node} / {cause} are silenced until {horizon}"
-                f" (latest: {title})")
-        body = (f":mute: *Further alerts for `{node}` / `{cause}` are silenced until "
-                f"{horizon}.*\nLatest: *{title}*")
-    else:
-        icon = ":red_circle:" if alert.severity == "critical" else ":warning:"
-        text = f"stetho {alert.severity.upper()}: {node}: {title}"
-        head = (f"{icon} *{alert.severity.upper()}* *{title}*\n"
-                f"*Node:* `{node}`  *Cause:* `{cause}`")
-        tail = "\n".join(x for x in (
-            f"*Run:* `{e(alert.run)}`" if alert.run else "", report) if x)
-        room = SLACK_SECTION_MAX - len(head) - len(tail) - 2
-        summary = _clip(e(alert.summary), max(0, room))
-        body = "\n".join(x for x in (head, summary, tail) if x)
-        report = ""  # already in the body
-    if report:
-        body = f"{body}\n{report}"
-    body = _clip(body, SLACK_SECTION_MAX)
+    node, title = e(alert.node), e(alert.title)
+    icon = ":red_circle:" if alert.severity == "critical" else ":warning:"
+    text = f"stetho {alert.severity.upper()}: {node}: {title}"
+    head = (f"{icon} *{alert.severity.upper()}* *{title}*\n"
+            f"*Node:* `{node}`  *Cause:* `{e(alert.cause)}`")
+    tail = "\n".join(x for x in (f"*Run:* `{e(alert.run)}`" if alert.run else "",
+                                 _slack_report(alert.report),
+                                 _notes(alert, held_until, suppressed)) if x)
+    room = SLACK_SECTION_MAX - len(head) - len(tail) - 2
+    summary = _clip(e(alert.summary), max(0, room))
+    body = _clip("\n".join(x for x in (head, summary, tail) if x), SLACK_SECTION_MAX)
     return {
         "text": _clip(text, SLACK_SECTION_MAX),
         "blocks": [

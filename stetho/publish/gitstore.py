@@ -14,8 +14,9 @@ what is deleted, edited or reverted later is still seen.
 
 Every git command is an argv list (never a shell), with prompts off, the C locale (messages are
 matched) and the caller's GIT_DIR-like variables removed. A repository given by a user is
-checked first: a leading `-` (an option in disguise) or a scheme other than https, ssh,
-scp-like or file is refused, and paths and URLs are passed after `--` where git allows it.
+checked first (stetho.publish.repoarg): a leading `-` (an option in disguise) or a scheme
+other than https, ssh, scp-like or file is refused, git itself is held to those transports,
+and paths and URLs are passed after `--` where git allows it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from pathlib import Path
 
 from stetho.core import locks
 from stetho.errors import ConfigError, StethoError
+from stetho.publish.repoarg import ALLOWED_SCHEMES as ALLOWED_SCHEMES
+from stetho.publish.repoarg import PROTOCOLS
+from stetho.publish.repoarg import check_repo as check_repo
+from stetho.publish.repoarg import is_remote as is_remote
 
 #: Seconds for one git command (a clone of a large repository over a slow link).
 GIT_TIMEOUT_S = 600.0
@@ -50,52 +55,15 @@ _REPO_ENV = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT
 _RETRYABLE = re.compile(r"\[rejected\]|non-fast-forward|fetch first|failed to update ref|"
                         r"cannot lock ref|incorrect old value|reference already exists|"
                         r"stale info")
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]{2,}:(?!//)[^\s]")
-ALLOWED_SCHEMES = ("https", "ssh", "file")
-
-
 class GitError(StethoError):
     """A git command failed: exit 3, naming the command, where, and what git said."""
-
-
-def check_repo(repo: str, what: str = "repository") -> str:
-    """`repo` as given, if it is a path or a URL stetho will hand to git; else ConfigError.
-    Refused: empty, a leading '-' (git would read an option), control characters, and any URL
-    scheme but https, ssh and file (no ext::, no fd::, no plain http or git://)."""
-    text = (repo or "").strip()
-    if not text:
-        raise ConfigError(f"no {what} given")
-    if text.startswith("-"):
-        raise ConfigError(f"{what} {text!r} starts with '-': refused (git would read it as an "
-                          "option)")
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise ConfigError(f"{what} {text!r} has control characters: refused")
-    m = _SCHEME.match(text)
-    if m and m.group(1).lower() not in ALLOWED_SCHEMES:
-        raise ConfigError(f"{what} {text!r}: scheme {m.group(1)}:// is not allowed (use "
-                          f"{', '.join(ALLOWED_SCHEMES)}, scp-like user@host:path, or a path)")
-    if "::" in text.split("/", 1)[0]:
-        raise ConfigError(f"{what} {text!r}: git remote helpers (transport::address) are not "
-                          "allowed")
-    return text
-
-
-def is_remote(repo: str) -> bool:
-    return bool(_SCHEME.match(repo)) or (bool(_SCP_LIKE.match(repo))
-                                         and not Path(repo).expanduser().exists())
 
 
 def git(args: list[str], cwd: Path | None = None, *, check: bool = True,
         timeout: float = GIT_TIMEOUT_S, env: dict[str, str] | None = None
         ) -> subprocess.CompletedProcess[str]:
     """Run git; on failure (with check) raise GitError naming the command and its stderr."""
-    from stetho import config
-
-    argv = ["git", "-c", "core.quotepath=off", "-c", "protocol.ext.allow=never", *args]
-    child = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
-                                      "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
-                                      **(env or {})}, _REPO_ENV)
+    argv, child = _command(args, env)
     shown = "git " + " ".join(args)
     try:
         proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, encoding="utf-8",
@@ -112,6 +80,16 @@ def git(args: list[str], cwd: Path | None = None, *, check: bool = True,
         raise GitError(f"`{shown}` failed" + (f" in {cwd}" if cwd else "")
                        + f" (exit {proc.returncode}): {_tail(proc.stderr or proc.stdout)}")
     return proc
+
+
+def _command(args: list[str], env: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of every git command stetho runs."""
+    from stetho import config
+
+    child = config.child_environment({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
+                                      "GIT_EDITOR": "true", "GIT_MERGE_AUTOEDIT": "no",
+                                      **(env or {})}, _REPO_ENV)
+    return ["git", "-c", "core.quotepath=off", *PROTOCOLS, *args], child
 
 
 def _tail(text: str, limit: int = 800) -> str:
@@ -161,7 +139,7 @@ class Clone:
         its own is worth keeping); a working clone's own commits are rebased onto it."""
         if self.remote is None:
             return
-        self.git("fetch", "--quiet", "--prune", self.remote)
+        self.git("fetch", "--quiet", "--prune", "--", self.remote)
         if self.rev(self.upstream) is None:
             return  # nothing pushed to that branch yet
         if self.cached or self.rev("HEAD") is None:
@@ -207,7 +185,8 @@ class Clone:
                 wanted += [(lines[0], p) for p in lines[1:]]
         if not wanted:
             return
-        batch = subprocess.run(["git", "cat-file", "--batch"], cwd=self.path,
+        argv, child = _command([*self.ident, "cat-file", "--batch"], self.env)
+        batch = subprocess.run(argv, cwd=self.path, env=child,
                                input="".join(f"{c}:{p}\n" for c, p in wanted).encode(),
                                capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
         data, pos = batch.stdout, 0
@@ -240,7 +219,7 @@ class Clone:
             self.git("commit", "-q", "-m", message)
             if self.remote is None:
                 return self.rev("HEAD")
-            push = self.git("push", "--quiet", self.remote,
+            push = self.git("push", "--quiet", "--", self.remote,
                             f"HEAD:refs/heads/{self.remote_branch}", check=False)
             if push.returncode == 0:
                 return self.rev("HEAD")

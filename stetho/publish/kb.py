@@ -13,6 +13,10 @@ puts reports there (through stetho.publish.gitstore) and finds them again.
   on the repository's current state, so concurrent publishers always converge.
 * **Idempotent.** A report whose id is already in the repository is not added again; it is
   reported as `already` and leaves the spool.
+* **No links followed.** Only regular files of a report's own folder are spooled
+  (stetho.publish.reports), and nothing is written through a symbolic link in the repository
+  (one committed there would point a publish outside the clone). A report refused for that is
+  named in `PublishResult.refused`; the others publish.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timezone
 from pathlib import Path
 
@@ -29,15 +33,17 @@ from stetho.publish import gitstore
 from stetho.publish.reports import (
     REPORTS_DIR,
     ReportMeta,
+    collect_reports,
     find_reports,
     looks_like_report,
+    read_regular,
     read_report,
 )
-from stetho.publish.spool import Entry, spool, spool_dir, spooled, sweep
+from stetho.publish.spool import Entry, spool, spool_dir, spool_each, spooled, sweep
 
-__all__ = ["INDEX", "KBError", "PublishResult", "ReportMeta", "find_reports", "publish",
-           "read_report", "render_index", "reports", "search", "similar", "spool",
-           "spool_dir"]
+__all__ = ["INDEX", "KBError", "PublishResult", "ReportMeta", "collect_reports",
+           "find_reports", "publish", "read_report", "render_index", "reports", "search",
+           "similar", "spool", "spool_dir", "spool_each"]
 
 #: The generated index at the repository's root.
 INDEX = "README.md"
@@ -62,13 +68,15 @@ class KBError(StethoError):
 class PublishResult:
     """What one `publish` did. `published` and `already` are report ids; `paths` maps each of
     them to its path in the repository; `commit` is the pushed commit (None when nothing new
-    was committed)."""
+    was committed); `refused` maps each report not published to why (it stays in the
+    spool)."""
 
     published: list[str]
     already: list[str]
     repo: str
     commit: str | None = None
     paths: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 # -- the index ----------------------------------------------------------------------------------
@@ -112,7 +120,7 @@ def render_index(root: Path) -> str:
 
 
 def _write_index(root: Path) -> None:
-    (root / INDEX).write_text(render_index(root), encoding="utf-8")
+    inside(root, INDEX).write_text(render_index(root), encoding="utf-8")
 
 
 def _rename_links(text: str, old: str, new: str) -> str:
@@ -120,27 +128,43 @@ def _rename_links(text: str, old: str, new: str) -> str:
     return re.sub(pattern, lambda _m: new, text)
 
 
+def inside(root: Path, rel: str) -> Path:
+    """root/rel, refusing a symbolic link at any step: a link committed to the knowledge base
+    (reports/2026 -> /etc) would make a publish write outside the clone."""
+    here = root
+    for part in Path(rel).parts:
+        here = here / part
+        if here.is_symlink():
+            raise ConfigError(f"{here.relative_to(root)} in the knowledge base {root} is a "
+                              "symbolic link: refused to write through it (remove it from "
+                              "the repository)")
+    return here
+
+
 def _place(clone: gitstore.Clone, entry: Entry) -> list[str]:
     """Write one report and its assets beside it; returns the repo paths written. An asset
     whose name is taken by different bytes (another report's 'trend.svg') is renamed with the
-    report id in front and the report's links to it rewritten."""
+    report id in front and the report's links to it rewritten. Every destination is checked
+    (no link on the way) before anything is written: a refusal leaves no half report."""
     rel = entry.meta.repo_path
-    target = clone.path / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = inside(clone.path, rel)
     text = entry.text
-    written = [rel]
+    plan: list[tuple[str, bytes]] = []
     for f in entry.assets:
-        data = f.read_bytes()
+        data = read_regular(f)
         name, n = f.name, 1
-        while (target.parent / name).exists() and (target.parent / name).read_bytes() != data:
+        while (inside(clone.path, str(Path(rel).parent / name)).exists()
+               and read_regular(target.parent / name) != data):
             name = f"{entry.meta.id}-{f.name}" if n == 1 else f"{entry.meta.id}-{n}-{f.name}"
             n += 1
         if name != f.name:
             text = _rename_links(text, f.name, name)
-        (target.parent / name).write_bytes(data)
-        written.append(str(Path(rel).parent / name))
+        plan.append((str(Path(rel).parent / name), data))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for path, data in plan:
+        (clone.path / path).write_bytes(data)
     target.write_text(text, encoding="utf-8")
-    return written
+    return [rel, *(path for path, _ in plan)]
 
 
 def _message(added: list[ReportMeta], subject: str | None) -> str:
@@ -168,18 +192,21 @@ def publish(repo: str, *, spool: Path | None = None, message: str | None = None,
     from stetho.core import locks
 
     root = spool or spool_dir()
-    if not spooled(root):
+    if not root.is_dir() or not any(root.glob("*/report.md")):
         return PublishResult([], [], repo)
     root.mkdir(parents=True, exist_ok=True)
     with locks.hold(root / ".lock", f"the spool {root}", LOCK_TIMEOUT):
         sweep(root)
-        entries = spooled(root)  # again, under the lock: another publisher may have emptied it
+        bad: list[tuple[Path, str]] = []
+        entries = spooled(root, bad)  # under the lock: another publisher may have emptied it
+        refused = {str(path): why for path, why in bad}
         if not entries:
-            return PublishResult([], [], repo)
+            return PublishResult([], [], repo, refused=refused)
         try:
             with gitstore.open_clone(repo, purpose="kb", require_clean=True,
                                      derived=(INDEX,)) as clone:
-                return _publish(repo, clone, entries, message, attempts)
+                result = _publish(repo, clone, entries, message, attempts)
+                return replace(result, refused={**refused, **result.refused})
         except gitstore.GitError as exc:
             n = len(entries)
             raise KBError(f"{exc}\n{n} report{'s' if n != 1 else ''} stay in the spool {root} "
@@ -189,20 +216,33 @@ def publish(repo: str, *, spool: Path | None = None, message: str | None = None,
 def _publish(repo: str, clone: gitstore.Clone, entries: list[Entry], subject: str | None,
              attempts: int) -> PublishResult:
     added: list[ReportMeta] = []
+    refused: dict[str, str] = {}
 
     def change(c: gitstore.Clone) -> str | None:
         known = {r.id for r in _scan(c.path)}
-        fresh = [e for e in entries if e.meta.id not in known]
-        added[:] = [e.meta for e in fresh]
-        paths = [p for e in fresh for p in _place(c, e)]
+        added.clear()
+        refused.clear()
+        paths = []
+        for e in entries:
+            if e.meta.id in known:
+                continue
+            try:
+                paths += _place(c, e)
+            except ConfigError as exc:
+                refused[str(e.dir / "report.md")] = str(exc)
+                continue
+            added.append(e.meta)
         # Regenerated even when nothing is new: a hand edit may have left it out of date.
         _write_index(c.path)
         c.git("add", "--", *paths, INDEX)
-        if fresh:
+        if added:
             return _message(added, subject)
         return "kb: regenerate the index"
 
-    commit = clone.transact(change, attempts=attempts, what="reports")
+    try:
+        commit = clone.transact(change, attempts=attempts, what="reports")
+    except ConfigError as exc:  # the index itself is a link: nothing can be published
+        raise KBError(str(exc)) from None
     if commit is None:
         added.clear()
     in_tree = {r.id: r for r in _scan(clone.path)}
@@ -213,7 +253,8 @@ def _publish(repo: str, clone: gitstore.Clone, entries: list[Entry], subject: st
             shutil.rmtree(e.dir, ignore_errors=True)
     where = {rid: str(in_tree[rid].path).removeprefix(f"{clone.path}/")
              for rid in published + already}
-    return PublishResult(published, already, repo, commit if published else None, where)
+    return PublishResult(published, already, repo, commit if published else None, where,
+                         dict(refused))
 
 
 # -- searching --------------------------------------------------------------------------------
@@ -229,7 +270,7 @@ def reports(repo: str) -> list[ReportMeta]:
     elif kind == "plain":
         assert path is not None
         found = [read_report(f) for f in sorted(path.rglob("*.md"))
-                 if f.is_file() and looks_like_report(f)]
+                 if not f.is_symlink() and f.is_file() and looks_like_report(f)]
     else:
         try:
             with gitstore.open_clone(repo, purpose="kb") as clone:

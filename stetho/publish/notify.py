@@ -12,24 +12,13 @@ query, so whoever reads the URL can post to the channel. It is kept in a `Secret
 requests' and urllib3's texts, which quote the path and query) has each part of the URL replaced
 by "<webhook>".
 
-Rate limit: at most `limit` (3) alerts per (node, cause) in a sliding window (24 h). The next one
-in the window sends a single "silenced" message saying until when; later ones send nothing. A new
-silenced message is sent only after another alert has been sent since the last one, so each
-silence is announced once. The counts live in a small SQLite file shared by every stetho process
-on the host (default $STETHO_NOTIFY_STATE, else ~/.local/share/stetho/notify.db; keep it on a
-local disk, SQLite locking over NFS is unreliable). The check and the increment are one
-BEGIN IMMEDIATE transaction, so two processes alerting at once queue on the write lock and cannot
-both send the 4th.
-
-Counting decision: an alert counts as soon as the decision to send it is made, before the POST,
-whether or not the webhook then accepts it. Counting only 2xx deliveries would let a flapping
-webhook (down, then back) release every alert held back while it was down, a storm exactly when
-the channel is already noisy; and it would need a second transaction after a network call of
-unbounded length. The cost: alerts lost to a webhook outage are not resent; the failed Delivery
-and the warning logged say so. Suppressed alerts are not counted, so they do not extend a silence.
-
-If the state file cannot be used, the limit falls back to a per-process in-memory count (a
-warning is logged): alerting keeps working and one process still cannot storm.
+Rate limit (stetho.publish.ratelimit): at most `limit` (3) messages per (node, cause) in a
+sliding window (24 h), shared by every stetho process on the host through a SQLite file. The
+message that takes the last slot says until when further alerts are held back; what is held
+back is summarised (count, first, last) in the next message sent. A failed delivery gives its
+slot back, so the alert after a webhook outage is delivered. When the state is lost or
+unusable the limit fails closed (the first alert per node and cause only) and says so in the
+Delivery's `warning` and the log.
 """
 
 from __future__ import annotations
@@ -37,13 +26,12 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import requests
 
@@ -51,14 +39,17 @@ from stetho.publish.alerts import (
     FORMATS,
     SLACK_SECTION_MAX,
     Alert,
+    Suppressed,
     iso,
     render,
     slack_escape,
 )
+from stetho.publish.ratelimit import LIMIT, WINDOW_S, MemoryLimit, SharedLimit, Slot, StateError
 from stetho.publish.redact import REDACTED, Redactor, Secret, error_text, redacted_logs
 
 __all__ = ["LIMIT", "REDACTED", "SLACK_SECTION_MAX", "WINDOW_S", "Alert", "Delivery",
-           "Notifier", "Redactor", "notify_all", "render", "slack_escape", "webhook_url"]
+           "Notifier", "Redactor", "Suppressed", "notify_all", "render", "slack_escape",
+           "webhook_url"]
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +60,6 @@ ENV_URL = "STETHO_WEBHOOK_URL"
 ENV_FORMAT = "STETHO_WEBHOOK_FORMAT"
 ENV_STATE = "STETHO_NOTIFY_STATE"
 
-LIMIT = 3
-WINDOW_S = 24 * 3600.0
 #: The longest single backoff, whatever the attempt number or Retry-After asks for.
 MAX_BACKOFF_S = 30.0
 
@@ -79,18 +68,22 @@ MAX_BACKOFF_S = 30.0
 class Delivery:
     """What happened to one alert.
 
-    sent: a message reached the webhook with a 2xx answer. silenced: the message was (or would
-    have been) the silence notice rather than the alert. suppressed: nothing was sent because
-    the limit was reached and the silence already announced. attempts: POSTs made. status: the
-    last HTTP status seen. error: why it was not delivered, with the webhook URL redacted.
+    sent: the message reached the webhook with a 2xx answer. suppressed: nothing was sent, the
+    rate limit was reached (the next message sent summarises it). held_until: this message
+    took the last slot and said further alerts are held back until then. summarised: how many
+    held-back alerts it summarised. attempts: POSTs made. status: the last HTTP status seen.
+    error: why it was not delivered, with the webhook URL redacted. warning: the rate limit's
+    state could not be trusted, so it fell back to the first alert only.
     """
 
     sent: bool
-    silenced: bool = False
     suppressed: bool = False
     attempts: int = 0
     status: int | None = None
     error: str | None = None
+    held_until: float | None = None
+    summarised: int = 0
+    warning: str | None = None
 
 
 NOTHING = Delivery(sent=False)
@@ -112,97 +105,6 @@ def default_state_path() -> Path:
     from stetho import config
 
     return config.active().notify_state
-
-
-# -- the rate limit --------------------------------------------------------------------------
-
-Decision = Literal["send", "silence", "suppress"]
-
-
-def _decide(events: Sequence[tuple[int, float, str]], now: float, limit: int,
-            window_s: float) -> tuple[Decision, float | None]:
-    """Events are (sequence, time, kind) for one (node, cause). Send while fewer than `limit`
-    alerts fall in (now - window, now]; then announce the silence once per run of sent alerts
-    (ordered by sequence, not time, so equal timestamps cannot confuse it); else suppress.
-    Returns the decision and, when limited, the time a slot frees up."""
-    alerts = sorted((t, seq) for seq, t, kind in events
-                    if kind == "alert" and t > now - window_s)
-    if len(alerts) < limit:
-        return "send", None
-    until = alerts[len(alerts) - limit][0] + window_s
-    last_alert = max(seq for _, seq in alerts)
-    if any(kind == "silenced" and seq > last_alert for seq, _, kind in events):
-        return "suppress", until
-    return "silence", until
-
-
-class _SqliteLimit:
-    """The shared counter: one row per alert or silence sent, pruned past the window."""
-
-    SCHEMA = (
-        """CREATE TABLE IF NOT EXISTS events (
-             id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, cause TEXT NOT NULL,
-             time REAL NOT NULL, kind TEXT NOT NULL CHECK (kind IN ('alert', 'silenced')))""",
-        "CREATE INDEX IF NOT EXISTS events_key ON events(node, cause, time)",
-        "CREATE INDEX IF NOT EXISTS events_time ON events(time)",
-    )
-
-    def __init__(self, path: Path, limit: int, window_s: float) -> None:
-        self.path, self.limit, self.window_s = path, limit, window_s
-
-    def decide(self, node: str, cause: str, now: float,
-               lock_timeout_s: float) -> tuple[Decision, float | None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(self.path), timeout=lock_timeout_s, isolation_level=None)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {max(1, int(lock_timeout_s * 1000))}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            # One IMMEDIATE transaction: the write lock is taken before reading the count, so
-            # no other process can read the same count and send the same 4th alert.
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for stmt in self.SCHEMA:
-                    conn.execute(stmt)
-                conn.execute("DELETE FROM events WHERE time <= ?", (now - self.window_s,))
-                rows = conn.execute(
-                    "SELECT id, time, kind FROM events WHERE node = ? AND cause = ?",
-                    (node, cause)).fetchall()
-                decision, until = _decide(rows, now, self.limit, self.window_s)
-                if decision != "suppress":
-                    conn.execute("INSERT INTO events (node, cause, time, kind) VALUES (?,?,?,?)",
-                                 (node, cause, now,
-                                  "alert" if decision == "send" else "silenced"))
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return decision, until
-        finally:
-            conn.close()
-
-
-class _MemoryLimit:
-    """The fallback when the state file is unusable: the same rule, per process."""
-
-    _lock: ClassVar[threading.Lock] = threading.Lock()
-    _events: ClassVar[dict[tuple[str, str], list[tuple[int, float, str]]]] = {}
-    _seq: ClassVar[int] = 0
-
-    def __init__(self, limit: int, window_s: float) -> None:
-        self.limit, self.window_s = limit, window_s
-
-    def decide(self, node: str, cause: str, now: float) -> tuple[Decision, float | None]:
-        cls = type(self)
-        with cls._lock:
-            events = [e for e in cls._events.get((node, cause), [])
-                      if e[1] > now - self.window_s]
-            decision, until = _decide(events, now, self.limit, self.window_s)
-            if decision != "suppress":
-                cls._seq += 1
-                events.append((cls._seq, now, "alert" if decision == "send" else "silenced"))
-            cls._events[(node, cause)] = events
-            return decision, until
 
 
 # -- delivery --------------------------------------------------------------------------------
@@ -233,8 +135,8 @@ class Notifier:
         self.timeout_s, self.retries, self.backoff_s = timeout_s, max(0, retries), backoff_s
         self.clock, self.sleep = clock, sleep
         self.lock_timeout_s = lock_timeout_s
-        self._db = _SqliteLimit(self.state_path, limit, window_s)
-        self._memory = _MemoryLimit(limit, window_s)
+        self._db = SharedLimit(self.state_path, limit, window_s)
+        self._memory = MemoryLimit(window_s)
         self._rng = random.Random()
 
     def __repr__(self) -> str:
@@ -262,36 +164,57 @@ class Notifier:
     def _remaining(self, deadline: float | None) -> float:
         return float("inf") if deadline is None else deadline - time.monotonic()
 
-    def _decide(self, alert: Alert, now: float,
-                deadline: float | None) -> tuple[Decision, float | None]:
-        lock_timeout = max(0.05, min(self.lock_timeout_s, self._remaining(deadline)))
+    def _lock_timeout(self, deadline: float | None) -> float:
+        return max(0.05, min(self.lock_timeout_s, self._remaining(deadline)))
+
+    def _reserve(self, alert: Alert, now: float, deadline: float | None) -> Slot:
         try:
-            return self._db.decide(alert.node, alert.cause, now, lock_timeout)
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("notify state %s unusable (%s); rate limiting in memory for this "
-                        "process", self.state_path, self._redact(f"{type(exc).__name__}: {exc}"))
-            return self._memory.decide(alert.node, alert.cause, now)
+            return self._db.reserve(alert.node, alert.cause, now, self._lock_timeout(deadline))
+        except (StateError, OSError) as exc:
+            warning = (f"alert state {self.state_path} unusable "
+                       f"({self._redact(str(exc))}); this process sends only the first alert "
+                       "per node and cause")
+            log.warning("%s", warning)
+            return self._memory.reserve(alert.node, alert.cause, now, warning)
+
+    def _settle(self, alert: Alert, slot: Slot, delivered: bool, now: float,
+                deadline: float | None) -> None:
+        if slot.in_memory:
+            self._memory.settle(alert.node, alert.cause, slot, delivered)
+            return
+        try:
+            self._db.settle(alert.node, alert.cause, slot, delivered, now,
+                            max(1.0, self._lock_timeout(deadline)))
+        except (StateError, OSError) as exc:  # the slot stays taken: never more than the limit
+            log.warning("alert state %s: could not record the delivery of %s/%s (%s)",
+                        self.state_path, alert.node, alert.cause, self._redact(str(exc)))
 
     def _send(self, alert: Alert, url: Secret, deadline: float | None) -> Delivery:
         if self._remaining(deadline) <= 0:
             return Delivery(sent=False, error="notify deadline passed before sending")
         now = self.clock()
-        decision, until = self._decide(alert, now, deadline)
-        if decision == "suppress":
-            log.debug("alert for %s/%s suppressed: silenced until %s", alert.node,
-                      alert.cause, iso(until) if until is not None else "?")
-            return Delivery(sent=False, suppressed=True)
-        silenced = decision == "silence"
-        payload = render(alert, self.fmt, silenced, now=now, until=until)
-        delivery = self._post(url, payload, silenced, deadline)
+        slot = self._reserve(alert, now, deadline)
+        if not slot.send:
+            log.debug("alert for %s/%s suppressed: held back until %s", alert.node,
+                      alert.cause, iso(slot.held_until) if slot.held_until is not None else "?")
+            return Delivery(sent=False, suppressed=True, held_until=slot.held_until,
+                            warning=slot.warning)
+        payload = render(alert, self.fmt, now=now, held_until=slot.held_until,
+                         suppressed=slot.suppressed)
+        try:
+            delivery = self._post(url, payload, deadline)
+        except BaseException:
+            self._settle(alert, slot, False, now, deadline)
+            raise
+        self._settle(alert, slot, delivery.sent, now, deadline)
+        delivery = replace(delivery, held_until=slot.held_until, warning=slot.warning,
+                           summarised=slot.suppressed.count if slot.suppressed else 0)
         if delivery.sent:
-            log.info("%s for %s/%s delivered (HTTP %s, %d attempt(s))",
-                     "silence notice" if silenced else "alert", alert.node, alert.cause,
-                     delivery.status, delivery.attempts)
+            log.info("alert for %s/%s delivered (HTTP %s, %d attempt(s))", alert.node,
+                     alert.cause, delivery.status, delivery.attempts)
         else:
-            log.warning("%s for %s/%s not delivered after %d attempt(s): %s",
-                        "silence notice" if silenced else "alert", alert.node, alert.cause,
-                        delivery.attempts, delivery.error)
+            log.warning("alert for %s/%s not delivered after %d attempt(s): %s", alert.node,
+                        alert.cause, delivery.attempts, delivery.error)
         return delivery
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -300,13 +223,13 @@ class Notifier:
             wait = max(wait, retry_after)
         return min(wait, MAX_BACKOFF_S)
 
-    def _post(self, url: Secret, payload: dict[str, Any], silenced: bool,
+    def _post(self, url: Secret, payload: dict[str, Any],
               deadline: float | None) -> Delivery:
         attempts, status, error = 0, None, "not attempted"
         while True:
             remaining = self._remaining(deadline)
             if remaining <= 0:
-                return Delivery(sent=False, silenced=silenced, attempts=attempts, status=status,
+                return Delivery(sent=False, attempts=attempts, status=status,
                                 error=f"{error} (notify deadline reached)")
             attempts += 1
             retry_after: float | None = None
@@ -323,7 +246,7 @@ class Notifier:
             else:
                 status = response.status_code
                 if 200 <= status < 300:
-                    return Delivery(sent=True, silenced=silenced, attempts=attempts,
+                    return Delivery(sent=True, attempts=attempts,
                                     status=status)
                 body = self._redact(" ".join(response.text.split()))[:200]
                 error = f"HTTP {status}" + (f": {body}" if body else "")
@@ -331,11 +254,11 @@ class Notifier:
                 retry_after = _retry_after(response.headers.get("Retry-After"))
                 response.close()
             if not retry or attempts > self.retries:
-                return Delivery(sent=False, silenced=silenced, attempts=attempts, status=status,
+                return Delivery(sent=False, attempts=attempts, status=status,
                                 error=error)
             wait = self._backoff(attempts, retry_after)
             if wait >= self._remaining(deadline):
-                return Delivery(sent=False, silenced=silenced, attempts=attempts, status=status,
+                return Delivery(sent=False, attempts=attempts, status=status,
                                 error=f"{error} (notify deadline reached)")
             self.sleep(wait)
 

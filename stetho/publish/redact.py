@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -88,34 +89,66 @@ class Redactor:
 
 class _RedactingFilter(logging.Filter):
     """Rewrites log records of the HTTP libraries that quote the URL (urllib3 logs the request
-    line at DEBUG) while a send is in flight."""
+    line at DEBUG) with every redactor active in any thread. Installed once on those loggers and
+    never removed: adding and removing filters per send would change a logger's filter list
+    while another thread iterates it, and that thread's record could skip its redaction."""
 
-    def __init__(self, redact: Redactor) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.redact = redact
+        self._lock = threading.Lock()
+        self._active: dict[int, tuple[Redactor, int]] = {}
+
+    def push(self, redact: Redactor) -> None:
+        with self._lock:
+            _, n = self._active.get(id(redact), (redact, 0))
+            self._active[id(redact)] = (redact, n + 1)
+
+    def pop(self, redact: Redactor) -> None:
+        with self._lock:
+            _, n = self._active.get(id(redact), (redact, 1))
+            if n <= 1:
+                self._active.pop(id(redact), None)
+            else:
+                self._active[id(redact)] = (redact, n - 1)
 
     def filter(self, record: logging.LogRecord) -> bool:
+        with self._lock:
+            redactors = [r for r, _ in self._active.values()]
+        if not redactors:
+            return True
         try:
             message = record.getMessage()
         except Exception:  # a malformed record is the logging module's problem, not ours
             return True
-        clean = self.redact(message)
+        clean = message
+        for redact in redactors:
+            clean = redact(clean)
         if clean != message:
             record.msg, record.args = clean, None
         return True
 
 
+_FILTER = _RedactingFilter()
+_INSTALLED = threading.Lock()
+
+
+def _install() -> None:
+    with _INSTALLED:
+        for name in _HTTP_LOGGERS:
+            logger = logging.getLogger(name)
+            if _FILTER not in logger.filters:
+                logger.addFilter(_FILTER)
+
+
 @contextmanager
 def redacted_logs(redact: Redactor) -> Iterator[None]:
-    flt = _RedactingFilter(redact)
-    loggers = [logging.getLogger(name) for name in _HTTP_LOGGERS]
-    for lg in loggers:
-        lg.addFilter(flt)
+    """While the block runs (in any thread), the HTTP libraries' log records are redacted."""
+    _install()
+    _FILTER.push(redact)
     try:
         yield
     finally:
-        for lg in loggers:
-            lg.removeFilter(flt)
+        _FILTER.pop(redact)
 
 
 def error_text(exc: BaseException, redact: Redactor) -> str:

@@ -1,9 +1,17 @@
 """Diagnosis reports as the knowledge base sees them: Markdown under a YAML front matter
-(`ReportMeta`), read and validated, found in folders, with the sibling files they link to."""
+(`ReportMeta`), read and validated, found in folders, with the sibling files they link to.
+
+Publishing copies files into a shared repository, so what is copied is only ever a regular
+file in the report's own folder: a report or asset that is a symbolic link (to a key, to
+another user's file) is refused by name, and files are opened with O_NOFOLLOW, so a link
+swapped in after the check is refused too. In a folder of reports, a bad one is refused and
+the others go on (`collect_reports`)."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date as _date
@@ -145,12 +153,29 @@ def read_report(path: str | Path) -> ReportMeta:
     unsearchable, unindexable file in the knowledge base."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_regular(p).decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not a diagnosis report: it is not UTF-8 text") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read the report: {exc.strerror or exc}") from None
     return _parse(text, p)
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file, never through a symbolic link (O_NOFOLLOW: a link swapped
+    in after any check is refused too); else ConfigError naming the file."""
+    if path.is_symlink():
+        raise ConfigError(f"{path}: is a symbolic link: refused (publishing never follows a "
+                          "link; copy the file itself beside the report)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"{path}: not a regular file: refused")
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror or exc}") from None
 
 
 def looks_like_report(path: Path) -> bool:
@@ -171,30 +196,49 @@ def looks_like_report(path: Path) -> bool:
     return isinstance(data, dict) and "id" in data
 
 
-def find_reports(paths: Iterable[str | Path]) -> list[Path]:
-    """The reports named on a command line: a file is taken as a report (and refused if it is
-    not one); a directory means every `*.md` with report front matter under it, recursively.
-    A directory holding none is an error: the user meant to publish something."""
+def collect_reports(paths: Iterable[str | Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The reports named on a command line, and those refused with why. A file is taken as a
+    report; a directory means every `*.md` with report front matter under it, recursively
+    (other Markdown is not a report and is skipped; a linked `*.md` is refused unread). A
+    report that does not read, is a symbolic link, or brings an asset that is one, is refused
+    by name; the others are kept.
+    A directory holding no report at all is refused: the user meant to publish something."""
     found: list[Path] = []
+    refused: list[tuple[Path, str]] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        if p.is_dir():  # a folder named on the command line is the user's own path
             inside = [f for f in sorted(p.rglob("*.md"))
-                      if f.is_file() and ".git" not in f.relative_to(p).parts
-                      and looks_like_report(f)]
+                      if ".git" not in f.relative_to(p).parts
+                      and (f.is_symlink() or (f.is_file() and looks_like_report(f)))]
             if not inside:
-                raise ConfigError(f"{p}: no diagnosis reports (Markdown with front matter) "
-                                  "under it")
+                refused.append((p, f"{p}: no diagnosis reports (Markdown with front matter) "
+                                   "under it"))
             found.extend(inside)
-        elif p.is_file():
-            read_report(p)
+        elif p.is_symlink() or p.is_file():
             found.append(p)
         else:
-            raise ConfigError(f"{p}: no such report file or directory")
+            refused.append((p, f"{p}: no such report file or directory"))
     unique: dict[Path, Path] = {}
     for f in found:
-        unique.setdefault(f.resolve(), f)
-    return list(unique.values())
+        unique.setdefault(f.absolute(), f)
+    kept = []
+    for f in unique.values():
+        try:
+            asset_files(read_report(f))
+        except ConfigError as exc:
+            refused.append((f, str(exc)))
+            continue
+        kept.append(f)
+    return kept, refused
+
+
+def find_reports(paths: Iterable[str | Path]) -> list[Path]:
+    """`collect_reports`, strictly: the first refusal is a ConfigError."""
+    kept, refused = collect_reports(paths)
+    if refused:
+        raise ConfigError(refused[0][1])
+    return kept
 
 
 def _plain_name(name: str) -> bool:
@@ -209,7 +253,7 @@ def asset_files(meta: ReportMeta) -> list[Path]:
     files: dict[str, Path] = {}
     for name in meta.assets:
         f = here / name
-        if not f.is_file():
+        if not f.is_symlink() and not f.is_file():
             raise ConfigError(f"{meta.path}: asset {name!r} listed in the front matter is "
                               f"missing (looked for {f})")
         files[name] = f
@@ -218,6 +262,12 @@ def asset_files(meta: ReportMeta) -> list[Path]:
             name = target.split("#", 1)[0].split("?", 1)[0]
             name = name[2:] if name.startswith("./") else name
             if (_plain_name(name) and ":" not in name and name != meta.path.name
-                    and name not in files and (here / name).is_file()):
+                    and name not in files and ((here / name).is_symlink()
+                                               or (here / name).is_file())):
                 files[name] = here / name
+    for name, f in files.items():
+        if f.is_symlink():
+            raise ConfigError(f"{meta.path}: asset {name!r} is a symbolic link (to "
+                              f"{os.readlink(f)}): refused, publishing never follows a link "
+                              "or copies a file from outside the report's folder")
     return list(files.values())

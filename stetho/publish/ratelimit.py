@@ -1,0 +1,276 @@
+"""The alert rate limit: at most `limit` (3) messages per (node, cause) in a sliding window
+(24 h), counted across every stetho process on the host.
+
+The count lives in a small SQLite file (default $STETHO_NOTIFY_STATE; keep it on a local disk,
+SQLite locking over NFS is unreliable). Sending takes a slot in one BEGIN IMMEDIATE
+transaction (the write lock is held while the count is read, so two processes cannot both take
+the 4th slot) and records it as `pending`; after the POST the slot becomes `sent`, or is given
+back when the delivery failed: a webhook that is down does not use the budget, and the alert
+after it recovers is delivered. A process that dies mid-POST leaves its slot pending, which
+counts (a crash never frees budget). Alerts beyond the limit are recorded as `suppressed` and
+summarised (count, first, last) in the next message that is sent for that node and cause.
+
+Fail closed when the state is lost. A corrupt file is set aside (`<state>.corrupt-<time>`)
+and recreated by one process under a file lock, the others wait and use the new one; since
+what was sent before is unknown, every node and cause gets only the first alert until one
+window has passed since the loss. A state that cannot be used at all (unwritable, locked past
+the timeout) falls back to this process's memory with the same rule: the first alert only.
+Both say so in a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+from stetho.core import locks
+from stetho.errors import StethoError
+from stetho.publish.alerts import Suppressed
+
+log = logging.getLogger(__name__)
+
+LIMIT = 3
+WINDOW_S = 24 * 3600.0
+#: Suppressed alerts not yet summarised are kept this long (a node silent for a month).
+KEEP_SUPPRESSED_S = 30 * 24 * 3600.0
+#: The schema this module writes (PRAGMA user_version); anything else is set aside.
+SCHEMA_VERSION = 2
+#: SQLITE_CORRUPT and SQLITE_NOTADB (primary codes; extended ones carry them in the low byte).
+_CORRUPT = {11, 26}
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS alerts (
+         id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, cause TEXT NOT NULL,
+         time REAL NOT NULL,
+         kind TEXT NOT NULL CHECK (kind IN ('pending', 'sent', 'suppressed')))""",
+    "CREATE INDEX IF NOT EXISTS alerts_key ON alerts(node, cause, time)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value REAL NOT NULL)",
+)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """The limit's answer for one alert. send: POST it (`ticket` is the reservation to settle).
+    held_until: set when this message takes the last slot (or, suppressed, when one frees).
+    suppressed: what to summarise in this message. warning: the state could not be trusted.
+    in_memory: decided by the in-process fallback (settled there too)."""
+
+    send: bool
+    ticket: int | None = None
+    held_until: float | None = None
+    suppressed: Suppressed | None = None
+    warning: str | None = None
+    in_memory: bool = False
+
+
+def decide(rows: Sequence[tuple[int, float, str]], now: float, budget: int,
+           window_s: float) -> Slot:
+    """The rule, on one (node, cause)'s rows (id, time, kind): send while fewer than `budget`
+    pending or sent messages fall in (now - window, now], else suppress."""
+    used = sorted(t for _, t, kind in rows if kind in ("pending", "sent") and t > now - window_s)
+    held = [(i, t) for i, t, kind in rows if kind == "suppressed"]
+    if len(used) < budget:
+        last = len(used) + 1 >= budget
+        summary = (Suppressed(len(held), min(t for _, t in held), max(t for _, t in held),
+                              max(i for i, _ in held)) if held else None)
+        return Slot(True, held_until=(used[0] if used else now) + window_s if last else None,
+                    suppressed=summary)
+    return Slot(False, held_until=used[len(used) - budget] + window_s)
+
+
+class StateError(StethoError):
+    """The state file cannot be used (unwritable, locked past the timeout, unrecoverable)."""
+
+
+class SharedLimit:
+    """The limit in the SQLite state file, shared by every process on the host."""
+
+    def __init__(self, path: Path, limit: int = LIMIT, window_s: float = WINDOW_S) -> None:
+        self.path, self.limit, self.window_s = path, limit, window_s
+
+    def reserve(self, node: str, cause: str, now: float, lock_timeout_s: float) -> Slot:
+        def take(conn: sqlite3.Connection) -> Slot:
+            conn.execute("DELETE FROM alerts WHERE kind != 'suppressed' AND time <= ?",
+                         (now - self.window_s,))
+            conn.execute("DELETE FROM alerts WHERE kind = 'suppressed' AND time <= ?",
+                         (now - KEEP_SUPPRESSED_S,))
+            reset = conn.execute("SELECT value FROM meta WHERE key = 'reset_at'").fetchone()
+            lost = reset is not None and now - float(reset[0]) < self.window_s
+            rows = conn.execute("SELECT id, time, kind FROM alerts WHERE node = ? AND cause = ?",
+                                (node, cause)).fetchall()
+            slot = decide(rows, now, 1 if lost else self.limit, self.window_s)
+            cur = conn.execute("INSERT INTO alerts (node, cause, time, kind) VALUES (?,?,?,?)",
+                               (node, cause, now, "pending" if slot.send else "suppressed"))
+            warning = (f"the alert state {self.path} was lost at {float(reset[0]):.0f}; until "
+                       "a day has passed only the first alert per node and cause is sent"
+                       if lost else None)
+            return Slot(slot.send, cur.lastrowid if slot.send else None, slot.held_until,
+                        slot.suppressed, warning)
+
+        return self._run(take, now, lock_timeout_s)
+
+    def settle(self, node: str, cause: str, slot: Slot, delivered: bool, now: float,
+               lock_timeout_s: float) -> None:
+        """A delivered message's slot is spent and what it summarised is forgotten; a failed
+        one's slot is given back."""
+        def apply(conn: sqlite3.Connection) -> None:
+            if not delivered:
+                conn.execute("DELETE FROM alerts WHERE id = ? AND kind = 'pending'",
+                             (slot.ticket,))
+                return
+            conn.execute("UPDATE alerts SET kind = 'sent' WHERE id = ?", (slot.ticket,))
+            if slot.suppressed is not None:
+                conn.execute("DELETE FROM alerts WHERE node = ? AND cause = ? AND "
+                             "kind = 'suppressed' AND id <= ?",
+                             (node, cause, slot.suppressed.upto))
+
+        self._run(apply, now, lock_timeout_s)
+
+    # -- the file --------------------------------------------------------------------------
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T], now: float,
+             lock_timeout_s: float) -> T:
+        """`fn` in one IMMEDIATE transaction; a corrupt file is recovered once, then retried."""
+        try:
+            return self._transaction(fn, lock_timeout_s)
+        except sqlite3.DatabaseError as exc:
+            if not _corrupt(exc):
+                raise StateError(f"{type(exc).__name__}: {exc}") from None
+            self._recover(str(exc), now, lock_timeout_s)
+        try:
+            return self._transaction(fn, lock_timeout_s)
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{type(exc).__name__}: {exc}") from None
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], T], lock_timeout_s: float) -> T:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot create {self.path.parent}: {exc}") from None
+        conn = sqlite3.connect(str(self.path), timeout=lock_timeout_s, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {max(1, int(lock_timeout_s * 1000))}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _ensure_schema(conn)
+                result = fn(conn)
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+        finally:
+            conn.close()
+
+    def _recover(self, reason: str, now: float, lock_timeout_s: float) -> None:
+        """Set the corrupt file aside and put a fresh one, marked as lost at `now`, in its
+        place; under a file lock, and only if no other process has done so meanwhile."""
+        lock = self.path.with_name(self.path.name + ".lock")
+        try:
+            with locks.hold(lock, f"the alert state {self.path}", max(lock_timeout_s, 1.0)):
+                try:
+                    self._transaction(lambda _conn: None, lock_timeout_s)
+                    return  # another process recovered it while we waited
+                except sqlite3.DatabaseError as exc:
+                    if not _corrupt(exc):
+                        raise StateError(f"{type(exc).__name__}: {exc}") from None
+                stamp = f"{now:.0f}-{os.getpid()}"
+                aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+                fresh = self.path.with_name(f".{self.path.name}.new-{stamp}")
+                fresh.unlink(missing_ok=True)
+                conn = sqlite3.connect(str(fresh), isolation_level=None)
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    _ensure_schema(conn)
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('reset_at', ?)", (now,))
+                    conn.execute("COMMIT")
+                finally:
+                    conn.close()
+                # Copied aside, then replaced in one rename: the path never stops existing,
+                # or a process opening it in between would create an empty state of its own.
+                shutil.copyfile(self.path, aside)
+                for suffix in ("-journal", "-wal", "-shm"):  # the broken file's, not the new's
+                    old = self.path.with_name(self.path.name + suffix)
+                    if old.exists():
+                        os.replace(old, aside.with_name(aside.name + suffix))
+                os.replace(fresh, self.path)
+        except OSError as exc:
+            raise StateError(f"cannot recover: {exc}") from None
+        log.warning("alert state %s was corrupt (%s): set aside as %s and started afresh; until "
+                    "a day has passed only the first alert per node and cause is sent",
+                    self.path, reason, aside.name)
+
+
+def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """Whether the file itself is broken (not a database, malformed, an unknown schema), as
+    opposed to busy or unreachable."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _CORRUPT:
+        return True
+    return isinstance(exc, _SchemaMismatch) or (
+        type(exc) is sqlite3.DatabaseError)  # the module's own word for "not a database"
+
+
+class _SchemaMismatch(sqlite3.DatabaseError):
+    """The file is a database, but not one this version wrote."""
+
+
+def _ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables in a new file; take over the alerts of the previous layout (an
+    `events` table with 'alert' rows); refuse any other version as corrupt."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version == SCHEMA_VERSION:
+        return
+    if version != 0:
+        raise _SchemaMismatch(f"schema version {version}, expected {SCHEMA_VERSION}")
+    for stmt in _SCHEMA:
+        conn.execute(stmt)
+    old = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'")
+    if old.fetchone():
+        conn.execute("INSERT INTO alerts (node, cause, time, kind) SELECT node, cause, time, "
+                     "'sent' FROM events WHERE kind = 'alert'")
+        conn.execute("DROP TABLE events")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+class MemoryLimit:
+    """The fallback when the state file cannot be used: this process's memory, and only the
+    first alert per node and cause in a window (other processes cannot be seen)."""
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _rows: ClassVar[dict[tuple[str, str], list[tuple[int, float, str]]]] = {}
+    _seq: ClassVar[int] = 0
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+
+    def reserve(self, node: str, cause: str, now: float, warning: str) -> Slot:
+        cls = type(self)
+        with cls._lock:
+            rows = [r for r in cls._rows.get((node, cause), [])
+                    if r[2] == "suppressed" or r[1] > now - self.window_s]
+            slot = decide(rows, now, 1, self.window_s)
+            cls._seq += 1
+            rows.append((cls._seq, now, "pending" if slot.send else "suppressed"))
+            cls._rows[(node, cause)] = rows
+            return Slot(slot.send, cls._seq if slot.send else None, slot.held_until,
+                        slot.suppressed, warning, in_memory=True)
+
+    def settle(self, node: str, cause: str, slot: Slot, delivered: bool) -> None:
+        cls = type(self)
+        with cls._lock:
+            rows = cls._rows.get((node, cause), [])
+            upto = slot.suppressed.upto if slot.suppressed and delivered else 0
+            cls._rows[(node, cause)] = [
+                (i, t, "sent" if i == slot.ticket else kind) for i, t, kind in rows
+                if not (i == slot.ticket and not delivered)
+                and not (kind == "suppressed" and i <= upto)]
