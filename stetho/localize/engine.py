@@ -90,7 +90,7 @@ class Engine:
         search = Search(self.topo, self.arity)
         self._tests: list[GroupTest] = []
         first = search.survey(fleet) if self.survey else search.screen(fleet)
-        active = [a for a in [self._start(first)] if a]
+        active = self._start(first)
         verify_ran: set[int] = set()  # findings counts a verification ran for
         verified = False
         rnd = 0
@@ -109,7 +109,7 @@ class Engine:
                     search.give_up(rest)
                     verified = True
                     break
-                active = [a for a in [self._start(search.screen(rest, "verify"))] if a]
+                active = self._start(search.screen(rest, "verify"))
                 continue
             if rnd >= self.max_rounds:
                 stopped = f"round budget of {self.max_rounds} spent"
@@ -118,7 +118,7 @@ class Engine:
                 break
             rnd += 1
             ran = self._round(rnd, search, active)
-            nxt: list[_Active | None] = []
+            nxt: list[_Active] = []
             for a in active:
                 if all(s.test is not None and s.test.verdict is not None for s in a.slots):
                     decided = [s.test for s in a.slots if s.test is not None]
@@ -126,7 +126,7 @@ class Engine:
                     nxt.extend(self._advance(a.step, decided))
                 else:
                     nxt.append(a)
-            active = [a for a in nxt if a is not None]
+            active = nxt
             if self.on_round:
                 self.on_round(RoundReport(rnd, ran, sum(t.verdict == PASS for t in self._tests),
                                           sum(t.verdict == FAIL for t in self._tests),
@@ -137,18 +137,19 @@ class Engine:
                             time.monotonic() - started)
 
     # -- steps ------------------------------------------------------------------------------
-    def _start(self, step: Step) -> _Active | None:
+    def _start(self, step: Step) -> list[_Active]:
+        """A step to its first batch (a step that asks nothing starts its children)."""
         try:
             batch = next(step)
-        except StopIteration:
-            return None
-        return _Active(step, [_Slot(r) for r in batch])
+        except StopIteration as stop:
+            return [a for child in (stop.value or []) for a in self._start(child)]
+        return [_Active(step, [_Slot(r) for r in batch])]
 
-    def _advance(self, step: Step, decided: list[GroupTest]) -> list[_Active | None]:
+    def _advance(self, step: Step, decided: list[GroupTest]) -> list[_Active]:
         try:
             batch = step.send(decided)
         except StopIteration as stop:
-            return [self._start(child) for child in (stop.value or [])]
+            return [a for child in (stop.value or []) for a in self._start(child)]
         return [_Active(step, [_Slot(r) for r in batch])]
 
     # -- one round --------------------------------------------------------------------------
