@@ -31,6 +31,7 @@ COMMANDS = {
     "override": "stetho.cli.override:override",
     "sim": "stetho.cli.sim:sim",
     "export": "stetho.cli.export:export",
+    "localize": "stetho.cli.localize:localize",
 }
 
 
