@@ -78,7 +78,7 @@ def localize(inventory: str | None, nodes: str | None, benchmark: str, runner_na
     Exit 0: no fault; 1: found (the rest verified); 2: usage; 3: could not finish.
     """
     from stetho.history.store import new_run_id
-    from stetho.localize import plan, report, setup
+    from stetho.localize import plan, report, runners, setup
     from stetho.localize.engine import Engine, RoundReport
     from stetho.localize.judge import Judge
 
@@ -102,7 +102,7 @@ def localize(inventory: str | None, nodes: str | None, benchmark: str, runner_na
         click.echo(f"every pair: {p.pairwise_tests} tests; budget: {max_rounds} rounds")
         return
     name = "iperf3" if benchmark == "iperf3" else (runner_name or "srun")
-    opts = setup.RunnerOptions(name, expect, bench_command or setup.runners.DEFAULT_NCCL,
+    opts = setup.RunnerOptions(name, expect, bench_command or runners.DEFAULT_NCCL,
                                gpus_per_node, prefix, rate_mbps, sim_faults=sim_faults,
                                seed=seed, noise=noise)
     runner = setup.build_runner(opts, fl, topo)

@@ -165,14 +165,16 @@ class Engine:
                     continue
                 used |= nodes
                 planned.append(s)
+        excluded = search.excluded() | search.unresolved
         pool = [n for n in self.topo.nodes if n in search.cleared and n not in used
-                and n not in search.excluded() and n not in search.unresolved]
+                and n not in excluded]
         scheduled: list[_Slot] = []
         for s in planned:
             if s.test is None and s.request.pad:
                 pad = self._buddies(s.request, pool)
                 if pad is None:
-                    if not any(n not in s.request.avoid for n in search.cleared):
+                    if self._buddies(s.request, [n for n in self.topo.nodes if n in
+                                                 search.cleared and n not in excluded]) is None:
                         s.test = self._new(rnd, s.request, ())
                         s.test.verdict, s.test.error = UNKNOWN, "no known-good node to pair with"
                     continue

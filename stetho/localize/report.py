@@ -2,8 +2,8 @@
 
 The markdown leads with the findings and the action for each, then the evidence (the tests
 that convict, the tests that clear the neighbours), then what could not be resolved. JSON is
-the record the rest render from; history gets one result per node (fail: accused, error:
-unresolved, pass: cleared), under the check `localize`.
+the record the rest render from; history gets the run and a fail result (check `localize`) for each
+accused node, so that a pre-job gate blocks it.
 """
 
 from __future__ import annotations
@@ -108,7 +108,9 @@ def results(loc: Localization) -> list[Result]:
 
 def record(loc: Localization, db: Path, run_id: str, *, command: str = "",
            run_dir: str = "") -> None:
-    """The run into history, kind `localize`, with each node's worst group score as a metric."""
+    """The run into history, kind `localize`, with a fail result for each accused node and its
+    worst group score. Cleared nodes get no row: the gate reads a node's newest results, and a
+    localization must never stand in for a node's checks."""
     from stetho.history.store import History, NodeRun
 
     worst: dict[str, float] = {}
@@ -118,7 +120,7 @@ def record(loc: Localization, db: Path, run_id: str, *, command: str = "",
                 worst[n] = min(worst.get(n, 1e9), min(t.scores))
     node_runs = [NodeRun(r.node, "", [r], [[CHECK, "group tests", "worst_group_score",
                                              worst[r.node], "ratio"]] if r.node in worst else [])
-                 for r in results(loc)]
+                 for r in results(loc) if r.status == "fail"]
     with History(db) as history:
         history.record(run_id, "localize", node_runs, exit_code=loc.exit_code, command=command,
                        run_dir=run_dir)

@@ -202,6 +202,10 @@ class Search:
         suspects = [i for i, c in counts.items() if c >= 2]
         if not suspects:
             return False
+        ring = [tests[k] for k in bad]
+        group = [n for p in parts for n in p]
+        if m == 2:
+            return (yield from self._uplink_of_two(parts, switches, [parent, *ring], group))
         found = False
         for i in suspects:
             others = [j for j in range(m) if j != i and counts[j] < 2] or \
@@ -211,17 +215,30 @@ class Search:
             (t,) = yield [Request((node, peer), "uplink confirm")]
             if t.verdict == FAIL:
                 evidence = [parent, *(tests[k] for k in bad if i in pairs[k]), t]
-                if m == 2:
-                    subject = f"{switches[0]}<->{switches[1]}"
-                    nodes = parts[0] + parts[1]
-                else:
-                    subject, nodes = switches[i], parts[i]
-                self.convict("uplink", subject, nodes, evidence,
-                             [n for p in parts for n in p], "slow across it, fine within")
+                self.convict("uplink", switches[i], parts[i], evidence, group,
+                             "slow across it, fine within")
                 found = True
-                if m == 2:
-                    break
         return found
+
+    def _uplink_of_two(self, parts: list[list[str]], switches: list[str],
+                       evidence: list[GroupTest], group: list[str],
+                       ) -> Generator[list[Request], list[GroupTest], bool]:
+        """Two switches slow together: each side against a node beyond both tells whose
+        uplink it is; with no node beyond them, it is the link between the two."""
+        sides: list[GroupTest] = []
+        if len(self.topo.nodes) > len(group):
+            sides = yield [Request((p[1] if len(p) > 1 else p[0],), "uplink confirm", pad=1,
+                                   away=self.topo.leaf(p[0]), avoid=frozenset(group))
+                           for p in parts]
+        if sides and all(t.verdict in (PASS, FAIL) for t in sides):
+            bad = [i for i, t in enumerate(sides) if t.verdict == FAIL]
+            for i in bad:
+                self.convict("uplink", switches[i], parts[i], [*evidence, sides[i]], group,
+                             "slow across it, fine within")
+            return bool(bad)
+        self.convict("uplink", f"{switches[0]}<->{switches[1]}", group, evidence, group,
+                     "the two switches are slow to each other, each fine within")
+        return True
 
     def bisect_pair(self, a: list[str], b: list[str], failed: GroupTest) -> Step:
         while len(a) > 1 or len(b) > 1:
