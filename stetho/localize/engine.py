@@ -97,7 +97,8 @@ class Engine:
         stopped = None
         while True:
             if not active:
-                rest = tuple(n for n in fleet if n not in search.excluded())
+                out = search.excluded()
+                rest = tuple(n for n in fleet if n not in out)
                 # The last test of exactly the rest (a screen, a verification or a recheck).
                 last = next((t for t in reversed(self._tests)
                              if tuple(self.topo.order(t.nodes)) == rest), None)
@@ -209,8 +210,19 @@ class Engine:
         return t
 
     def _buddies(self, req: Request, pool: list[str]) -> list[str] | None:
-        fit = [n for n in pool if n not in req.avoid and n not in req.members
-               and (req.away is None or self.topo.leaf(n) != req.away)]
+        """Known-good nodes for a request: its own leaf's first when it asks (`near`)."""
+        def fits(n: str) -> bool:
+            return n not in req.avoid and n not in req.members and (
+                req.away is None or self.topo.leaf(n) != req.away)
+
+        chosen: list[str] = []
         if req.near is not None:
-            fit.sort(key=lambda n: self.topo.leaf(n) != req.near)
-        return fit[:req.pad] if len(fit) >= req.pad else None
+            available = set(pool)
+            chosen = [n for n in self.topo.leaf_members(req.near)
+                      if n in available and fits(n)][:req.pad]
+        for n in pool:
+            if len(chosen) >= req.pad:
+                break
+            if n not in chosen and fits(n):
+                chosen.append(n)
+        return chosen if len(chosen) >= req.pad else None

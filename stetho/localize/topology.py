@@ -27,24 +27,43 @@ class Topology:
 
     nodes: tuple[str, ...]
     paths: Mapping[str, tuple[str, ...]] = field(repr=False)
+    _index: dict[str, int] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _under: dict[tuple[str, ...], int] = field(init=False, repr=False, compare=False,
+                                               default_factory=dict)
+    _by_leaf: dict[str, list[str]] = field(init=False, repr=False, compare=False,
+                                           default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [n for n in self.nodes if n not in self.paths]
         if missing:
             raise ConfigError(f"topology: no switch path for {', '.join(missing[:5])}")
+        # Lookups the search makes every round, so that a 4,096-node fleet stays cheap.
+        index = {n: i for i, n in enumerate(self.nodes)}
+        under: dict[tuple[str, ...], int] = {}
+        by_leaf: dict[str, list[str]] = {}
+        for n in self.nodes:
+            p = self.paths[n]
+            for k in range(1, len(p) + 1):
+                under[p[:k]] = under.get(p[:k], 0) + 1
+            by_leaf.setdefault(p[-1], []).append(n)
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_under", under)
+        object.__setattr__(self, "_by_leaf", by_leaf)
 
     def leaf(self, node: str) -> str:
         return self.paths[node][-1]
 
     def order(self, group: Iterable[str]) -> list[str]:
         """A group's members in fabric order."""
-        wanted = set(group)
-        return [n for n in self.nodes if n in wanted]
+        index: dict[str, int] = self._index
+        return sorted(set(group), key=index.__getitem__)
 
     def leaves(self, group: Iterable[str] | None = None) -> dict[str, list[str]]:
         """Leaf switch -> its members of the group (all nodes when None), in fabric order."""
+        if group is None:
+            return {k: list(v) for k, v in self._by_leaf.items()}
         out: dict[str, list[str]] = {}
-        for n in self.order(self.nodes if group is None else group):
+        for n in self.order(group):
             out.setdefault(self.leaf(n), []).append(n)
         return out
 
@@ -52,17 +71,21 @@ class Topology:
         """The deepest switch whose subtree holds exactly this group, or None."""
         if not group:
             return None
-        common = self.paths[group[0]]
-        for n in group[1:]:
-            p = self.paths[n]
+        distinct = list({self.paths[n] for n in group})
+        common = distinct[0]
+        for p in distinct[1:]:
             k = 0
             while k < min(len(common), len(p)) and common[k] == p[k]:
                 k += 1
             common = common[:k]
         if not common:
             return None
-        under = [n for n in self.nodes if self.paths[n][:len(common)] == common]
-        return common[-1] if len(under) == len(group) else None
+        under: dict[tuple[str, ...], int] = self._under
+        return common[-1] if under.get(common) == len(set(group)) else None
+
+    def leaf_members(self, leaf: str) -> list[str]:
+        members: list[str] = self._by_leaf.get(leaf, [])
+        return members
 
     def split(self, group: Sequence[str], parts: int) -> list[list[str]]:
         """At most `parts` disjoint parts of a group, along the tree: by the first switch level
