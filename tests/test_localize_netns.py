@@ -44,11 +44,13 @@ def clean(fabric: netns_fabric.NetnsFabric) -> Iterator[netns_fabric.NetnsFabric
 def localize(fab: netns_fabric.NetnsFabric, tmp_path: Path) -> tuple[int, dict[str, object]]:
     inv = tmp_path / "inventory.yml"
     inv.write_text(fab.inventory())
-    # Paced flows of 20 Mbit/s; faults cut a path to 5. On a shared machine one flow in a
-    # group can lag by a fifth, so the judge is told ±20% and to find 60% slowdowns.
+    # Paced flows of 20 Mbit/s for a second; faults cut a path to 5. On a shared machine one
+    # flow in a group can lag by a fifth (shorter flows lag more: slow start), so the judge is
+    # told ±20% and to find 60% slowdowns.
     res = CliRunner().invoke(cli, [
         "localize", "-i", str(inv), "--benchmark", "iperf3", "--topology", "groups",
-        "--prefix", "ip netns exec {node}", "--rate", "20", "--noise", "0.2",
+        "--prefix", "ip netns exec {node}", "--rate", "20", "--flow-seconds", "1",
+        "--noise", "0.2",
         "--min-slowdown", "0.6", "--test-time", "30s", "--budget", "30m",
         "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "loc.json"),
         "--db", str(tmp_path / "h.db")])

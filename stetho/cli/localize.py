@@ -41,6 +41,8 @@ def _seconds(text: str, flag: str) -> float:
               help="iperf3: how to run a command on a node ({node} is replaced).")
 @click.option("--rate", "rate_mbps", default=40.0, show_default=True,
               help="iperf3: the rate each flow is paced to, Mbit/s (its healthy value).")
+@click.option("--flow-seconds", default=1.0, show_default=True,
+              help="iperf3: how long one healthy flow lasts.")
 @click.option("--noise", default=0.03, show_default=True,
               help="Run-to-run variation of a healthy group, as a fraction (±).")
 @click.option("--min-slowdown", default=0.15, show_default=True,
@@ -66,7 +68,8 @@ def _seconds(text: str, flag: str) -> float:
 @click.option("--no-history", is_flag=True, help="Do not record the run in history.")
 def localize(inventory: str | None, nodes: str | None, benchmark: str, runner_name: str | None,
              topology_spec: str | None, expect: float | None, bench_command: str | None,
-             gpus_per_node: int, prefix: str, rate_mbps: float, noise: float,
+             gpus_per_node: int, prefix: str, rate_mbps: float, flow_seconds: float,
+             noise: float,
              min_slowdown: float, confidence: float, max_runs: int, arity: int, budget: str,
              test_time: str, dry_run: bool, sim_faults: tuple[str, ...], seed: int, out: str,
              json_out: str | None, db: str | None, no_history: bool) -> None:
@@ -103,7 +106,8 @@ def localize(inventory: str | None, nodes: str | None, benchmark: str, runner_na
         return
     name = "iperf3" if benchmark == "iperf3" else (runner_name or "srun")
     opts = setup.RunnerOptions(name, expect, bench_command or runners.DEFAULT_NCCL,
-                               gpus_per_node, prefix, rate_mbps, sim_faults=sim_faults,
+                               gpus_per_node, prefix, rate_mbps, flow_seconds,
+                               sim_faults=sim_faults,
                                seed=seed, noise=noise)
     runner = setup.build_runner(opts, fl, topo)
 

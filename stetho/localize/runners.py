@@ -178,8 +178,10 @@ class Iperf3Runner:
         """One flow's receiver rate in Mbit/s, or what went wrong."""
         from stetho.parsers import ParseError, iperf3
 
+        # A byte count, not -t (whole seconds only): a healthy flow lasts `seconds`.
+        size = max(64 << 10, int(self.rate_mbps * 1e6 / 8 * self.seconds))
         argv = self.on(src, [self.iperf3, "-c", self.addresses[dst], "-p", str(self.port),
-                             "-t", str(self.seconds), "-b", f"{self.rate_mbps:g}M", "-J"])
+                             "-n", str(size), "-b", f"{self.rate_mbps:g}M", "-J"])
         for _ in range(3):  # a server still busy with the last flow says so; ask again
             rc, text = _run(argv, self.timeout_s)
             try:
