@@ -5,8 +5,9 @@ one veth pair (its uplink); addresses from 198.18.0.0/15, the range set aside fo
 networks, on bridges attached to no real interface, so no traffic leaves the machine. Faults are
 real `tc` qdiscs: a `tbf` rate limit on a node's veth (both directions) or on an uplink (both
 ends), and an `htb` class limiting the path between two nodes only (a u32 filter on each end's
-destination; this kernel has no sch_netem for the issue's `netem loss`). Names carry a random tag, so two test sessions never collide; everything
-is deleted by name at the end (shared TESTBED.md recipe).
+destination; this kernel has no sch_netem for the issue's `netem loss`). Names carry a random
+tag, so two test sessions never collide; everything is deleted by name at the end (shared
+TESTBED.md recipe).
 """
 
 from __future__ import annotations

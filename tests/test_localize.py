@@ -20,6 +20,7 @@ from stetho.localize.engine import Engine, Localization
 from stetho.localize.judge import Judge
 from stetho.localize.model import FAIL, PASS, UNKNOWN, Measurement
 from stetho.parsers import nccl_tests
+from tests import slurm_testbed as testbed
 
 NODES = [f"gpu{i:03d}" for i in range(1, 97)]  # 6 leaves of 16
 TOPO = topology.uniform(NODES, 16)
@@ -266,3 +267,22 @@ def test_cli_usage_errors_exit_2() -> None:
     res = CliRunner().invoke(cli, ["localize", "--nodes", "gpu[01-04]", "--runner", "sim",
                                    "--sim-fault", "node=gpu99"])
     assert isinstance(res.exception, ConfigError) and "gpu99" not in topology.ROOT
+
+
+# -- the srun runner through a real slurmctld and slurmd (tests/slurm_testbed.py) ----------------
+slurm_testbed = testbed.slurm_testbed
+RECORDED = "03-nccl/allreduce-2node-16xA100-40GB-roce-oke.txt"
+
+
+@pytest.mark.xdist_group("slurm")
+def test_srun_runner_measures_through_real_slurm(slurm_testbed: testbed.Testbed,
+                                                 real_dir: Path) -> None:
+    # The one real slurmd runs the "benchmark" (the recorded nccl-tests output, printed by
+    # the job step); gpu01 is configured but DOWN, so a group with it cannot run.
+    run = runners.SrunRunner(200.0, f"cat {real_dir / RECORDED}", gpus_per_node=1,
+                             env=slurm_testbed.env, immediate_s=5)
+    assert run.argv(("gpu01", "gpu02"))[:4] == ["srun", "-w", "gpu[01-02]", "-N"]
+    ok, down = run.run([(slurm_testbed.hostname,), ("gpu01",)])
+    assert ok.error is None and ok.value == pytest.approx(237.94) and not ok.failed
+    assert ok.score == pytest.approx(237.94 / 200.0)
+    assert down.score is None and down.error and "srun" in down.error

@@ -76,9 +76,13 @@ def _concurrently(fn: Callable[[tuple[str, ...]], Measurement],
         return list(pool.map(fn, groups))
 
 
-def _run(argv: list[str], timeout_s: float) -> tuple[int, str]:
+def _run(argv: list[str], timeout_s: float, env: Mapping[str, str] | None = None,
+         ) -> tuple[int, str]:
+    from stetho import config
+
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              env=config.child_environment(env) if env else None)
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout_s:.0f} s: {shlex.join(argv)}"
     except OSError as exc:
@@ -96,18 +100,21 @@ class SrunRunner:
     srun: str = "srun"
     extra: tuple[str, ...] = ()
     timeout_s: float = 900.0
+    env: Mapping[str, str] | None = None  # added to the environment (SLURM_CONF, ...)
+    immediate_s: int = 60  # a group whose nodes are down or busy is an error, not a wait
     name: str = "srun"
 
     def argv(self, group: tuple[str, ...]) -> list[str]:
         from stetho.core import hostlist
 
         return [self.srun, "-w", hostlist.compress(list(group)), "-N", str(len(group)),
-                "--ntasks-per-node", str(self.gpus_per_node), "--label", *self.extra,
-                *shlex.split(self.command)]
+                "--ntasks-per-node", str(self.gpus_per_node), "--label",
+                f"--immediate={self.immediate_s}",
+                *self.extra, *shlex.split(self.command)]
 
     def run(self, groups: Sequence[tuple[str, ...]]) -> list[Measurement]:
         def one(group: tuple[str, ...]) -> Measurement:
-            rc, text = _run(self.argv(group), self.timeout_s)
+            rc, text = _run(self.argv(group), self.timeout_s, self.env)
             return nccl_measurement(text, self.expected, rc)
 
         return _concurrently(one, groups)
