@@ -197,6 +197,13 @@ def test_failed_benchmark_output_is_a_slow_group(real_dir: Path) -> None:
     assert garbage.score is None and "exit 255" in (garbage.error or "")
 
 
+def test_mpirun_runner_argv_is_a_host_list() -> None:
+    run = runners.MpirunRunner(180.0, gpus_per_node=8)
+    argv = run.argv(("gpu01", "gpu07"))
+    assert argv[:5] == ["mpirun", "-np", "16", "-H", "gpu01:8,gpu07:8"]
+    assert argv[-len(runners.DEFAULT_NCCL.split()):] == runners.DEFAULT_NCCL.split()
+
+
 def test_iperf3_pair_rounds_cover_every_pair_once_disjointly() -> None:
     nodes = [f"n{i}" for i in range(7)]
     rounds = runners._pair_rounds(nodes)
