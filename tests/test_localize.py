@@ -171,6 +171,12 @@ def test_a_runner_that_cannot_run_is_could_not_finish() -> None:
     assert {r.status for r in report.results(loc)} == {"error"}
 
 
+def test_a_wrong_expectation_drains_nobody() -> None:
+    fab = fabric.Fabric(TOPO, nodes=dict.fromkeys(NODES, 0.5), seed=2)  # "expect" twice real
+    loc = localize(fab)
+    assert loc.exit_code == 3 and loc.stopped and "--expect" in loc.stopped
+
+
 def test_budget_stops_with_could_not_finish() -> None:
     fab = fabric.Fabric(TOPO, nodes={"gpu050": 0.5}, seed=1)
     loc = localize(fab, max_rounds=2)

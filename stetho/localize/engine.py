@@ -132,6 +132,12 @@ class Engine:
                 self.on_round(RoundReport(rnd, ran, sum(t.verdict == PASS for t in self._tests),
                                           sum(t.verdict == FAIL for t in self._tests),
                                           len(active), len(search.findings)))
+        verdicts = {t.verdict for t in self._tests}
+        if len(search.accused()) * 2 > len(fleet) or (FAIL in verdicts and PASS not in verdicts):
+            # Slow everywhere is a wrong expectation or a fabric-wide fault, not half a fleet
+            # of bad nodes: say so rather than drain them.
+            stopped = ("more than half the fleet is slow: the healthy value (--expect) is "
+                       "likely wrong, or the fault is fabric-wide")
         return Localization(tuple(fleet), search.findings, self._tests, rnd,
                             sorted(search.unresolved), search.transients,
                             verified and not stopped, stopped,

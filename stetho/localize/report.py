@@ -41,6 +41,7 @@ def to_json(loc: Localization, meta: Mapping[str, object] | None = None) -> dict
         "exit_code": loc.exit_code, "verdict": verdict_line(loc),
         "nodes": len(loc.nodes), "rounds": loc.rounds, "tests": len(loc.tests),
         "runs": loc.runs, "verified": loc.verified, "stopped": loc.stopped,
+        "wall_s": round(loc.wall_s, 3),
         "findings": [f.as_dict() for f in loc.findings],
         "unresolved": loc.unresolved, "transient_tests": loc.transients,
         "group_tests": [t.as_dict() for t in loc.tests],
