@@ -31,6 +31,7 @@ COMMANDS = {
     "override": "stetho.cli.override:override",
     "sim": "stetho.cli.sim:sim",
     "export": "stetho.cli.export:export",
+    "localize": "stetho.cli.localize:localize",
 }
 
 
@@ -57,6 +58,7 @@ def cli() -> None:
     stetho sweep -i inventory.yml        every node, through Ansible
     stetho gate --policy pre-job --nodes 'gpu[01-64]'   go or no-go
     stetho sim build OUT --nodes 4       build simulated H100 nodes to try it on
+    stetho localize -i inventory.yml --dry-run   find the bad node, link or switch
     """
 
 

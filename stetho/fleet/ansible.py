@@ -143,6 +143,24 @@ def _short_control_dir(ident: str) -> str:
 
 def inventory_hosts(inventory: Path, limit: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """Every host of an inventory with its variables, from `ansible-inventory --list`."""
+    data = _inventory_list(inventory, limit)
+    hostvars = data.get("_meta", {}).get("hostvars", {})
+    hosts: set[str] = set(hostvars)
+    for group in data.values():
+        if isinstance(group, dict):
+            hosts.update(group.get("hosts", []))
+    return {h: dict(hostvars.get(h, {})) for h in sorted(hosts)}
+
+
+def inventory_groups(inventory: Path) -> dict[str, list[str]]:
+    """Each group that holds hosts directly -> its hosts (`all` and `ungrouped` left out)."""
+    data = _inventory_list(inventory, None)
+    return {name: list(group["hosts"]) for name, group in data.items()
+            if name not in ("_meta", "all", "ungrouped") and isinstance(group, dict)
+            and group.get("hosts")}
+
+
+def _inventory_list(inventory: Path, limit: list[str] | None) -> dict[str, Any]:
     import json
     import subprocess
 
@@ -162,10 +180,5 @@ def inventory_hosts(inventory: Path, limit: list[str] | None = None) -> dict[str
         raise ConfigError(f"inventory {inventory}: ansible-inventory failed: {exc}") from None
     if proc.returncode != 0:
         raise ConfigError(f"inventory {inventory}: {proc.stderr.strip().splitlines()[-1:]}")
-    data = json.loads(proc.stdout)
-    hostvars = data.get("_meta", {}).get("hostvars", {})
-    hosts: set[str] = set(hostvars)
-    for group in data.values():
-        if isinstance(group, dict):
-            hosts.update(group.get("hosts", []))
-    return {h: dict(hostvars.get(h, {})) for h in sorted(hosts)}
+    data: dict[str, Any] = json.loads(proc.stdout)
+    return data

@@ -1,0 +1,59 @@
+"""Noise-aware verdicts on group tests: repeat until the evidence decides, else unknown.
+
+A group's score is its measured bandwidth as a fraction of healthy. Healthy groups scatter
+within ±`noise` of 1.0 (the benchmark's run-to-run variation, taken as two standard deviations);
+a fault worth finding costs at least `min_slowdown`. The threshold sits half way down that
+slowdown. A test passes (or fails) once the mean of its runs is beyond the threshold by
+z·σ/√n for the requested confidence; until then it is repeated, and after `max_runs` it is
+"unknown", which no caller treats as pass.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist, fmean
+
+from stetho.errors import ConfigError
+from stetho.localize.model import FAIL, PASS, UNKNOWN
+
+
+@dataclass(frozen=True)
+class Judge:
+    noise: float = 0.03
+    min_slowdown: float = 0.15
+    confidence: float = 0.997
+    max_runs: int = 5
+
+    def __post_init__(self) -> None:
+        if not 0 < self.noise < 0.5:
+            raise ConfigError(f"localize: noise {self.noise} must be a fraction in (0, 0.5)")
+        if not self.noise < self.min_slowdown < 1:
+            raise ConfigError(f"localize: min slowdown {self.min_slowdown} must exceed the "
+                              f"noise ({self.noise}) and be below 1")
+        if not 0.5 < self.confidence < 1:
+            raise ConfigError(f"localize: confidence {self.confidence} must be in (0.5, 1)")
+        if self.max_runs < 1:
+            raise ConfigError("localize: max runs must be at least 1")
+
+    @property
+    def threshold(self) -> float:
+        return 1.0 - self.min_slowdown / 2
+
+    @property
+    def margin(self) -> float:
+        """z·σ for one run: how far past the threshold a single run must land to decide."""
+        z = NormalDist().inv_cdf(self.confidence)
+        return z * self.noise / 2
+
+    def verdict(self, scores: list[float]) -> str | None:
+        """PASS, FAIL, UNKNOWN (out of runs), or None: run it again."""
+        if not scores:
+            return None
+        m = fmean(scores)
+        need = self.margin / math.sqrt(len(scores))
+        if m - self.threshold >= need:
+            return PASS
+        if self.threshold - m >= need:
+            return FAIL
+        return UNKNOWN if len(scores) >= self.max_runs else None
