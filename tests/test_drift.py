@@ -82,13 +82,13 @@ def test_gauge_shift_by_robust_z(hist):
 
 def test_gauge_shift_by_ks_with_enough_samples(hist, tmp_path):
     key = ("nccl", "allreduce@8589934592", "busbw_gbps")
-    values = [479.0, 478.6, 479.4, 478.8, 479.2, 478.9, 479.1, 478.7, 479.3,
-              470.2, 470.9, 470.4, 470.6, 470.8]
+    values = [479.0, 478.6, 479.4, 478.8, 479.2, 478.9, 479.1, 478.7, 479.3, 479.0] * 2 + \
+        [464.2, 464.9, 464.4, 464.6, 464.8] * 2  # -3 %: past busbw's 2 % minimum
     with History(tmp_path / "ks.db") as h:
         for i, v in enumerate(values):
             h.record(f"k{i}", "sweep", [NodeRun("n1", "generic", [], [[*key, v, "GB/s"]])],
-                     when=NOW - (len(values) - i) * DAY * 0.4)
-        out = drift.evaluate(h, "n1", PROFILE, [[*key, 470.5, "GB/s"]], now=NOW)
+                     when=NOW - (len(values) - i) * DAY * 0.2)
+        out = drift.evaluate(h, "n1", PROFILE, [[*key, 464.5, "GB/s"]], now=NOW)
     (warn,) = [r for r in _by(out, "drift_shift") if r.status == "warn"]
     assert "KS p=" in warn.message
 
