@@ -126,3 +126,18 @@ def group(node: str, findings: Sequence[Finding]) -> list[Result]:
                           evidence="\n".join(f"{f.label}: {f.text}" for f in items),
                           probe="history", remediation=top.remediation))
     return out
+
+
+def bearing(results: Sequence[Result], cited: set[tuple[str, str]], hypotheses: bool
+            ) -> tuple[list[Result], int]:
+    """For a diagnosis report: the results to list, and how many drift warnings were left out.
+
+    A drift warning is listed only where it bears on a hypothesis (the hypothesis cites its
+    check and subject); the rest are counted, not shown. With no hypothesis at all every row
+    is kept: then they are everything known.
+    """
+    if not hypotheses:
+        return list(results), 0
+    shown = [r for r in results if not (r.check.startswith("drift_") and r.status == "warn")
+             or (r.check, r.subject) in cited]
+    return shown, len(results) - len(shown)
