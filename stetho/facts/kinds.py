@@ -50,15 +50,16 @@ TABLE: dict[str, MetricKind] = {
     "memory_temperature_c": _TEMPERATURE,
     "power_w": MetricKind("gauge", resolution=0.01, min_change=2.0, min_change_pct=5.0,
                           rhythm="daily"),
-    # Idle SM clocks move with load by whole bins: only a large change is a change.
-    "sm_clock_mhz": MetricKind("gauge", resolution=1.0, min_change_pct=5.0),
+    # The SM clock of the moment jumps between bins with any load (idle 70-400 MHz, boost
+    # ~2 GHz): only a large change is one (the clocks check judges the targets).
+    "sm_clock_mhz": MetricKind("gauge", resolution=1.0, min_change=300.0, min_change_pct=10.0),
     "app_sm_clock_mhz": MetricKind("gauge", resolution=1.0, min_change_pct=1.0),
     "app_mem_clock_mhz": MetricKind("gauge", resolution=1.0, min_change_pct=1.0),
     "rate_gbps": MetricKind("gauge", resolution=1.0, min_change_pct=1.0),
     "busbw_gbps": MetricKind("gauge", resolution=0.01, min_change_pct=2.0),
-    # BER spans orders of magnitude: only a doubling is worth a word (the trend and the static
-    # limits catch the climb toward the threshold).
-    "pre_fec_ber": MetricKind("gauge", min_change=1e-12, min_change_pct=100.0, trend=True),
+    # BER spans orders of magnitude and wanders by tens of % between counting windows: only a
+    # tripling is worth a word (the trend and the static limits catch the climb to the limit).
+    "pre_fec_ber": MetricKind("gauge", min_change=1e-12, min_change_pct=200.0, trend=True),
     "ecc_correctable": _counter(trend=True),
     "ecc_uncorrectable": _counter(),
     "remapped_rows_correctable": _counter(trend=True),
