@@ -498,3 +498,21 @@ def test_a_node_of_100_metrics_is_cheap() -> None:
         _one_node(series)
         best = min(best, time.perf_counter() - start)
     assert best < 0.050, f"{best * 1e3:.1f} ms for 100 metrics"
+
+
+def test_robust_z_floor_makes_a_gauge_finite() -> None:
+    """Issue 18: a week at 30 C then 31 C is one resolution step, not infinitely surprising."""
+    flat = [30.0] * 7
+    assert robust_z(31.0, flat) == math.inf  # no floor: the strict rule, kept for counters
+    assert robust_z(31.0, flat, floor=1.0) == 1.0
+    assert robust_z(27.0, flat, floor=0.75) == -4.0
+    assert robust_z(30.0, flat, floor=1.0) == 0.0
+    spread = [40.0, 42.0, 44.0, 46.0, 48.0]  # MAD 2: 1.4826 * 2 beats a 1.0 floor
+    assert robust_z(50.0, spread, floor=1.0) == pytest.approx(0.6745 * 6 / 2)
+    assert robust_z(50.0, spread, floor=10.0) == pytest.approx(0.6)  # the floor wins
+
+
+def test_robust_z_rejects_a_bad_floor() -> None:
+    for bad in (-1.0, math.nan):
+        with pytest.raises(ValueError, match="floor"):
+            robust_z(1.0, [1.0, 2.0, 3.0], floor=bad)

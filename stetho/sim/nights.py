@@ -119,6 +119,7 @@ def noisy(base: Sequence[MetricRow], t: float, night: int, rng: random.Random
 @dataclass
 class Outcome:
     runs: int = 0
+    healthy_runs: int = 0
     healthy_warnings: list[Result] = field(default_factory=list)  # false alarms
     detected: dict[str, int | None] = field(default_factory=dict)  # drift -> nights to detect
     skips: int = 0
@@ -155,6 +156,7 @@ def simulate(db: Path, base: Sequence[MetricRow], profile: Profile, healthy: Seq
                     out.skips += sum(r.status == "skip" for r in results)
                     alarms = [r for r in results if r.status in ("warn", "fail")]
                     if node not in drift_nodes:
+                        out.healthy_runs += 1
                         out.healthy_warnings += alarms
                     for d in drifts:
                         if d.node == node and night >= d.start and out.detected[d.name] is None \
