@@ -144,7 +144,8 @@ def test_check_records_history_and_runs_drift(fault_cluster, tmp_path):
 def _nightly(h, node, key, values, hour=2.0, unit=""):
     """One run a night at `hour` UTC before NOW's day, oldest first; NOW is at that hour too."""
     for i, v in enumerate(values):
-        h.record(f"n{node}{key[1]}{hour:g}h{i}", "sweep", [NodeRun(node, "generic", [], [[*key, v, unit]])],
+        h.record(f"n{node}{key[1]}{hour:g}h{i}", "sweep",
+                 [NodeRun(node, "generic", [], [[*key, v, unit]])],
                  when=NOW - (len(values) - i) * DAY + (hour - NOW_HOUR) * 3600)
 
 
