@@ -219,7 +219,7 @@ def test_a_pass_never_hides_metrics_without_enough_history(hist):
     _nightly(hist, "n1", new, [70.0] * 2, hour=NOW_HOUR, unit="W")
     out = [r for r in drift.evaluate(hist, "n1", PROFILE, [[*old, 70.0, "W"], [*new, 70.0, "W"]],
                                      now=NOW) if r.check == "drift_shift"]
-    assert [(r.subject, r.status) for r in out] == [("", "pass"), ("short history", "skip")]
+    assert [(r.subject, r.status) for r in out] == [("", "pass"), ("short-history", "skip")]
     assert "1 of 1 gauges" in out[0].message
     assert "gpu1:power_w has 2 runs over 2.0 days" in out[1].message
 

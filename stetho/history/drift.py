@@ -180,7 +180,7 @@ def _shifts(node: str, spec: DriftSpec, gauges: list[Gauge], past: Past, now: fl
 
 def _short(node: str, check: str, spec: DriftSpec, short: list[tuple[str, str]]) -> Result:
     """The metrics left unjudged: a skip of its own, so a pass never hides them."""
-    return Result(node, check, "short history", "skip",
+    return Result(node, check, "short-history", "skip",
                   f"{len(short)} metrics without a verdict, {needs(spec)}: "
                   + "; ".join(f"{lbl} has {why}" for lbl, why in short[:3])
                   + (f"; and {len(short) - 3} more" if len(short) > 3 else ""),
