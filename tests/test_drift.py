@@ -357,3 +357,13 @@ def test_simulated_nights_no_false_alarm_and_every_drift_found(fault_bundles, tm
     assert out.healthy_warnings == []
     assert all(n is not None and n <= 6 for n in out.detected.values()), out.detected
     assert out.detected["GPU 8 C hotter from night 20"] == 1
+
+
+def test_a_shifted_ber_still_predicts_its_crossing(hist):
+    """The optics rule needs the crossing (drift_trend) even when the shift already warned."""
+    key = ("ib", "mlx5_8:1", "pre_fec_ber")
+    _past(hist, "n1", {key: [1e-7, 1e-7, 1.1e-7, 1.5e-6, 3e-6, 4.5e-6]}, 6)
+    out = drift.evaluate(hist, "n1", PROFILE, [[*key, 6e-6, ""]], now=NOW)
+    assert [r.subject for r in _warns(out)] == ["mlx5_8:1:pre_fec_ber"]
+    (trend,) = _warns(out, "drift_trend")
+    assert "predicted to reach 1e-05" in trend.message

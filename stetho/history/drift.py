@@ -82,8 +82,7 @@ def evaluate(history: History, node: str, profile: Profile, current: Iterable[li
                               past, now)
     out += shifts
     out += _trends(node, spec, profile, [(c, k) for c, k in declared
-                                         if (k.trend or k.kind == "gauge")
-                                         and c.key not in shifted], past, now)
+                                         if k.trend or k.kind == "gauge"], past, now, shifted)
     undeclared = sorted({_label(c) for c in cur if kind_of[c.metric] is None})
     if undeclared:
         out.append(Result(
@@ -221,7 +220,9 @@ def _shift(spec: DriftSpec, c: Current, k: MetricKind, ref: Reference) -> Findin
 
 
 def _trends(node: str, spec: DriftSpec, profile: Profile, cur: list[Gauge], past: Past,
-            now: float) -> list[Result]:
+            now: float, shifted: set[tuple[str, str, str]]) -> list[Result]:
+    """Crossings ahead of a threshold, and gauges sliding steadily (unless their shift already
+    said so: one line per cause)."""
     if not cur:
         return []
     findings: list[Finding] = []
@@ -229,7 +230,8 @@ def _trends(node: str, spec: DriftSpec, profile: Profile, cur: list[Gauge], past
     short: list[tuple[str, str]] = []
     for c, k in cur:
         threshold = _threshold(profile, spec, c.metric) if k.trend else None
-        if threshold is None and k.kind != "gauge":
+        slides = k.kind == "gauge" and c.key not in shifted
+        if threshold is None and not slides:
             continue
         if k.rhythm == "none":
             pts = [p for p in past.get(c.key, []) if p.time >= now - spec.trend_days * DAY]
@@ -245,7 +247,7 @@ def _trends(node: str, spec: DriftSpec, profile: Profile, cur: list[Gauge], past
         if fit is None:
             continue
         f = _crossing(spec, c, fit, threshold, now) if threshold is not None else None
-        if f is None and k.kind == "gauge":
+        if f is None and slides:
             f = _slope(spec, c, k, fit, pts, now)
         if f is not None:
             findings.append(f)
