@@ -156,6 +156,7 @@ def _warns(out, check="drift_shift"):
     return [r for r in out if r.check == check and r.status == "warn"]
 
 
+@pytest.mark.xdist_group("faultsim")
 def test_every_extracted_metric_declares_its_kind_and_a_finite_scale(fault_bundles):
     from stetho.checking.nodes import node_facts
     from stetho.evidence.bundle import load
