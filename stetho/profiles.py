@@ -94,13 +94,19 @@ class DriftSpec:
 
     window_days: float = 7.0
     min_samples: int = 5
+    min_span_days: float = 3.0  # ...and the samples must reach this far back
     z_bound: float = 4.0
-    ks_min_samples: int = 10
+    ks_min_samples: int = 5  # on each side (recent and older)
     ks_alpha: float = 0.01
     trend_days: float = 14.0
     horizon_days: float = 7.0
+    trend_r2: float = 0.8  # a gauge's sustained slope must explain this much of its variance
+    hour_band_h: float = 2.0  # daily rhythm: runs within this many hours of the time of day
+    weekly_weeks: float = 6.0  # weekly rhythm: same weekday and hour over this many weeks
     counter_rate_max: dict[str, float] = field(default_factory=dict)
     thresholds: dict[str, float] = field(default_factory=dict)
+    #: Overrides of stetho.facts.kinds' table: metric -> the fields it changes.
+    metrics: dict[str, dict[str, str | float | bool]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -256,16 +262,47 @@ def _drift(s: yamlconf.Section) -> DriftSpec:
     spec = DriftSpec(
         window_days=s.get("window_days", float, d.window_days, above=0),
         min_samples=s.get("min_samples", int, d.min_samples, within=(1, None)),
+        min_span_days=s.get("min_span_days", float, d.min_span_days, within=(0, None)),
         z_bound=s.get("z_bound", float, d.z_bound, above=0),
         ks_min_samples=s.get("ks_min_samples", int, d.ks_min_samples, within=(1, None)),
         ks_alpha=s.get("ks_alpha", float, d.ks_alpha, within=(0, 1)),
         trend_days=s.get("trend_days", float, d.trend_days, above=0),
         horizon_days=s.get("horizon_days", float, d.horizon_days, above=0),
-        counter_rate_max=floats("counter_rate_max_per_day"), thresholds=floats("thresholds"))
+        trend_r2=s.get("trend_r2", float, d.trend_r2, within=(0, None)),
+        hour_band_h=s.get("hour_band_h", float, d.hour_band_h, within=(0, None)),
+        weekly_weeks=s.get("weekly_weeks", float, d.weekly_weeks, within=(0, None)),
+        counter_rate_max=floats("counter_rate_max_per_day"), thresholds=floats("thresholds"),
+        metrics=_metric_kinds(s.section("metrics")))
     if spec.min_samples < 2:
         s.fail("min_samples must be at least 2", "min_samples")
     s.check_unknown()
     return spec
+
+
+def _metric_kinds(s: yamlconf.Section) -> dict[str, dict[str, str | float | bool]]:
+    """`drift.metrics`: per metric, the fields of stetho.facts.kinds' table a profile changes,
+    checked here so a typo fails at load with its line, not silently at night."""
+    out: dict[str, dict[str, str | float | bool]] = {}
+    choices = {"kind": ("counter", "gauge"), "rhythm": ("none", "daily", "weekly")}
+    for metric in s.data:
+        m = s.section(metric)
+        if not isinstance(m.data, dict):
+            s.fail(f"{metric} must map kind-table fields to values", metric)
+        entry: dict[str, str | float | bool] = {}
+        for key in ("resolution", "min_change", "min_change_pct"):
+            if key in m.data:
+                entry[key] = v = m.get(key, float)
+                _positive(m, key, v)
+        for key, allowed in choices.items():
+            if key in m.data:
+                entry[key] = v = m.get(key, str)
+                if v not in allowed:
+                    m.fail(f"{key} must be one of {', '.join(allowed)}, got {v!r}", key)
+        if "trend" in m.data:
+            entry["trend"] = m.get("trend", bool)
+        m.check_unknown({"resolution", "min_change", "min_change_pct", "trend", *choices})
+        out[str(metric)] = entry
+    return out
 
 
 def _baseline(s: yamlconf.Section) -> BaselineSpec:

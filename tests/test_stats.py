@@ -482,8 +482,8 @@ def _one_node(series: list[tuple[list[float], list[float]]]) -> int:
 
 def test_a_node_of_100_metrics_flags_its_drifted_ones() -> None:
     """What the drift check does per node finds the 10 metrics (of 100) that stepped up by
-    half a unit, and flags none of the others twice over. What it costs is measured by
-    bench/drift.py (a median against a floor), never asserted here: a time limit in a test
+    five units, and flags none of the others twice over. What it costs is measured by
+    bench/drift_cost.py (a median against a floor), never asserted here: a time limit in a test
     fails on a loaded machine."""
     rng = np.random.default_rng(1)
     series = []
@@ -496,3 +496,21 @@ def test_a_node_of_100_metrics_flags_its_drifted_ones() -> None:
     steady = [series[k] for k in range(100) if k % 10]
     assert all(_one_node([s]) >= 1 for s in drifted)
     assert _one_node(steady) < len(steady)
+
+
+def test_robust_z_floor_makes_a_gauge_finite() -> None:
+    """Issue 18: a week at 30 C then 31 C is one resolution step, not infinitely surprising."""
+    flat = [30.0] * 7
+    assert robust_z(31.0, flat) == math.inf  # no floor: the strict rule, kept for counters
+    assert robust_z(31.0, flat, floor=1.0) == 1.0
+    assert robust_z(27.0, flat, floor=0.75) == -4.0
+    assert robust_z(30.0, flat, floor=1.0) == 0.0
+    spread = [40.0, 42.0, 44.0, 46.0, 48.0]  # MAD 2: 1.4826 * 2 beats a 1.0 floor
+    assert robust_z(50.0, spread, floor=1.0) == pytest.approx(0.6745 * 6 / 2)
+    assert robust_z(50.0, spread, floor=10.0) == pytest.approx(0.6)  # the floor wins
+
+
+def test_robust_z_rejects_a_bad_floor() -> None:
+    for bad in (-1.0, math.nan):
+        with pytest.raises(ValueError, match="floor"):
+            robust_z(1.0, [1.0, 2.0, 3.0], floor=bad)

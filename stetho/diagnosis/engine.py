@@ -17,6 +17,7 @@ from typing import Any
 from stetho.diagnosis.model import BenchmarkRow, Diagnosis, Evidence, Hypothesis, Trend
 from stetho.diagnosis.rules import Rule, load_all
 from stetho.diagnosis.signals import SIGNALS, NodeContext
+from stetho.history.reference import bearing
 
 TOP = 3
 
@@ -59,6 +60,8 @@ def diagnose(ctx: NodeContext, *, run: str, gate: str = "", profile: str = "",
     failing = tuple(sorted((r for r in ctx.results if r.status in ("fail", "error", "warn")),
                            key=lambda r: ({"fail": 0, "error": 1, "warn": 2}[r.status], r.check,
                                           r.subject)))
+    cited = {(e.check or "", e.subject or "") for h in top for e in h.evidence}
+    listed, unlisted = bearing(failing, cited, bool(top))
     verdict = "fail" if any(r.status == "fail" for r in failing) else (
         "error" if any(r.status == "error" for r in failing) else "warn")
     by_cause = {r.cause: r for r in rules}
@@ -70,8 +73,10 @@ def diagnose(ctx: NodeContext, *, run: str, gate: str = "", profile: str = "",
         profile=profile or ctx.summary.get("profile", ""), verdict=verdict,
         gate=gate or f"{sum(r.status == 'fail' for r in failing)} failing checks, "
                      f"{sum(r.status == 'error' for r in failing)} errors",
-        phenomenon=_phenomenon(ctx.node, failing),
-        failing=failing, hypotheses=tuple(top), falsified=tuple(falsified),
+        phenomenon=_phenomenon(ctx.node, failing) + (
+            f" {unlisted} drift warning(s) bear on no hypothesis and are not listed."
+            if unlisted else ""),
+        failing=tuple(listed), hypotheses=tuple(top), falsified=tuple(falsified),
         benchmarks=tuple(_benchmarks(ctx.results)),
         logs=tuple(_logs(ctx, top)),
         reproduce=tuple(_reproduce(top, rule)),

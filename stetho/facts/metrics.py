@@ -2,8 +2,8 @@
 
 One Metric per (check, subject, metric): GPU temperatures, power, clocks and ECC counts, PCIe
 replays, NVLink and InfiniBand error counters, NCCL busbw per message size, kernel-log event
-counts. COUNTERS and FLAT say how drift treats each: a counter is cumulative (delta and rate
-since the previous run, resets handled), a flat metric should stay flat (trend toward its
+counts. stetho.facts.kinds declares how drift treats each: a counter is cumulative (delta and
+rate since the previous run, resets handled), a flat metric should stay flat (trend toward its
 threshold; a metric can be both), a gauge is compared with the node's own recent history.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stetho.facts import kinds
 from stetho.facts.node import NodeFacts, Unavailable
 
 
@@ -31,17 +32,10 @@ class Metric:
 MetricRow = list[str | float]
 
 
-#: Cumulative hardware counters: drift looks at their delta and rate between runs.
-COUNTERS = frozenset({
-    "ecc_correctable", "ecc_uncorrectable", "remapped_rows_correctable",
-    "remapped_rows_uncorrectable", "pcie_replays", "nvlink_replay", "nvlink_recovery",
-    "nvlink_crc", "SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
-    "PortRcvErrors", "PortRcvRemotePhysicalErrors", "LocalLinkIntegrityErrors",
-    "ExcessiveBufferOverrunErrors", "PortXmitDiscards",
-})
-#: Metrics that should stay flat: drift fits a trend and warns before they cross a threshold.
-FLAT = frozenset({"pre_fec_ber", "ecc_correctable", "remapped_rows_correctable",
-                  "SymbolErrorCounter"})
+#: Cumulative counters and metrics that should stay flat: the kinds table says which
+#: (stetho.facts.kinds, with each metric's resolution and minimum meaningful change).
+COUNTERS = kinds.COUNTERS
+FLAT = kinds.FLAT
 IB_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
                "PortRcvErrors", "PortRcvRemotePhysicalErrors", "LocalLinkIntegrityErrors",
                "ExcessiveBufferOverrunErrors", "PortXmitDiscards")
@@ -56,8 +50,9 @@ def is_flat(metric: str) -> bool:
 
 
 def is_gauge(metric: str) -> bool:
-    """Everything else: compared with the node's own recent values (z-score, KS)."""
-    return metric not in COUNTERS and metric not in FLAT
+    """A declared level: compared with the node's own recent values (z-score, KS)."""
+    k = kinds.TABLE.get(metric)
+    return k is not None and k.kind == "gauge"
 
 
 def extract(facts: NodeFacts) -> list[Metric]:

@@ -79,31 +79,37 @@ def mad(xs: Sequence[float]) -> float:
     return _median_sorted(sorted(abs(v - med) for v in xs))
 
 
-def robust_z(x: float, reference: Sequence[float]) -> float | None:
-    """Modified z-score of ``x`` against ``reference``: 0.6745 * (x - median) / MAD.
+def robust_z(x: float, reference: Sequence[float], floor: float = 0.0) -> float | None:
+    """Modified z-score of ``x`` against ``reference``: (x - median) / scale, where scale is
+    the larger of MAD * 1.4826 (i.e. 0.6745 * (x - median) / MAD) and ``floor``.
 
     Median and MAD instead of mean and standard deviation, so that a spike already in the
     reference does not hide the next one.
 
+    - ``floor`` is the finest scale that means anything for this metric (its resolution, its
+      minimum meaningful change over the bound): a gauge that read 30 °C all week and now
+      reads 31 °C is 1 / floor, not infinitely, surprising. With a positive floor z is finite.
     - None when ``reference`` has fewer than 3 points: too little history to judge.
-    - When MAD == 0 (most of the reference is one value, typical for error counters that sit
-      at 0): 0.0 if ``x`` equals the median, else +inf or -inf with the sign of
-      ``x - median``. Any departure from a constant history is infinitely surprising; callers
-      compare ``abs(z)`` with a threshold, so inf simply trips it.
-    - NaN ``x`` or NaN in the reference raises ValueError.
+    - When MAD == 0 and no floor (an error counter that sits at 0): 0.0 if ``x`` equals the
+      median, else +inf or -inf with the sign of ``x - median``: a counter leaving 0 is news.
+    - NaN ``x``, NaN in the reference, or a negative or NaN floor raises ValueError.
     """
     if len(reference) < 3:
         return None
     if x != x:
         raise ValueError("robust_z of NaN")
+    if not floor >= 0:
+        raise ValueError(f"robust_z floor {floor!r} must be a non-negative number")
     med = median(reference)
     spread = _median_sorted(sorted(abs(v - med) for v in reference))
     diff = x - med
-    if spread == 0:
-        if diff == 0:
-            return 0.0
-        return math.copysign(math.inf, diff)
-    return ROBUST_Z_SCALE * diff / spread
+    if spread / ROBUST_Z_SCALE >= floor and spread > 0:
+        return ROBUST_Z_SCALE * diff / spread
+    if floor > 0:
+        return diff / floor
+    if diff == 0:
+        return 0.0
+    return math.copysign(math.inf, diff)
 
 
 # -- trends --------------------------------------------------------------------------------------
