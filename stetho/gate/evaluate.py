@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stetho.gate.decision import Decision, decide, from_history, lines, load_overrides, missing
+from stetho.gate.decision import (
+    Decision,
+    FromHistory,
+    decide,
+    from_history,
+    lines,
+    load_overrides,
+    missing,
+    required_checks,
+)
 from stetho.gate.decision import summary as summary_line
 from stetho.gate.policy import GatePolicy
 from stetho.results import Result
@@ -85,12 +94,13 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     policy = policies.load(req.policy)
     now = time.time() if now is None else now
     if req.local:
-        results, names, sources = _local(policy, req, db)
+        results, names, sources, unavailable = _local(policy, req, db)
     else:
         names = hostlist.expand(req.nodes or "")
-        results, sources = _fleet(policy, req, names, db, now, progress)
+        results, sources, unavailable = _fleet(policy, req, names, db, now, progress)
     valid, ignored = load_overrides(policy, req.override_repo, now)
     decision = decide(policy, results, valid, sources, ignored)
+    decision.history_unavailable = unavailable
     outcome = GateOutcome(policy, decision, names)
     if policy.drain and not req.local:
         outcome.actions = _scheduler(decision, names, req.act)
@@ -101,30 +111,69 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
 def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now: float,
            progress: Callable[[str, int, int, int], None] | None
-           ) -> tuple[list[Result], dict[str, str]]:
+           ) -> tuple[list[Result], dict[str, str], str | None]:
+    """Fresh history per node and check; the nodes lacking any required check run live
+    through the sweep (all their checks), or cannot be evaluated."""
     from stetho.core import hostlist
 
-    found, sources = from_history(db, names, policy.freshness_s, now)
-    results = [r for n in names for r in found.get(n, [])]
-    stale = [n for n in names if n not in found]
-    if stale and req.inventory:
+    hist = from_history(db, names, policy, now)
+    sources = dict(hist.sources)
+    live = [n for n in names if n not in hist.results or n in hist.lacking]
+    results = [r for n in names if n not in live for r in hist.results[n]]
+    if live and req.inventory:
         from stetho.fleet import sweep as sweep_mod
 
         swept = sweep_mod.sweep(sweep_mod.SweepOptions(
-            inventory=req.inventory, out=req.out, limit=hostlist.compress(stale), db=db,
+            inventory=req.inventory, out=req.out, limit=hostlist.compress(live), db=db,
             progress=progress))
         results += swept.results
-        sources.update({n: f"live (sweep {swept.run_dir.name})" for n in stale})
-    elif stale:
-        why = (f"no results younger than {policy.freshness_s / 3600:g} h in {db}"
-               if policy.freshness_s else "the policy requires a live check")
-        results += missing(stale, why + " and no inventory (-i) to check it live")
-        sources.update({n: "missing" for n in stale})
-    return results, sources
+        sources.update({n: f"live (sweep {swept.run_dir.name})" for n in live})
+    else:
+        for n in live:
+            results += missing([n], _why_missing(policy, db, hist, n)
+                               + " and no inventory (-i) to check it live")
+            sources[n] = "partial" if n in hist.lacking else "missing"
+    return results + _incomplete(policy, results, names, sources), sources, hist.unavailable
+
+
+def _why_missing(policy: GatePolicy, db: Path, hist: FromHistory, node: str) -> str:
+    if not policy.freshness_s:
+        return "the policy requires a live check"
+    fresh = f"younger than {policy.freshness_s / 3600:g} h in {db}"
+    if hist.unavailable:
+        return f"history unavailable ({hist.unavailable})"
+    if node in hist.lacking:
+        lacking = hist.lacking[node]
+        listed = ", ".join(lacking[:8]) + (f" and {len(lacking) - 8} more"
+                                           if len(lacking) > 8 else "")
+        return f"no result {fresh} for {listed}"
+    return f"no results {fresh}"
+
+
+def _incomplete(policy: GatePolicy, results: list[Result], names: list[str],
+                sources: dict[str, str], required: frozenset[str] | None = None
+                ) -> list[Result]:
+    """A `gate` error for each node whose results (live or history) lack a check the policy
+    needs: a check that was not run is never a pass."""
+    need = required_checks(policy) if required is None else required
+    have: dict[str, set[str]] = {n: set() for n in names}
+    for r in results:
+        if r.node in have:
+            have[r.node].add(r.check)
+    out = []
+    for n in names:
+        if "gate" in have[n] or "sweep" in have[n]:
+            continue  # already could not be checked at all, and says why
+        lacking = sorted(need - have[n])
+        if lacking:
+            out += missing([n], f"no result for {', '.join(lacking[:8])}"
+                           + (f" and {len(lacking) - 8} more" if len(lacking) > 8 else "")
+                           + f" from {sources.get(n, 'the checks')}")
+    return out
 
 
 def _local(policy: GatePolicy, req: GateRequest, db: Path
-           ) -> tuple[list[Result], list[str], dict[str, str]]:
+           ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     from stetho.checking import run as checkrun
     from stetho.evidence import collect
     from stetho.history import recording
@@ -134,9 +183,15 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path
     select = " or ".join(policy.local_checks) or None
     checked = checkrun.run([bundle], profile=req.profile, select=select)
     results = list(checked.results)
+    problems: list[str] = []
     results += recording.after_run("gate", new_run_id(), results, checked.summaries, db,
-                                   command=f"gate --local --policy {policy.name}")
-    return results, [bundle.node], {bundle.node: "live (local)"}
+                                   command=f"gate --local --policy {policy.name}",
+                                   max_evidence_age_s=policy.freshness_s or None,
+                                   warn=problems.append)
+    sources = {bundle.node: "live (local)"}
+    required = frozenset(policy.local_checks) if policy.local_checks else None
+    results += _incomplete(policy, results, [bundle.node], sources, required)
+    return results, [bundle.node], sources, "; ".join(problems) or None
 
 
 def _scheduler(decision: Decision, names: list[str], act: bool) -> list[Action]:
@@ -147,7 +202,10 @@ def _scheduler(decision: Decision, names: list[str], act: bool) -> list[Action]:
         blocked.setdefault(r.node, drain_reason(r.check, r.message))
     slurm = Slurm(act=act)
     actions = list(slurm.drain(blocked)) if blocked else []
-    go = [n for n in names if n not in blocked]
+    # Only a node evaluated GO is resumed: never one whose checks errored, were not run, or
+    # came from stale or partial results (those are left as they are, for a person).
+    go = [n for n in names if n not in blocked and n in decision.go_nodes
+          and not decision.history_unavailable]
     if go:
         actions += list(slurm.resume(go))
     return actions
