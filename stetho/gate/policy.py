@@ -63,6 +63,20 @@ def find(name: str) -> Path:
     return yamlconf.find_named(name, search_path(), "gate policy")
 
 
+def longest_freshness() -> float:
+    """The longest freshness of the policies on the search path: evidence older than that is
+    fresh for no policy, so history does not take it as new. A policy that does not load is
+    left to the gate that uses it to report."""
+    longest = 0.0
+    for d in search_path():
+        for path in sorted(d.glob("*.yml")) if d.is_dir() else []:
+            try:
+                longest = max(longest, load(str(path)).freshness_s)
+            except ConfigError:
+                continue
+    return longest
+
+
 _KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on", "tighten",
          "freshness", "overrides", "scheduler"}
 

@@ -422,6 +422,8 @@ def describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, OSError) and exc.errno == 27 or "disk is full" in text:
         return f"{text} (the disk or the file size limit is full: free space, then rerun)"
+    if "disk I/O error" in text:
+        return f"{text} (a write or read failed: is the disk full, or failing?)"
     if "malformed" in text or "not a database" in text or "truncated" in text:
         return f"{text} (the file is damaged or truncated: restore it from a backup, or " \
                "point --db elsewhere)"
