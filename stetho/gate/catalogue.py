@@ -10,7 +10,6 @@ Names are read from source text, not imported: a policy loads in milliseconds on
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,7 +19,8 @@ _TEST_DEF = re.compile(r"^(?:async\s+)?def test_(\w+)\s*\(", re.MULTILINE)
 _FLEET_OR_DRIFT = re.compile(r"""["']((?:fleet|drift)_[a-z0-9_]+)["']""")
 #: Results the gate and the sweep write for a node they could not check at all.
 PSEUDO_CHECKS = ("gate", "sweep")
-_EMITTERS = ("stetho.checking.fleet", "stetho.history.drift")
+#: the modules (inside the stetho package) whose results are fleet and drift checks
+_EMITTERS = ("checking/fleet.py", "history/drift.py")
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,10 @@ def _load(dirs: tuple[Path, ...]) -> Catalogue:
         files = [d] if d.is_file() else sorted(d.rglob("test_*.py"))
         for f in files:
             node.update(_TEST_DEF.findall(f.read_text(encoding="utf-8", errors="replace")))
+    import stetho
+
     fleet: set[str] = set()
     for module in _EMITTERS:
-        spec = importlib.util.find_spec(module)
-        if spec is not None and spec.origin:
-            fleet.update(_FLEET_OR_DRIFT.findall(Path(spec.origin).read_text(encoding="utf-8")))
+        source = Path(stetho.__file__).parent / module
+        fleet.update(_FLEET_OR_DRIFT.findall(source.read_text(encoding="utf-8")))
     return Catalogue(frozenset(node), frozenset(fleet))

@@ -204,8 +204,8 @@ def _scheduler(decision: Decision, names: list[str], act: bool) -> list[Action]:
     actions = list(slurm.drain(blocked)) if blocked else []
     # Only a node evaluated GO is resumed: never one whose checks errored, were not run, or
     # came from stale or partial results (those are left as they are, for a person).
-    go = [n for n in names if n not in blocked and n in decision.go_nodes
-          and not decision.history_unavailable]
+    evaluated_go = set() if decision.history_unavailable else decision.go_nodes
+    go = [n for n in names if n not in blocked and n in evaluated_go]
     if go:
         actions += list(slurm.resume(go))
     return actions
