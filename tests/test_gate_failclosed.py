@@ -197,6 +197,10 @@ def test_act_never_resumes_unevaluated_nodes(tmp_path):
                               "nvidia-smi: GPU 00000000:1B:00.0 has fallen off the bus; "
                               "gpu02: no result younger than 6 h"), summary
     assert "gpu03: no results younger than 6 h" in summary
+    _gate(db, "gpu[01-04]", str(policy), "--json", str(tmp_path / "g.json"), env=fake.env)
+    doc = json.loads((tmp_path / "g.json").read_text())
+    assert sorted(doc["could_not_evaluate"]) == ["gpu01", "gpu02", "gpu03"]
+    assert doc["sources"]["gpu02"] == "partial" and doc["sources"]["gpu03"] == "missing"
 
 
 # -- history faults ------------------------------------------------------------------------------
@@ -227,11 +231,19 @@ def _unavailable(proc, verdict="COULD NOT EVALUATE"):
     return last.split("; history unavailable: ", 1)[1]
 
 
-def test_truncated_history_is_exit_3_with_the_verdict_line(good_db, ops):
+def test_truncated_history_is_exit_3_with_the_verdict_line(good_db, ops, tmp_path):
     data = good_db.read_bytes()
     good_db.write_bytes(data[: len(data) // 3])
     why = _unavailable(_gate(good_db, "n1", ops))
     assert str(good_db) in why and ("malformed" in why or "not a database" in why), why
+    # pre-job blocks on the node it could not evaluate, and its report is still written
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n1", "--db", str(good_db),
+                  "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("gate pre-job: BLOCKED: 1 nodes, 0 go, 1 blocked (n1); history "
+                           "unavailable: "), last
+    assert list((tmp_path / "runs").glob("gate-*/reports/n1-*.md"))
 
 
 def test_future_and_non_numeric_schema_versions(good_db, ops):

@@ -77,6 +77,8 @@ class GateOutcome:
             scheduler=[a.to_json() for a in self.actions],
             ignored_overrides=[(str(what) if isinstance(what, Path) else what.id, why)
                                for what, why in self.decision.ignored_overrides])
+        doc["could_not_evaluate"] = self.decision.unevaluated
+        doc["history_unavailable"] = self.decision.history_unavailable
         doc["exit_code"] = self.exit_code
         return doc
 
@@ -212,11 +214,23 @@ def _scheduler(decision: Decision, names: list[str], act: bool) -> list[Action]:
 
 
 def _reports(outcome: GateOutcome, req: GateRequest, db: Path) -> list[tuple[Diagnosis, Path]]:
+    import sqlite3
+
     from stetho.diagnosis import runs
-    from stetho.history.store import new_run_id
+    from stetho.history.store import HistoryError, new_run_id
 
     gate_id = new_run_id()
-    return runs.diagnose_results(
-        outcome.decision.results, run_dir=None, run=f"gate-{gate_id}",
-        out=req.out / f"gate-{gate_id}" / "reports", db=db, gate=outcome.summary(),
-        nodes=outcome.decision.blocked_nodes)
+
+    def diagnose(history: Path | None) -> list[tuple[Diagnosis, Path]]:
+        return runs.diagnose_results(
+            outcome.decision.results, run_dir=None, run=f"gate-{gate_id}",
+            out=req.out / f"gate-{gate_id}" / "reports", db=history, gate=outcome.summary(),
+            nodes=outcome.decision.blocked_nodes)
+
+    if outcome.decision.history_unavailable:
+        return diagnose(None)
+    try:
+        return diagnose(db)
+    except (HistoryError, sqlite3.Error) as exc:  # the reports still go out, without history
+        outcome.decision.history_unavailable = str(exc)
+        return diagnose(None)
