@@ -311,3 +311,24 @@ def test_a_bundle_or_outcome_naming_a_forged_node_is_refused(rot, tmp_path):
                        "exit_code": 0, "results": {"results": []}}, separators=(",", ":"))
     with pytest.raises(OutcomeError, match="invalid node name 'a b'"):
         parse(line)
+
+
+def test_latest_per_check_folds_runs_newest_first(tmp_path):
+    now = 1_000_000.0
+
+    def run(h, name, when, *checks):
+        h.record(name, "check", [NodeRun("n1", PROFILE, [
+            Result("n1", c, "", "error" if c == "sweep" else "pass", c) for c in checks], [])],
+            when=when)
+
+    with History(tmp_path / "h.db") as h:
+        run(h, "unreachable", now - 300, "sweep")
+        run(h, "whole", now - 200, "gpu_count", "disk_rotational")
+        run(h, "narrow", now - 100, "gpu_count")
+        run(h, "too-new", now + 3600, "disk_rotational")  # written with a clock far ahead
+        run(h, "too-old", now - 90_000, "cpu_governor")
+        latest = h.latest_per_check(["n1"], 86400, now=now)["n1"]
+    assert latest.checks == {"gpu_count": (now - 100, "narrow"),
+                             "disk_rotational": (now - 200, "whole")}
+    assert [r.check for r in latest.results] == ["gpu_count", "disk_rotational"]
+    assert latest.runs() == ["narrow", "whole"] and latest.oldest == now - 200
