@@ -141,15 +141,15 @@ def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now
 def _why_missing(policy: GatePolicy, db: Path, hist: FromHistory, node: str) -> str:
     if not policy.freshness_s:
         return "the policy requires a live check"
-    fresh = f"younger than {policy.freshness_s / 3600:g} h in {db}"
+    fresh = f"younger than {policy.freshness_s / 3600:g} h"
     if hist.unavailable:
         return f"history unavailable ({hist.unavailable})"
-    if node in hist.lacking:
+    if node in hist.lacking:  # the checks first: the summary line keeps a reason's start
         lacking = hist.lacking[node]
         listed = ", ".join(lacking[:8]) + (f" and {len(lacking) - 8} more"
                                            if len(lacking) > 8 else "")
-        return f"no result {fresh} for {listed}"
-    return f"no results {fresh}"
+        return f"no result {fresh} for {listed} in {db}"
+    return f"no results {fresh} in {db}"
 
 
 def _incomplete(policy: GatePolicy, results: list[Result], names: list[str],
