@@ -105,7 +105,8 @@ def _history(path: Path, nodes: list[str], failing: set[str]) -> Path:
 
 def _policy(tmp_path: Path, circuit: str = "") -> str:
     p = tmp_path / "act.yml"
-    p.write_text("policy: act\nfreshness: 6h\nblock_on: [fail]\nscheduler:\n  drain: true\n"
+    p.write_text("policy: act\nfreshness: 6h\nchecks: [gpu_clocks, cpu_governor]\n"
+                 "block_on: [fail]\nscheduler:\n  drain: true\n"
                  + (f"  circuit: {circuit}\n" if circuit else ""))
     return str(p)
 

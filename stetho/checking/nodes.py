@@ -21,6 +21,8 @@ class NodeSummary(TypedDict):
     versions: dict[str, list[str]]  # component -> distinct versions on the node
     busbw: dict[str, float]  # message size in bytes (as text) -> out-of-place busbw GB/s
     metrics: list[MetricRow]
+    collected_at: str  # the bundle's own timestamp: evidence, checked against the controller
+
 
 
 def expected(profile: Profile) -> Expected:
@@ -49,7 +51,8 @@ def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
     except Unavailable:
         pass
     return {"node": facts.name, "profile": profile.name, "versions": versions,
-            "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)]}
+            "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)],
+            "collected_at": facts.bundle.collected_at}
 
 
 class CheckNode:

@@ -88,9 +88,14 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         from stetho.history import recording
         from stetho.history.store import new_run_id
 
+        max_age = None
+        if replay:  # saved evidence: no older than any policy would still call fresh
+            from stetho.gate.policy import longest_freshness
+
+            max_age = longest_freshness() or None
         results += recording.after_run(
             "replay" if replay else "check", new_run_id(), results, run.summaries, cfg.db,
-            command=" ".join(sys.argv[1:]))
+            command=" ".join(sys.argv[1:]), max_evidence_age_s=max_age)
     if outcome_out:
         from stetho.fleet.outcome import Outcome
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stetho.errors import EvaluationError
+from stetho.errors import ConfigError, EvaluationError
 
 SCHEMA = "stetho.evidence"
 SCHEMA_VERSION = 1
@@ -93,6 +93,12 @@ class Bundle:
             raise BundleError(
                 f"{source}: bundle schema version {version} is newer than this stetho "
                 f"understands ({SCHEMA_VERSION}); upgrade stetho to replay it")
+        from stetho.core import hostlist
+
+        try:
+            hostlist.validate(str(d.get("node", "")))
+        except ConfigError as exc:
+            raise BundleError(f"{source}: {exc}") from None
         try:
             probes = {k: ProbeRecord.from_json(v) for k, v in d["probes"].items()}
             return cls(node=str(d["node"]), collected_at=str(d["collected_at"]),

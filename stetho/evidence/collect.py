@@ -25,6 +25,9 @@ def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
 
 
 def collect(profile: Profile, env: Environment, node: str) -> Bundle:
+    from stetho.core import hostlist
+
+    hostlist.validate(node)  # --node, the hostname, a simulated node: one rule for names
     probes = probes_for(profile)
     records = run_all(tuple(p for p in probes if not p.per_device), env)
     devices = _rdma_devices(records.get("ib_sysfs"))

@@ -80,8 +80,15 @@ def parse(text: str) -> Outcome:
             raw = json.loads(gzip.decompress(base64.b64decode(data["evidence_gz"])))
         except (ValueError, OSError, EOFError) as exc:
             raise OutcomeError(f"unreadable evidence in the stetho outcome: {exc}") from None
+    from stetho.core import hostlist
+    from stetho.errors import ConfigError
+
+    try:
+        node = hostlist.validate(str(data.get("node", "")))
+    except ConfigError as exc:
+        raise OutcomeError(f"stetho outcome: {exc}") from None
     evidence = Bundle.from_json(raw, source="outcome") if raw else None
-    return Outcome(node=str(data["node"]), exit_code=int(data["exit_code"]),
+    return Outcome(node=node, exit_code=int(data["exit_code"]),
                    results=[Result.from_json(r) for r in data["results"]["results"]],
                    junit=str(data.get("junit", "")), evidence=evidence,
                    summary=data.get("summary"))

@@ -33,17 +33,40 @@ class Decision:
     sources: dict[str, str]  # node -> "history <run> (<age>)" | "live" | "missing"
     ignored_overrides: list[Ignored] = field(default_factory=list)
 
+    history_unavailable: str | None = None  # why the history could not be read or written
+
     @property
     def exit_code(self) -> int:
+        """1 blocked, 3 could not evaluate (or the history failed: nothing it said, or would
+        have kept, can be trusted), 0 go."""
+        if self.history_unavailable:
+            return 3
         if self.blocking:
             return 1
-        if any(r.status == "error" for r in self.results):
+        if self.unevaluated:
             return 3
         return 0
 
     @property
     def blocked_nodes(self) -> list[str]:
         return sorted({r.node for r in self.blocking})
+
+    @property
+    def unevaluated(self) -> dict[str, str]:
+        """Nodes not blocked that could not be evaluated (a check errored, was not run, or
+        its result was stale or partial), each with the first reason. Never GO: exit 3, and
+        `--act` leaves them as they are."""
+        blocked = set(self.blocked_nodes)
+        out: dict[str, str] = {}
+        for r in sorted(self.results, key=lambda r: (r.node, r.check != "gate", r.check)):
+            if r.status == "error" and r.node not in blocked and r.node != "*":
+                out.setdefault(r.node, r.message if r.check == "gate"
+                               else f"{r.check} error: {r.message}")
+        return out
+
+    @property
+    def go_nodes(self) -> set[str]:
+        return {r.node for r in self.results} - set(self.blocked_nodes) - set(self.unevaluated)
 
 
 def decide(policy: GatePolicy, results: list[Result],
@@ -117,21 +140,64 @@ def _describe(t: Tighten) -> str:
     return "policy: " + ", ".join(parts)
 
 
-def from_history(db: Path, nodes: list[str], max_age_s: float, now: float | None = None
-                 ) -> tuple[dict[str, list[Result]], dict[str, str]]:
-    """Fresh results per node from history, and where each node's came from."""
-    from stetho.history.store import History
+@dataclass
+class FromHistory:
+    """What history holds for the nodes: fresh results per node, where they came from, and per
+    node the policy's checks with no fresh result (those must run live, or the node cannot be
+    evaluated)."""
+
+    results: dict[str, list[Result]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    lacking: dict[str, list[str]] = field(default_factory=dict)
+    unavailable: str | None = None  # why history could not be read at all
+
+
+def required_checks(policy: GatePolicy) -> frozenset[str]:
+    """The checks a node's verdict needs a result of: the listed ones, else every node check
+    in the catalogue (fleet and drift ones only when listed: they are not run per node)."""
+    from stetho.gate.catalogue import PSEUDO_CHECKS
+
+    if policy.checks:
+        wanted = set(policy.checks)
+    else:
+        from stetho.gate import catalogue
+
+        wanted = set(catalogue.load().node)
+    return frozenset(wanted - set(PSEUDO_CHECKS) - set(policy.exclude))
+
+
+def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | None = None
+                 ) -> FromHistory:
+    """Per node and check the newest fresh result (stetho.history.store.latest_per_check).
+    A database that cannot be read is no results at all, with the reason kept."""
+    import sqlite3
+
+    from stetho.history.store import History, HistoryError, describe
 
     now = now if now is not None else time.time()
-    found: dict[str, list[Result]] = {}
-    sources: dict[str, str] = {}
-    if max_age_s <= 0 or not db.exists():
-        return found, sources
-    with History(db) as h:
-        for node, (t, run, results) in h.latest_results(nodes, max_age_s, now=now).items():
-            found[node] = results
-            sources[node] = f"history {run} ({_age(now - t)} old)"
-    return found, sources
+    out = FromHistory()
+    if policy.freshness_s <= 0 or not db.exists():
+        return out
+    wanted = required_checks(policy)
+    try:
+        with History(db) as h:
+            latest = h.latest_per_check(nodes, policy.freshness_s, now=now, checks=wanted)
+    except HistoryError as exc:
+        out.unavailable = str(exc)
+        return out
+    except (sqlite3.Error, OSError) as exc:
+        out.unavailable = f"{db}: {describe(exc)}"
+        return out
+    for node, found in latest.items():
+        out.results[node] = found.results
+        runs = found.runs()
+        age = _age(now - found.oldest)
+        out.sources[node] = (f"history {runs[0]} ({age} old)" if len(runs) == 1 else
+                             f"history {', '.join(runs)} (oldest {age} old)")
+        lacking = sorted(wanted - found.checks.keys())
+        if lacking:
+            out.lacking[node] = lacking
+    return out
 
 
 def _age(seconds: float) -> str:
@@ -143,6 +209,7 @@ def _age(seconds: float) -> str:
 
 
 def missing(nodes: list[str], why: str) -> list[Result]:
+    """A `gate` error per node: what stopped the gate evaluating it (never GO)."""
     return [Result(n, "gate", "", "error", why, probe="gate",
                    remediation="run the checks on it (stetho sweep --limit NODE, or give the "
                                "gate an inventory with -i) or fix what stopped them")
@@ -190,16 +257,31 @@ def lines(decision: Decision) -> list[str]:
 
 
 def summary(decision: Decision, nodes: list[str]) -> str:
-    blocked = decision.blocked_nodes
-    errors = sorted({r.node for r in decision.results if r.status == "error"} - set(blocked))
-    verdict = "BLOCKED" if blocked else ("COULD NOT EVALUATE" if decision.exit_code == 3
-                                         else "GO")
-    text = (f"gate {decision.policy.name}: {verdict}: {len(nodes)} nodes, "
-            f"{len(nodes) - len(blocked)} go, {len(blocked)} blocked")
-    if blocked:
-        from stetho.core.hostlist import compress
+    """The verdict line: what a prolog log or CI step shows, with why per node that is not GO."""
+    from stetho.core.hostlist import compress
 
+    blocked = decision.blocked_nodes
+    unevaluated = decision.unevaluated
+    verdict = "BLOCKED" if blocked else ("COULD NOT EVALUATE" if unevaluated else "GO")
+    go = len([n for n in nodes if n not in unevaluated and n not in blocked])
+    text = (f"gate {decision.policy.name}: {verdict}: {len(nodes)} nodes, "
+            f"{go} go, {len(blocked)} blocked")
+    if blocked:
         text += f" ({compress(blocked)})"
-    if errors:
-        text += f"; could not evaluate {len(errors)} (errors do not block under this policy)"
+    if unevaluated:
+        shown = [f"{n}: {_one_line(why, 160)}" for n, why in list(unevaluated.items())[:5]]
+        more = f"; +{len(unevaluated) - 5} more" if len(unevaluated) > 5 else ""
+        text += (f"; could not evaluate {len(unevaluated)} ({compress(list(unevaluated))}; "
+                 + "; ".join(shown) + more + ")")
+    if decision.history_unavailable:
+        text += f"; history unavailable: {_one_line(decision.history_unavailable, 300)}"
     return text
+
+
+def _one_line(text: str, limit: int) -> str:
+    """Control characters (a newline in a message) never start a forged output line."""
+    import unicodedata
+
+    flat = " ".join("".join(" " if unicodedata.category(ch).startswith("C") else ch
+                            for ch in text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."

@@ -13,7 +13,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stetho.gate.decision import Decision, decide, from_history, lines, load_overrides, missing
+from stetho.gate.decision import (
+    Decision,
+    FromHistory,
+    decide,
+    from_history,
+    lines,
+    load_overrides,
+    missing,
+    required_checks,
+)
 from stetho.gate.decision import summary as summary_line
 from stetho.gate.policy import GatePolicy
 from stetho.results import Result
@@ -74,6 +83,8 @@ class GateOutcome:
             ignored_overrides=[(str(what) if isinstance(what, Path) else what.id, why)
                                for what, why in self.decision.ignored_overrides])
         doc["circuit"] = self.circuit.to_json() if self.circuit else None
+        doc["could_not_evaluate"] = self.decision.unevaluated
+        doc["history_unavailable"] = self.decision.history_unavailable
         doc["exit_code"] = self.exit_code
         return doc
 
@@ -95,12 +106,13 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         raise ConfigError("--slurm goes with --local: it is how Slurm runs the gate on a node")
     if req.local:
-        results, names, sources = _local_hooked(policy, req, db)
+        results, names, sources, unavailable = _local_hooked(policy, req, db)
     else:
         names = hostlist.expand(req.nodes or "")
-        results, sources = _fleet(policy, req, names, db, now, progress)
+        results, sources, unavailable = _fleet(policy, req, names, db, now, progress)
     valid, ignored = load_overrides(policy, req.override_repo, now)
     decision = decide(policy, results, valid, sources, ignored)
+    decision.history_unavailable = unavailable
     outcome = GateOutcome(policy, decision, names)
     if policy.drain and not req.local:
         outcome.actions, outcome.circuit = _scheduler(decision, names, req.act, policy, now)
@@ -116,30 +128,69 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
 def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now: float,
            progress: Callable[[str, int, int, int], None] | None
-           ) -> tuple[list[Result], dict[str, str]]:
+           ) -> tuple[list[Result], dict[str, str], str | None]:
+    """Fresh history per node and check; the nodes lacking any required check run live
+    through the sweep (all their checks), or cannot be evaluated."""
     from stetho.core import hostlist
 
-    found, sources = from_history(db, names, policy.freshness_s, now)
-    results = [r for n in names for r in found.get(n, [])]
-    stale = [n for n in names if n not in found]
-    if stale and req.inventory:
+    hist = from_history(db, names, policy, now)
+    sources = dict(hist.sources)
+    live = [n for n in names if n not in hist.results or n in hist.lacking]
+    results = [r for n in names if n not in live for r in hist.results[n]]
+    if live and req.inventory:
         from stetho.fleet import sweep as sweep_mod
 
         swept = sweep_mod.sweep(sweep_mod.SweepOptions(
-            inventory=req.inventory, out=req.out, limit=hostlist.compress(stale), db=db,
+            inventory=req.inventory, out=req.out, limit=hostlist.compress(live), db=db,
             progress=progress))
         results += swept.results
-        sources.update({n: f"live (sweep {swept.run_dir.name})" for n in stale})
-    elif stale:
-        why = (f"no results younger than {policy.freshness_s / 3600:g} h in {db}"
-               if policy.freshness_s else "the policy requires a live check")
-        results += missing(stale, why + " and no inventory (-i) to check it live")
-        sources.update({n: "missing" for n in stale})
-    return results, sources
+        sources.update({n: f"live (sweep {swept.run_dir.name})" for n in live})
+    else:
+        for n in live:
+            results += missing([n], _why_missing(policy, db, hist, n)
+                               + " and no inventory (-i) to check it live")
+            sources[n] = "partial" if n in hist.lacking else "missing"
+    return results + _incomplete(policy, results, names, sources), sources, hist.unavailable
+
+
+def _why_missing(policy: GatePolicy, db: Path, hist: FromHistory, node: str) -> str:
+    if not policy.freshness_s:
+        return "the policy requires a live check"
+    fresh = f"younger than {policy.freshness_s / 3600:g} h"
+    if hist.unavailable:
+        return f"history unavailable ({hist.unavailable})"
+    if node in hist.lacking:  # the checks first: the summary line keeps a reason's start
+        lacking = hist.lacking[node]
+        listed = ", ".join(lacking[:8]) + (f" and {len(lacking) - 8} more"
+                                           if len(lacking) > 8 else "")
+        return f"no result {fresh} for {listed} in {db}"
+    return f"no results {fresh} in {db}"
+
+
+def _incomplete(policy: GatePolicy, results: list[Result], names: list[str],
+                sources: dict[str, str], required: frozenset[str] | None = None
+                ) -> list[Result]:
+    """A `gate` error for each node whose results (live or history) lack a check the policy
+    needs: a check that was not run is never a pass."""
+    need = required_checks(policy) if required is None else required
+    have: dict[str, set[str]] = {n: set() for n in names}
+    for r in results:
+        if r.node in have:
+            have[r.node].add(r.check)
+    out = []
+    for n in names:
+        if "gate" in have[n] or "sweep" in have[n]:
+            continue  # already could not be checked at all, and says why
+        lacking = sorted(need - have[n])
+        if lacking:
+            out += missing([n], f"no result for {', '.join(lacking[:8])}"
+                           + (f" and {len(lacking) - 8} more" if len(lacking) > 8 else "")
+                           + f" from {sources.get(n, 'the checks')}")
+    return out
 
 
 def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
-                  ) -> tuple[list[Result], list[str], dict[str, str]]:
+                  ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     """_local, under the health-check watchdog when Slurm runs it (HealthCheckProgram and
     Prolog both have a time limit past which Slurm kills the gate without a word)."""
     if req.slurm is None:
@@ -155,7 +206,7 @@ def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
 
 
 def _local(policy: GatePolicy, req: GateRequest, db: Path
-           ) -> tuple[list[Result], list[str], dict[str, str]]:
+           ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     from stetho.checking import run as checkrun
     from stetho.evidence import collect
     from stetho.history import recording
@@ -165,9 +216,15 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path
     select = " or ".join(policy.local_checks) or None
     checked = checkrun.run([bundle], profile=req.profile, select=select)
     results = list(checked.results)
+    problems: list[str] = []
     results += recording.after_run("gate", new_run_id(), results, checked.summaries, db,
-                                   command=f"gate --local --policy {policy.name}")
-    return results, [bundle.node], {bundle.node: "live (local)"}
+                                   command=f"gate --local --policy {policy.name}",
+                                   max_evidence_age_s=policy.freshness_s or None,
+                                   warn=problems.append)
+    sources = {bundle.node: "live (local)"}
+    required = frozenset(policy.local_checks) if policy.local_checks else None
+    results += _incomplete(policy, results, [bundle.node], sources, required)
+    return results, [bundle.node], sources, "; ".join(problems) or None
 
 
 def _scheduler(decision: Decision, names: list[str], act: bool, policy: GatePolicy,
@@ -194,7 +251,10 @@ def _scheduler(decision: Decision, names: list[str], act: bool, policy: GatePoli
         _alert_circuit(trip, policy)
     else:
         actions = list(slurm.drain(blocked)) if blocked else []
-    go = [n for n in names if n not in blocked]
+    # Only a node evaluated GO is resumed: never one whose checks errored, were not run, or
+    # came from stale or partial results (those are left as they are, for a person).
+    evaluated_go = set() if decision.history_unavailable else decision.go_nodes
+    go = [n for n in names if n not in blocked and n in evaluated_go]
     if go:
         actions += list(slurm.resume(go))
     return actions, trip
@@ -211,11 +271,23 @@ def _alert_circuit(trip: Trip, policy: GatePolicy) -> None:
 
 
 def _reports(outcome: GateOutcome, req: GateRequest, db: Path) -> list[tuple[Diagnosis, Path]]:
+    import sqlite3
+
     from stetho.diagnosis import runs
-    from stetho.history.store import new_run_id
+    from stetho.history.store import HistoryError, new_run_id
 
     gate_id = new_run_id()
-    return runs.diagnose_results(
-        outcome.decision.results, run_dir=None, run=f"gate-{gate_id}",
-        out=req.out / f"gate-{gate_id}" / "reports", db=db, gate=outcome.summary(),
-        nodes=outcome.decision.blocked_nodes)
+
+    def diagnose(history: Path | None) -> list[tuple[Diagnosis, Path]]:
+        return runs.diagnose_results(
+            outcome.decision.results, run_dir=None, run=f"gate-{gate_id}",
+            out=req.out / f"gate-{gate_id}" / "reports", db=history, gate=outcome.summary(),
+            nodes=outcome.decision.blocked_nodes)
+
+    if outcome.decision.history_unavailable:
+        return diagnose(None)
+    try:
+        return diagnose(db)
+    except (HistoryError, sqlite3.Error) as exc:  # the reports still go out, without history
+        outcome.decision.history_unavailable = str(exc)
+        return diagnose(None)

@@ -14,6 +14,7 @@ from stetho.core import yamlconf
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.gate.breaker import Circuit
+from stetho.gate.catalogue import PSEUDO_CHECKS
 from stetho.gate.overrides import OverridePolicy
 from stetho.results import STATUSES
 
@@ -45,12 +46,12 @@ class GatePolicy:
     circuit: Circuit = field(default_factory=Circuit)
 
     def counts(self, check: str) -> bool:
-        """Whether a check's results decide. A node that could not be checked at all
-        (`gate`, `sweep` errors) always counts; so do fleet and drift checks."""
+        """Whether a check's results decide: exactly the listed checks (all when none are
+        listed; fleet and drift checks too only when listed). A node that could not be
+        checked at all (`gate`, `sweep` errors) always counts."""
         if check in self.exclude:
             return False
-        return (not self.checks or check in self.checks or check in ("gate", "sweep")
-                or check.startswith(("fleet_", "drift_")))
+        return not self.checks or check in self.checks or check in PSEUDO_CHECKS
 
 
 def search_path() -> list[Path]:
@@ -62,6 +63,20 @@ def search_path() -> list[Path]:
 
 def find(name: str) -> Path:
     return yamlconf.find_named(name, search_path(), "gate policy")
+
+
+def longest_freshness() -> float:
+    """The longest freshness of the policies on the search path: evidence older than that is
+    fresh for no policy, so history does not take it as new. A policy that does not load is
+    left to the gate that uses it to report."""
+    longest = 0.0
+    for d in search_path():
+        for path in sorted(d.glob("*.yml")) if d.is_dir() else []:
+            try:
+                longest = max(longest, load(str(path)).freshness_s)
+            except ConfigError:
+                continue
+    return longest
 
 
 _KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on", "tighten",
@@ -99,10 +114,12 @@ def load(name: str) -> GatePolicy:
     drain = sched.get("drain", bool, True)
     sched.check_unknown({"drain", "circuit"})
     circuit = _circuit(sched.section("circuit"))
+    named = {key: top.str_list(key) for key in ("checks", "local_checks", "exclude")}
+    _validate_names(top, named, [t.check for t in tight])
     return GatePolicy(name=pname, source=str(path), description=top.get("description", str, ""),
-                      checks=top.str_list("checks"), local_checks=top.str_list("local_checks"),
+                      checks=named["checks"], local_checks=named["local_checks"],
                       block_on=block_on, tighten=tuple(tight), freshness_s=freshness,
-                      overrides=overrides, drain=drain, exclude=top.str_list("exclude"),
+                      overrides=overrides, drain=drain, exclude=named["exclude"],
                       circuit=circuit)
 
 
@@ -127,6 +144,25 @@ def _circuit(c: yamlconf.Section) -> Circuit:
     if window_s <= 0:
         c.fail("window must be longer than 0", "window")
     return Circuit(float(pct), low, window_s)
+
+
+def _validate_names(top: yamlconf.Section, named: dict[str, tuple[str, ...]],
+                    tightened: list[str]) -> None:
+    """Every check a policy names is in the catalogue (local ones are node checks, which
+    `gate --local` runs): a typo is exit 2 at file:line with the nearest names, never a check
+    that silently stops gating."""
+    from stetho.gate import catalogue
+
+    known = catalogue.load()
+    for key, names in named.items():
+        for i, name in enumerate(names):
+            why = known.unknown(name, node_only=key == "local_checks")
+            if why:
+                raise ConfigError(f"{top.doc.where(top.path + (key, i))}: {key}: {why}")
+    for name in tightened:
+        why = known.unknown(name)
+        if why:
+            top.section("tighten").fail(f"tighten: {why}", name)
 
 
 def _overrides(o: yamlconf.Section, name: str, path: Path) -> OverridePolicy:

@@ -48,8 +48,8 @@ def act_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float
     from stetho.gate.slurm import Action, Slurm, SlurmError
 
     slurm = Slurm(act=True)
-    if not decision.blocking:
-        return slurm.resume([node]), None
+    if not decision.blocking:  # resume only a node evaluated GO, never an unevaluated one
+        return (slurm.resume([node]) if node in decision.go_nodes else []), None
     reason = block_reason(decision)
     try:
         cluster = slurm.show_all()

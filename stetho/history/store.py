@@ -23,13 +23,14 @@ import socket
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stetho.errors import ConfigError
+from stetho.errors import ConfigError, StethoError
+from stetho.history.latest import NodeLatest
 from stetho.results import Result
 
 SCHEMA_VERSION = 1
@@ -72,8 +73,18 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-class HistoryError(ConfigError):
-    """The database cannot be used (newer schema, not a stetho database): exit 2."""
+class HistoryError(StethoError):
+    """The database cannot be used (truncated, newer or unreadable schema, not a stetho
+    database, disk full): exit 3, since the run could not be evaluated or recorded. Callers
+    that only record keep their verdict and say the run was not recorded."""
+
+
+class HistoryCorrupt(HistoryError):
+    """A row the database holds cannot be read back."""
+
+
+#: A bundle (or a clock) at most this far ahead of the controller is still believed.
+FUTURE_TOLERANCE_S = 300
 
 
 def default_path() -> Path:
@@ -115,7 +126,14 @@ class History:
             raise HistoryError(f"{path}: not a usable SQLite database: {exc}") from None
         self._db: Any = None
         self._node_ids: dict[str, int] = {}
-        self._migrate()
+        try:
+            self._migrate()
+        except HistoryError:
+            self.conn.close()
+            raise
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise HistoryError(f"{path}: {describe(exc)}") from None
 
     @property
     def db(self) -> Any:
@@ -144,15 +162,26 @@ class History:
         try:
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'"
                                     ).fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
             return 0
-        return int(row[0]) if row else 0
+        if not row:
+            return 0
+        try:
+            return int(row[0])
+        except (TypeError, ValueError):
+            raise HistoryError(f"{self.path}: history schema version {row[0]!r} is not a "
+                               "number; the database was not written by stetho, or was "
+                               "damaged: restore it from a backup, or point --db elsewhere"
+                               ) from None
 
     def _migrate(self) -> None:
         try:
             current = self.schema_version()
         except sqlite3.DatabaseError as exc:
-            raise HistoryError(f"{self.path}: not a stetho history database: {exc}") from None
+            raise HistoryError(f"{self.path}: not a usable stetho history database: {exc}"
+                               ) from None
         if current > SCHEMA_VERSION:
             raise HistoryError(
                 f"{self.path}: history schema version {current} is newer than this stetho "
@@ -319,9 +348,66 @@ class History:
                 out[name] = (int(t), str(run), results)
         return out
 
+    def latest_per_check(self, nodes: list[str], max_age_s: float, now: float | None = None,
+                         checks: frozenset[str] | None = None) -> dict[str, NodeLatest]:
+        """Per node and check, the results of the newest run no older than max_age_s that ran
+        that check: a narrow run (`-k cpu_governor`, a prolog's quick checks) replaces only
+        what it ran. Reads each node's runs inside the window, newest first (one range scan
+        of node_runs, clustered by node then time), and stops once every wanted check is
+        found. The pseudo-checks `gate` and `sweep` (could not check the node at all) are
+        taken only from the node's newest run: a later run that checked it clears them."""
+        now = now if now is not None else time.time()
+        out: dict[str, NodeLatest] = {}
+        for chunk in _chunks(nodes, 500):
+            q = ",".join("?" * len(chunk))
+            rows = self.conn.execute(
+                "SELECT n.name, nr.time, r.id, nr.results FROM nodes n "
+                "JOIN node_runs nr ON nr.node_id = n.id "
+                "JOIN runs r ON r.key = nr.run_key "
+                f"WHERE n.name IN ({q}) AND nr.time >= ? AND nr.time <= ? "
+                "ORDER BY n.name, nr.time DESC, nr.run_key DESC",
+                [*chunk, int(now - max_age_s), int(now) + FUTURE_TOLERANCE_S])
+            for name, t, run, blob in rows:
+                latest = out.setdefault(name, NodeLatest(name))
+                if checks is not None and checks <= latest.checks.keys():
+                    continue
+                latest.add(int(t), str(run), self._decode(name, run, blob, latest.checks))
+        return out
+
+    @staticmethod
+    def _decode(node: str, run: str, blob: bytes, known: Container[str] = ()) -> list[Result]:
+        """A node's results in one run, less those of checks in `known` (already found in a
+        newer run: parsing them would be thrown away)."""
+        try:
+            out = []
+            for d in json.loads(zlib.decompress(blob)):
+                if d["check"] in known:
+                    continue
+                try:  # what Result.to_json wrote: its fields exactly, half the cost of from_json
+                    out.append(Result(**d))
+                except TypeError:  # written by another version: only the fields this one has
+                    out.append(Result.from_json(d))
+            return out
+        except (zlib.error, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise HistoryCorrupt(f"the results of {node} in run {run} are unreadable "
+                                 f"({type(exc).__name__}: {exc})") from None
+
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(self.db["runs"].rows_where(select="id, kind, started, exit_code, nodes, host",
                                                order_by="time desc", limit=limit))
+
+
+def describe(exc: BaseException) -> str:
+    """A database failure in words a person can act on."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno == 27 or "disk is full" in text:
+        return f"{text} (the disk or the file size limit is full: free space, then rerun)"
+    if "disk I/O error" in text:
+        return f"{text} (a write or read failed: is the disk full, or failing?)"
+    if "malformed" in text or "not a database" in text or "truncated" in text:
+        return f"{text} (the file is damaged or truncated: restore it from a backup, or " \
+               "point --db elsewhere)"
+    return text
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -1,0 +1,39 @@
+"""A node's newest result per check, folded from its runs newest first: what the gate decides
+on, so that a narrow run replaces only the checks it ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stetho.results import Result
+
+
+@dataclass
+class NodeLatest:
+    """A node's newest result per check inside the freshness window, and which run each
+    came from."""
+
+    node: str
+    checks: dict[str, tuple[int, str]] = field(default_factory=dict)  # check -> (time, run)
+    results: list[Result] = field(default_factory=list)
+    newest: int = 0
+
+    def add(self, t: int, run: str, results: list[Result]) -> None:
+        """Fold in one older run (runs arrive newest first)."""
+        first = not self.checks and not self.results
+        self.newest = max(self.newest, t)
+        ran = {r.check for r in results} - self.checks.keys()
+        if not first:
+            ran -= {"gate", "sweep"}
+        for check in ran:
+            self.checks[check] = (t, run)
+        self.results += [r for r in results if r.check in ran]
+
+    @property
+    def oldest(self) -> int:
+        return min((t for t, _ in self.checks.values()), default=self.newest)
+
+    def runs(self) -> list[str]:
+        """The runs the results came from, newest first."""
+        seen = sorted({(t, run) for t, run in self.checks.values()}, reverse=True)
+        return [run for _, run in seen]
