@@ -62,6 +62,9 @@ class Config:
     webhook_format: str = "generic"
     #: Cap on every probe's timeout in seconds (`probe_timeout`, STETHO_PROBE_TIMEOUT).
     probe_timeout: float | None = None
+    #: Largest evidence bundle a replay reads, MiB (`max_bundle_mb`, STETHO_MAX_BUNDLE_MB): a
+    #: bigger file is that node's error, never a process out of memory.
+    max_bundle_mb: float = 64.0
     #: Root that node file reads happen under (`sysroot`, STETHO_SYSROOT): a simulated node.
     sysroot: str = "/"
     #: Where probes find their tools (PATH).
@@ -92,6 +95,7 @@ ENVIRONMENT = {
     "STETHO_OVERRIDE_REPO": "override_repo", "STETHO_SIGNING_KEY": "signing_key",
     "STETHO_WEBHOOK_URL": "webhook_url",
     "STETHO_WEBHOOK_FORMAT": "webhook_format", "STETHO_PROBE_TIMEOUT": "probe_timeout",
+    "STETHO_MAX_BUNDLE_MB": "max_bundle_mb",
     "STETHO_SYSROOT": "sysroot", "PATH": "path", "STETHO_DEBUG": "debug",
     "STETHO_USER": "user",
 }
@@ -157,6 +161,14 @@ def _convert(name: str, value: object, base: Path, source: str | None = None) ->
         except (TypeError, ValueError):
             raise ConfigError(f"{where}={value!r}: expected seconds") from None
         return seconds if seconds > 0 else None
+    if name == "max_bundle_mb":
+        try:
+            mib = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}={value!r}: expected MiB") from None
+        if not mib > 0:
+            raise ConfigError(f"{where}={value!r}: expected a positive size in MiB")
+        return mib
     if name == "debug":
         return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
     if name == "webhook_format":

@@ -55,11 +55,12 @@ def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
 class CheckNode:
     """One node under check: its facts and its profile (what the checks judge it against)."""
 
-    __slots__ = ("facts", "profile")
+    __slots__ = ("facts", "problem", "profile")
 
-    def __init__(self, facts: NodeFacts, profile: Profile) -> None:
+    def __init__(self, facts: NodeFacts, profile: Profile, problem: str | None = None) -> None:
         self.facts = facts
         self.profile = profile
+        self.problem = problem  # why its evidence cannot be judged: every check errors
 
     @property
     def name(self) -> str:
@@ -68,6 +69,13 @@ class CheckNode:
     @classmethod
     def of(cls, bundle: Bundle, profile: Profile) -> CheckNode:
         return cls(node_facts(bundle, profile), profile)
+
+    @classmethod
+    def unreadable(cls, name: str, profile: Profile, problem: str) -> CheckNode:
+        """A node whose bundle cannot be used: no facts, and `problem` as every check's error."""
+        empty = Bundle(node=name, collected_at="", stetho_version="?", profile=profile.name,
+                       probes={})
+        return cls(node_facts(empty, profile), profile, problem)
 
     def summary(self) -> NodeSummary:
         return summary(self.facts, self.profile)

@@ -83,8 +83,8 @@ def pytest_configure_node(node: WorkerController) -> None:
     if not _explicit(node.config):
         return  # a pytest run that is not a stetho run: workers find their own nodes, if any
     sources = s.sources()
-    if all(src.path is not None for src in sources):
-        node.workerinput["stetho_bundles"] = [str(src.path) for src in sources]
+    if s.paths:  # every file, duplicates too: workers find the same problems
+        node.workerinput["stetho_bundles"] = [str(p) for p in s.paths]
         return
     if not hasattr(s, "_spilled"):
         folder = Path(tempfile.mkdtemp(prefix="stetho-bundles-"))
