@@ -29,6 +29,7 @@ from stetho.checking.verdict import CheckError, Verdict
 from stetho.facts.node import NodeFacts
 from stetho.profiles import Profile
 from stetho.results import Result
+from stetho.sinks.spool import row
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
@@ -283,12 +284,14 @@ def _run_subject(item: pytest.Function, argnames: tuple[str, ...], check: str, k
             kwargs[arg] = item.funcargs[arg]
     try:
         item.obj(**kwargs)
-        exc = None
-    except BaseException as e:  # noqa: BLE001 - every outcome of a check becomes a Result
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+    except BaseException as exc:  # noqa: BLE001 - every outcome of a check becomes a Result
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        exc = e
-    return outcomes.result(sub.node.name, check, sub.id, v, exc, probe=probe,
+        # Made here, inside the except: the exception (whose traceback holds this frame and
+        # so the node's facts) is freed at once, not left in a cycle for a rare full GC.
+        return outcomes.result(sub.node.name, check, sub.id, v, exc, probe=probe,
+                               duration_s=time.perf_counter() - start)
+    return outcomes.result(sub.node.name, check, sub.id, v, None, probe=probe,
                            duration_s=time.perf_counter() - start)
 
 
@@ -310,7 +313,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                                     call, report) for n in p.names]
     else:
         results = [_item_result(item, p, call, report)]
-    report.user_properties.append((RESULT_KEY, json.dumps([r.to_json() for r in results])))
+    report.user_properties.append((RESULT_KEY, json.dumps([row(r) for r in results])))
 
 
 def _check_name(item: pytest.Item) -> str:
@@ -353,4 +356,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if out:
         from stetho.sinks import json_out
 
-        Path(out).write_text(json_out.render(s.results))
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.writelines(json_out.render_stream(s.results) if s.results.spilled
+                          else json_out.render(list(s.results)))

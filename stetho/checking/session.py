@@ -20,6 +20,7 @@ import pytest
 from stetho.checking.nodes import CheckNode, NodeSummary
 from stetho.evidence.bundle import Bundle
 from stetho.results import Result
+from stetho.sinks.spool import Results
 
 #: More nodes than this are checked in batches (one item per check x group of nodes).
 BATCH_ABOVE = 16
@@ -47,7 +48,8 @@ class NodeSource:
 class Session:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.results: list[Result] = []
+        self.results = Results()  # on disk past a few thousand: memory per node stays flat
+        self.keep_metrics = True  # off when no history consumes the nodes' metrics
         self.bundles: list[Bundle] | None = None  # injected by `stetho check`
         self.profile_override: str | None = None
         self.summaries: dict[str, NodeSummary] = {}
@@ -140,11 +142,15 @@ class Session:
 
     # -- results and summaries from reports ---------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: its reports (and their results) belong to the controller
         for key, value in report.user_properties:
             if key == RESULT_KEY:
-                self.results.extend(Result.from_json(r) for r in json.loads(str(value)))
+                self.results.add_rows(tuple(r) for r in json.loads(str(value)))
             elif key == SUMMARY_KEY:
                 for s in json.loads(str(value)):
+                    if not self.keep_metrics:
+                        s["metrics"] = []
                     self.summaries.setdefault(s["node"], s)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
