@@ -16,6 +16,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,12 +65,15 @@ def digest(results_json: Path) -> tuple[str, dict[str, int]]:
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:12], doc["counts"]
 
 
-def replay(code: Path | None, folder: Path, out: Path, workers: str) -> tuple[float, int, int]:
-    """One replay: wall seconds, peak RSS summed over the process tree (sampled every 20 ms),
-    exit code."""
+def replay(code: Path | None, folder: Path, out: Path,
+           workers: str) -> tuple[float, float, int, int]:
+    """One replay: wall seconds, CPU seconds of the whole tree (user + system, from the
+    children's rusage: on a loaded machine the steadier figure), peak RSS summed over the
+    process tree (sampled every 20 ms), exit code."""
     env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else None
     argv = [sys.executable, "-m", "stetho", "check", "--evidence", str(folder), "-n", workers,
             "--json", str(out), "-q"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=env)
@@ -89,7 +93,10 @@ def replay(code: Path | None, folder: Path, out: Path, workers: str) -> tuple[fl
     sampler.join()
     if proc.returncode not in (0, 1, 3):
         sys.exit(f"replay exited {proc.returncode}: {err[-800:]}")
-    return time.perf_counter() - start, peak, proc.returncode
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, peak, proc.returncode
 
 
 def main() -> None:
@@ -119,17 +126,19 @@ def main() -> None:
             codes.insert(0, ("before", args.before))
         digests = {}
         for label, code in codes:
-            walls, peaks = [], []
+            walls, cpus, peaks = [], [], []
             for _ in range(args.repeat):
                 out = work / f"{label}{n}.json"
-                wall, peak, rc = replay(code, folder, out, args.workers)
+                wall, cpu, peak, rc = replay(code, folder, out, args.workers)
                 walls.append(wall)
+                cpus.append(cpu)
                 peaks.append(peak)
             digests[label], counts = digest(out)
-            w, p = statistics.median(walls), statistics.median(peaks)
+            w, c, p = (statistics.median(x) for x in (walls, cpus, peaks))
             print(f"{label:6s} {n:6d} nodes: wall {w:6.1f} s ({w / f:4.1f}x floor {f:.1f} s)  "
+                  f"CPU {c:6.1f} s ({c / n * 1000:.1f} ms/node)  "
                   f"peak RSS {p / 2**20:6.0f} MiB ({p / n / 1024:.0f} KiB/node)  "
-                  f"{w / n * 1000:.1f} ms/node  exit {rc}  {sum(counts.values())} results "
+                  f"exit {rc}  {sum(counts.values())} results "
                   f"({counts['fail']} fail, {counts['error']} error)  digest {digests[label]}",
                   flush=True)
         if len(digests) == 2:
