@@ -147,3 +147,14 @@ def test_bundle_size_cap_must_be_a_positive_size(stetho_env):
         stetho_env.setenv("STETHO_MAX_BUNDLE_MB", "lots")
     with pytest.raises(ConfigError, match="positive"):
         stetho_env.setenv("STETHO_MAX_BUNDLE_MB", "0")
+
+
+def test_batch_groups_are_bounded_however_many_nodes():
+    from stetho.checking.session import BATCH_GROUPS, GROUP_NODES, NodeSource, Session
+
+    for n, biggest in ((100, 4), (BATCH_GROUPS * GROUP_NODES * 5, GROUP_NODES)):
+        s = Session.__new__(Session)
+        s._sources = [NodeSource(f"n{i}") for i in range(n)]
+        groups = s.groups()
+        assert max(map(len, groups)) == biggest
+        assert [name for g in groups for name in g] == [f"n{i}" for i in range(n)]
