@@ -33,7 +33,7 @@ def node_facts(bundle: Bundle, profile: Profile) -> NodeFacts:
     return NodeFacts(bundle, expected(profile))
 
 
-def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
+def summary(facts: NodeFacts, profile: Profile, with_metrics: bool = True) -> NodeSummary:
     """What fleet checks compare across nodes: versions, and busbw per message size.
 
     Small and JSON-ready; built from facts the node checks parse anyway. Anything the node
@@ -49,7 +49,8 @@ def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
     except Unavailable:
         pass
     return {"node": facts.name, "profile": profile.name, "versions": versions,
-            "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)]}
+            "busbw": busbw,
+            "metrics": [m.to_row() for m in metrics.extract(facts)] if with_metrics else []}
 
 
 class CheckNode:
@@ -77,5 +78,5 @@ class CheckNode:
                        probes={})
         return cls(node_facts(empty, profile), profile, problem)
 
-    def summary(self) -> NodeSummary:
-        return summary(self.facts, self.profile)
+    def summary(self, metrics: bool = True) -> NodeSummary:
+        return summary(self.facts, self.profile, metrics)

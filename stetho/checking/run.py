@@ -49,11 +49,9 @@ _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexce
 class _Inject:
     """Hands the already-loaded bundles to the plugin's session state."""
 
-    def __init__(self, bundles: list[Bundle] | None, profile: str | None,
-                 metrics: bool = True) -> None:
+    def __init__(self, bundles: list[Bundle] | None, profile: str | None) -> None:
         self.bundles = bundles
         self.profile = profile
-        self.metrics = metrics
         self.config: pytest.Config | None = None
 
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -63,7 +61,6 @@ class _Inject:
         st = session(config)
         st.bundles = self.bundles
         st.profile_override = self.profile
-        st.keep_metrics = self.metrics
 
 
 @dataclass(frozen=True)
@@ -97,6 +94,8 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["--stetho-profile", profile]
     if select:
         args += ["-k", select]
+    if not metrics:
+        args += ["--stetho-no-metrics"]
     args += ["-p", "stetho.checking.plugin"]
     if workers:
         # Spread over processes in batches: per-subject items would cost more in xdist's
@@ -104,7 +103,7 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         # A group's items all on one worker, so each node is parsed once, not once per worker.
         args += ["-p", "xdist.plugin", "-n", str(workers), "--dist", "loadgroup",
                  "--stetho-batch"]
-    inject = _Inject(bundles, profile, metrics)
+    inject = _Inject(bundles, profile)
     sink = io.StringIO()
     # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
     # a node check does not need, and keeps a site's unrelated plugins out of the verdict.

@@ -49,7 +49,8 @@ class Session:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.results = Results()  # on disk past a few thousand: memory per node stays flat
-        self.keep_metrics = True  # off when no history consumes the nodes' metrics
+        #: Off when no history consumes the nodes' metrics: not even extracted then.
+        self.keep_metrics = not config.getoption("stetho_no_metrics", False)
         self.bundles: list[Bundle] | None = None  # injected by `stetho check`
         self.profile_override: str | None = None
         self.summaries: dict[str, NodeSummary] = {}
@@ -125,7 +126,7 @@ class Session:
         else:
             prof = profiles.load(self.override() or bundle.profile or profiles.DEFAULT_PROFILE)
             node = CheckNode.of(bundle, prof)
-            self.pending.append(node.summary())
+            self.pending.append(node.summary(metrics=self.keep_metrics))
         self._nodes[name] = node
         return node
 

@@ -80,7 +80,7 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     record = use_history if use_history is not None else not replay
     run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
                        extra_checks=extra_checks, select=select, workers=workers,
-                       metrics=record)
+                       metrics=record or bool(outcome_out))  # the sweep records outcomes
     results = run.results
     if record:
         from stetho.history import recording
