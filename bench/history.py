@@ -56,10 +56,11 @@ def results_for(node: str) -> list[Result]:
                 14, "errors") for p in range(9)]
 
 
-def sweep(h: History, nodes: list[str], day: int, t0: float, rng: random.Random) -> float:
+def sweep(h: History, nodes: list[str], day: int, t0: float, rng: random.Random,
+          run_id: str | None = None) -> float:
     runs = [NodeRun(n, "h100-sxm-8gpu", results_for(n), node_metrics(rng, day)) for n in nodes]
     start = time.perf_counter()
-    h.record(f"bench-{day:04d}", "sweep", runs, when=t0 + day * DAY)
+    h.record(run_id or f"bench-{day:04d}", "sweep", runs, when=t0 + day * DAY)
     return time.perf_counter() - start
 
 
@@ -84,7 +85,8 @@ def main() -> None:
         for p in path.parent.glob(path.name + "*"):
             p.unlink()
     with History(path) as h:
-        have = h.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        have = h.conn.execute("SELECT count(*) FROM runs WHERE id NOT LIKE 'bench-timed-%'"
+                              ).fetchone()[0]
         if have < args.days:
             print(f"building {args.days} nightly sweeps x {args.nodes} nodes x 100 metrics "
                   f"({args.days * args.nodes * 100 / 1e6:.1f} M metric rows)...", flush=True)
@@ -95,7 +97,10 @@ def main() -> None:
                     print(f"  {day + 1} sweeps, {time.perf_counter() - start:.0f} s", flush=True)
             print(f"  built in {time.perf_counter() - start:.0f} s")
         rows = h.conn.execute("SELECT count(*) FROM metrics").fetchone()[0]
-        inserts = [sweep(h, nodes, args.days + i, t0, rng) for i in range(3)]
+        # The timed sweeps get ids of their own, so a kept database can be benched again.
+        stamp = time.time_ns()
+        inserts = [sweep(h, nodes, args.days + i, t0, rng, run_id=f"bench-timed-{stamp}-{i}")
+                   for i in range(3)]
         print(f"metric rows: {rows / 1e6:.1f} M; one more sweep ({args.nodes} nodes x 100 "
               f"metrics) inserted in: median {statistics.median(inserts):.2f} s "
               f"({', '.join(f'{x:.2f}' for x in inserts)})   target <= 3 s")

@@ -1,9 +1,12 @@
 """Wall time of `stetho sweep` over 8 and 32 simulated hosts (stetho already installed), and
 in the same run the Ansible floor: `ansible all -m ping` on the same inventory and settings.
 
-A real sshd on a loopback port serves every host; each host is its own simulated 8x H100
-node (sysroot and shims through host vars) with its own venv. Controller and all "nodes"
-share this machine's cores, as in the tests. Prints medians and the sweep/ping ratio.
+A real sshd on a loopback port serves every host, each on a loopback address of its own
+(127.0.0.2, .3, ...), so each host gets its own SSH connection as a fleet's nodes do; each
+host is its own simulated 8x H100 node (sysroot and shims through host vars) with its own
+venv. Every timed run starts cold: no SSH master connection left from the run before.
+Controller and all "nodes" share this machine's cores, as in the tests. Prints medians and
+the sweep/ping ratio.
 
     python bench/sweep.py [--hosts 8 32] [--runs 3]
 """
@@ -45,14 +48,14 @@ def main() -> None:
     most = max(args.hosts)
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
-        server = sshd_mod.start(tmp / "sshd")
+        server = sshd_mod.start(tmp / "sshd", addresses=most + 1)
         try:
             hosts = {}
             for i in range(1, most + 1):
                 name = f"node{i:02d}"
                 node = build_node(tmp / "sim" / name, name)
                 hosts[name] = {
-                    "ansible_host": "127.0.0.1", "ansible_port": server.port,
+                    "ansible_host": f"127.0.0.{i + 1}", "ansible_port": server.port,
                     "ansible_user": "root",
                     "ansible_ssh_private_key_file": str(server.client_key),
                     "ansible_python_interpreter": "/usr/bin/python3",
@@ -69,17 +72,16 @@ def main() -> None:
             print(f"installing stetho on {most} hosts (not timed)...", flush=True)
             t = timed(sweep, env)
             print(f"  first sweep with install: {t:.1f} s")
-            ping_env = {**env, **FAST_ENV, "ANSIBLE_HOME": str(tmp / "ah"),
-                        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp / "cp")}
+            ping_env = {**env, **FAST_ENV, "ANSIBLE_HOME": str(tmp / "ah")}
             for n in args.hosts:
                 limit = f"node[01-{n:02d}]"
                 names = ",".join(f"node{i:02d}" for i in range(1, n + 1))
                 s_t, p_t = [], []
-                for _ in range(args.runs):  # interleaved: noise hits both alike
-                    s_t.append(timed(sweep + ["--limit", limit], env))
+                for r in range(args.runs):  # interleaved: noise hits both alike
+                    s_t.append(timed(sweep + ["--limit", limit], env))  # own control dir
+                    cold = {**ping_env, "ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp / f"cp{n}-{r}")}
                     p_t.append(timed([str(bindir / "ansible"), "all", "-i", str(inv),
-                                      "--limit", names, "-m", "ping", "-f", str(most)],
-                                     ping_env))
+                                      "--limit", names, "-m", "ping", "-f", str(most)], cold))
                 ms, mp = statistics.median(s_t), statistics.median(p_t)
                 print(f"{n:3d} hosts: sweep median {ms:6.1f} s ({ms / n * 1000:5.0f} ms/host)"
                       f"   ansible -m ping median {mp:5.1f} s   ratio {ms / mp:.2f}x"

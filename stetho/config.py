@@ -65,6 +65,9 @@ class Config:
     #: `gate --slurm health-check` watchdog in seconds (`health_timeout`,
     #: STETHO_HEALTH_TIMEOUT): under Slurm's 60 s HealthCheckProgram limit.
     health_timeout: float = 50.0
+    #: Largest evidence bundle a replay reads, MiB (`max_bundle_mb`, STETHO_MAX_BUNDLE_MB): a
+    #: bigger file is that node's error, never a process out of memory.
+    max_bundle_mb: float = 64.0
     #: Root that node file reads happen under (`sysroot`, STETHO_SYSROOT): a simulated node.
     sysroot: str = "/"
     #: Where probes find their tools (PATH).
@@ -96,6 +99,7 @@ ENVIRONMENT = {
     "STETHO_WEBHOOK_URL": "webhook_url",
     "STETHO_WEBHOOK_FORMAT": "webhook_format", "STETHO_PROBE_TIMEOUT": "probe_timeout",
     "STETHO_HEALTH_TIMEOUT": "health_timeout",
+    "STETHO_MAX_BUNDLE_MB": "max_bundle_mb",
     "STETHO_SYSROOT": "sysroot", "PATH": "path", "STETHO_DEBUG": "debug",
     "STETHO_USER": "user",
 }
@@ -169,6 +173,14 @@ def _convert(name: str, value: object, base: Path, source: str | None = None) ->
         if limit <= 0:
             raise ConfigError(f"{where}={value!r}: expected more than 0 seconds")
         return limit
+    if name == "max_bundle_mb":
+        try:
+            mib = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}={value!r}: expected MiB") from None
+        if not mib > 0:
+            raise ConfigError(f"{where}={value!r}: expected a positive size in MiB")
+        return mib
     if name == "debug":
         return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
     if name == "webhook_format":

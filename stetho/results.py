@@ -7,6 +7,7 @@ remediation a person can act on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -92,17 +93,20 @@ class Limit:
 LIMIT_OPS = ("<", "<=", ">", ">=", "==")
 
 
-def exit_code(results: list[Result]) -> int:
+def exit_code(results: Sequence[Result]) -> int:
     """0 go (warnings allowed), 1 a failing check, 3 could not evaluate (errors)."""
-    statuses = {r.status for r in results}
-    if "fail" in statuses:
+    c = counts(results)
+    if c.get("fail"):
         return 1
-    if "error" in statuses:
+    if c.get("error"):
         return 3
     return 0
 
 
-def counts(results: list[Result]) -> dict[str, int]:
+def counts(results: Sequence[Result]) -> dict[str, int]:
+    kept = getattr(results, "counts", None)  # results spilled to disk count as they arrive
+    if callable(kept):
+        return dict(kept())
     out = dict.fromkeys(STATUSES, 0)
     for r in results:
         out[r.status] += 1

@@ -25,7 +25,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(folder: Path) -> Sshd:
+def start(folder: Path, addresses: int = 1) -> Sshd:
+    """sshd on one port of `addresses` loopback addresses (127.0.0.1, .2, ...): hosts on
+    addresses of their own get a connection each, as a fleet's nodes would."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not Path(sshd).exists():
         raise RuntimeError("sshd not found: install Debian's openssh-server (.ci/run does)")
@@ -38,7 +40,8 @@ def start(folder: Path) -> Sshd:
     port = free_port()
     config = folder / "sshd_config"
     config.write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {folder / 'hostkey'}",
+        f"Port {port}", *(f"ListenAddress 127.0.0.{i}" for i in range(1, addresses + 1)),
+        f"HostKey {folder / 'hostkey'}",
         f"PidFile {folder / 'sshd.pid'}", "PermitRootLogin prohibit-password",
         "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
         f"AuthorizedKeysFile {folder / 'authorized_keys'}", "StrictModes no",

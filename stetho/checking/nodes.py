@@ -35,7 +35,7 @@ def node_facts(bundle: Bundle, profile: Profile) -> NodeFacts:
     return NodeFacts(bundle, expected(profile))
 
 
-def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
+def summary(facts: NodeFacts, profile: Profile, with_metrics: bool = True) -> NodeSummary:
     """What fleet checks compare across nodes: versions, and busbw per message size.
 
     Small and JSON-ready; built from facts the node checks parse anyway. Anything the node
@@ -51,18 +51,20 @@ def summary(facts: NodeFacts, profile: Profile) -> NodeSummary:
     except Unavailable:
         pass
     return {"node": facts.name, "profile": profile.name, "versions": versions,
-            "busbw": busbw, "metrics": [m.to_row() for m in metrics.extract(facts)],
+            "busbw": busbw,
+            "metrics": [m.to_row() for m in metrics.extract(facts)] if with_metrics else [],
             "collected_at": facts.bundle.collected_at}
 
 
 class CheckNode:
     """One node under check: its facts and its profile (what the checks judge it against)."""
 
-    __slots__ = ("facts", "profile")
+    __slots__ = ("facts", "problem", "profile")
 
-    def __init__(self, facts: NodeFacts, profile: Profile) -> None:
+    def __init__(self, facts: NodeFacts, profile: Profile, problem: str | None = None) -> None:
         self.facts = facts
         self.profile = profile
+        self.problem = problem  # why its evidence cannot be judged: every check errors
 
     @property
     def name(self) -> str:
@@ -72,5 +74,12 @@ class CheckNode:
     def of(cls, bundle: Bundle, profile: Profile) -> CheckNode:
         return cls(node_facts(bundle, profile), profile)
 
-    def summary(self) -> NodeSummary:
-        return summary(self.facts, self.profile)
+    @classmethod
+    def unreadable(cls, name: str, profile: Profile, problem: str) -> CheckNode:
+        """A node whose bundle cannot be used: no facts, and `problem` as every check's error."""
+        empty = Bundle(node=name, collected_at="", stetho_version="?", profile=profile.name,
+                       probes={})
+        return cls(node_facts(empty, profile), profile, problem)
+
+    def summary(self, metrics: bool = True) -> NodeSummary:
+        return summary(self.facts, self.profile, metrics)

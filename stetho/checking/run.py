@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,17 +68,18 @@ class CheckRun:
     """What a check run gives back: the results, and each node's summary (profile, versions,
     busbw, and the metrics its checks measured: what history and fleet checks consume)."""
 
-    results: list[Result]
+    results: Sequence[Result]  # a fleet's replay: on disk (stetho.sinks.spool.Results)
     summaries: dict[str, NodeSummary]
 
 
 def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = None,
         profile: str | None = None, extra_checks: tuple[str, ...] = (),
         select: str | None = None, workers: int | str | None = None,
-        verbose: bool = False) -> CheckRun:
+        verbose: bool = False, metrics: bool = True) -> CheckRun:
     """Evaluate the checks over in-memory `bundles` or bundle files/folders `evidence`.
 
     `workers` spreads the checks over processes with pytest-xdist (replay of many nodes).
+    `metrics=False` drops the nodes' metrics from their summaries (nothing records them).
     """
     import pytest
 
@@ -92,11 +94,15 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["--stetho-profile", profile]
     if select:
         args += ["-k", select]
+    if not metrics:
+        args += ["--stetho-no-metrics"]
     args += ["-p", "stetho.checking.plugin"]
     if workers:
         # Spread over processes in batches: per-subject items would cost more in xdist's
         # report traffic than the checks themselves.
-        args += ["-p", "xdist.plugin", "-n", str(workers), "--stetho-batch"]
+        # A group's items all on one worker, so each node is parsed once, not once per worker.
+        args += ["-p", "xdist.plugin", "-n", str(workers), "--dist", "loadgroup",
+                 "--stetho-batch"]
     inject = _Inject(bundles, profile)
     sink = io.StringIO()
     # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time

@@ -20,39 +20,52 @@ import pytest
 from stetho.checking.nodes import CheckNode, NodeSummary
 from stetho.evidence.bundle import Bundle
 from stetho.results import Result
+from stetho.sinks.spool import Results
 
 #: More nodes than this are checked in batches (one item per check x group of nodes).
 BATCH_ABOVE = 16
 #: Items per check in batch mode: enough groups to spread over workers, few enough that
 #: pytest's per-item cost (~2 ms) stays small against the work in each.
 BATCH_GROUPS = 32
+#: ... but never more nodes in a group than this: a worker holds one group's facts at a time,
+#: so memory stays flat however large the fleet.
+GROUP_NODES = 64
 
 _NODE_IN_HEAD = re.compile(rb'"node":\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclass
 class NodeSource:
+    """Where one node's evidence is. `problem` says why it cannot be used (unreadable, two
+    bundles of the node, ...): every check then reports an error for the node, never a gap."""
+
     name: str
     path: Path | None = None
     bundle: Bundle | None = None
+    problem: str | None = None
 
 
 class Session:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.results: list[Result] = []
+        self.results = Results()  # on disk past a few thousand: memory per node stays flat
+        #: Off when no history consumes the nodes' metrics: not even extracted then.
+        self.keep_metrics = not config.getoption("stetho_no_metrics", False)
         self.bundles: list[Bundle] | None = None  # injected by `stetho check`
         self.profile_override: str | None = None
         self.summaries: dict[str, NodeSummary] = {}
         self.pending: list[NodeSummary] = []  # summaries to send with the next report
         self._sources: list[NodeSource] | None = None
+        self._by_name: dict[str, NodeSource] = {}
+        self.paths: list[Path] = []  # every bundle file found, duplicates included
         self._nodes: dict[str, CheckNode] = {}
         self._group: tuple[str, ...] = ()
 
     # -- where nodes come from ---------------------------------------------------------------
     def sources(self) -> list[NodeSource]:
         if self._sources is None:
-            self._sources = self._find()
+            self._sources = _one_per_node(self._find())
+            self._by_name = {s.name: s for s in self._sources}
         return self._sources
 
     def _find(self) -> list[NodeSource]:
@@ -64,7 +77,8 @@ class Session:
         paths = _worker_bundles(self.config) or [
             p for e in opt("stetho_evidence", None) or [] for p in bundle_mod.find_bundles(Path(e))]
         if paths:
-            return [NodeSource(_node_name(p), path=p) for p in paths]
+            self.paths = paths
+            return [_source_of(p) for p in paths]
         b = _collect_local(self.config, self.override())
         self.bundles = [b]
         return [NodeSource(b.node, bundle=b)]
@@ -78,8 +92,10 @@ class Session:
         return bool(forced) or len(self.sources()) > BATCH_ABOVE
 
     def groups(self) -> list[tuple[str, ...]]:
+        """Nodes in groups of at most GROUP_NODES (BATCH_GROUPS groups while fewer suffice):
+        what one worker holds at a time stays the same however many nodes there are."""
         names = [s.name for s in self.sources()]
-        size = max(1, -(-len(names) // BATCH_GROUPS))
+        size = max(1, min(GROUP_NODES, -(-len(names) // BATCH_GROUPS)))
         return [tuple(names[i:i + size]) for i in range(0, len(names), size)]
 
     # -- nodes, loaded when first needed ------------------------------------------------------
@@ -89,18 +105,29 @@ class Session:
         from stetho import profiles
         from stetho.evidence import bundle as bundle_mod
 
-        source = next((s for s in self.sources() if s.name == name), None)
+        self.sources()
+        source = self._by_name.get(name)
         if source is None:
             raise KeyError(name)
-        if source.bundle is not None:
-            bundle = source.bundle
-        else:
+        bundle, problem = source.bundle, source.problem
+        if bundle is None and problem is None:
             assert source.path is not None
-            bundle = bundle_mod.load(source.path)
-        prof = profiles.load(self.override() or bundle.profile or profiles.DEFAULT_PROFILE)
-        node = CheckNode.of(bundle, prof)
+            try:
+                bundle = bundle_mod.load(source.path)
+            except bundle_mod.BundleError as exc:
+                problem = str(exc)
+            else:
+                if bundle.node != name:
+                    problem = (f"{source.path}: names node {bundle.node!r} in its body but "
+                               f"{name!r} in its head; not replayed")
+        if bundle is None or problem is not None:
+            prof = profiles.load(self.override() or profiles.DEFAULT_PROFILE)
+            node = CheckNode.unreadable(name, prof, problem or "no evidence")
+        else:
+            prof = profiles.load(self.override() or bundle.profile or profiles.DEFAULT_PROFILE)
+            node = CheckNode.of(bundle, prof)
+            self.pending.append(node.summary(metrics=self.keep_metrics))
         self._nodes[name] = node
-        self.pending.append(node.summary())
         return node
 
     def all_nodes(self) -> list[CheckNode]:
@@ -116,11 +143,15 @@ class Session:
 
     # -- results and summaries from reports ---------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: its reports (and their results) belong to the controller
         for key, value in report.user_properties:
             if key == RESULT_KEY:
-                self.results.extend(Result.from_json(r) for r in json.loads(str(value)))
+                self.results.add_rows(tuple(r) for r in json.loads(str(value)))
             elif key == SUMMARY_KEY:
                 for s in json.loads(str(value)):
+                    if not self.keep_metrics:
+                        s["metrics"] = []
                     self.summaries.setdefault(s["node"], s)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -139,17 +170,46 @@ RESULT_KEY = "stetho_results"
 SUMMARY_KEY = "stetho_summaries"
 
 
-def _node_name(path: Path) -> str:
+def _source_of(path: Path) -> NodeSource:
     """A bundle's node name from its first bytes (bundles write it early), without parsing
-    the whole file: collection of a thousand-node run folder stays cheap."""
-    with path.open("rb") as fh:
-        head = fh.read(4096)
+    the whole file: collection of a thousand-node run folder stays cheap. A file whose name
+    cannot be read this way is named by its file name, with the reason as its problem."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        return NodeSource(path.stem, path, problem=f"{path}: cannot read evidence bundle: "
+                          f"{exc.strerror or exc}")
     m = _NODE_IN_HEAD.search(head)
     if m:
-        return str(json.loads(b'"' + m.group(1) + b'"'))
+        try:
+            return NodeSource(str(json.loads(b'"' + m.group(1) + b'"')), path)
+        except ValueError:
+            pass
     from stetho.evidence import bundle as bundle_mod
 
-    return bundle_mod.load(path).node
+    try:
+        return NodeSource(bundle_mod.load(path).node, path)
+    except bundle_mod.BundleError as exc:
+        return NodeSource(path.stem, path, problem=str(exc))
+
+
+def _one_per_node(found: list[NodeSource]) -> list[NodeSource]:
+    """One source per node, in the order found. Two bundles of one node are that node's error:
+    which one is the truth is not stetho's to guess, and merging them would hide a fault."""
+    by_name: dict[str, list[NodeSource]] = {}
+    for src in found:
+        by_name.setdefault(src.name, []).append(src)
+    out = []
+    for name, same in by_name.items():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        where = ", ".join(str(s.path) if s.path else "(in memory)" for s in same)
+        out.append(NodeSource(name, same[0].path, problem=(
+            f"{len(same)} evidence bundles for node {name} in one replay ({where}): they are "
+            f"never merged; keep the one to judge and replay again")))
+    return out
 
 
 def _worker_bundles(config: pytest.Config) -> list[Path]:

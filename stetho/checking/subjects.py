@@ -110,6 +110,8 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
 
 
 def expand(kind: str, node: CheckNode) -> list[Subject]:
+    if node.problem is not None:
+        return [Subject(node, kind.replace("_", "-"), None, Unavailable("error", node.problem))]
     try:
         subjects = KINDS[kind](node)
     except Unavailable as u:

@@ -70,21 +70,19 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         if evidence_out:
             bundle.save(Path(evidence_out))
         bundles = [bundle]
-    elif not workers:
-        from stetho.evidence.bundle import find_bundles, load
-
-        # Loaded here, not inside pytest, so an unreadable bundle is one clear error (exit 3).
-        bundles = [load(p) for e in evidence for p in find_bundles(Path(e))]
-        evidence = ()
     else:
         from stetho.evidence.bundle import find_bundles
 
+        # Only that there are bundles is checked here (exit 3 naming the path); a bundle that
+        # cannot be read is its node's error inside the run, the same serial and parallel.
         for e in evidence:
-            find_bundles(Path(e))  # fail early, exit 3, with the path in the message
+            find_bundles(Path(e))
+    record = use_history if use_history is not None else not replay
     run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
-                       extra_checks=extra_checks, select=select, workers=workers)
-    results = list(run.results)
-    if use_history if use_history is not None else not replay:
+                       extra_checks=extra_checks, select=select, workers=workers,
+                       metrics=record or bool(outcome_out))  # the sweep records outcomes
+    results = run.results
+    if record:
         from stetho.history import recording
         from stetho.history.store import new_run_id
 
@@ -93,14 +91,15 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
             from stetho.gate.policy import longest_freshness
 
             max_age = longest_freshness() or None
-        results += recording.after_run(
-            "replay" if replay else "check", new_run_id(), results, run.summaries, cfg.db,
+        every = list(results)  # history is written from a list (in memory; not streamed yet)
+        results = every + recording.after_run(
+            "replay" if replay else "check", new_run_id(), every, run.summaries, cfg.db,
             command=" ".join(sys.argv[1:]), max_evidence_age_s=max_age)
     if outcome_out:
         from stetho.fleet.outcome import Outcome
 
         one = bundles[0] if bundles and len(bundles) == 1 else None
-        write(outcome_out, Outcome.of(results, one, run.summaries.get(one.node) if one
+        write(outcome_out, Outcome.of(list(results), one, run.summaries.get(one.node) if one
                                       else None).render())
         quiet = quiet or outcome_out == "-"
     sys.exit(emit(results, junit, json_out, show_all=show_all, problems=problems, quiet=quiet,

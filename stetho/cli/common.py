@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,41 +40,49 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
-def write(path: str, text: str) -> None:
-    """Write a report atomically; '-' (or a device such as /dev/stdout) is written through."""
+def write(path: str, text: str | Iterable[str]) -> None:
+    """Write a report atomically; '-' (or a device such as /dev/stdout) is written through.
+    `text` may come in pieces (a streamed document), written as they come."""
+    pieces = (text,) if isinstance(text, str) else text
     if path == "-":
-        sys.stdout.write(text)
+        for piece in pieces:
+            sys.stdout.write(piece)
         return
     p = Path(path)
     if p.exists() and not p.is_file():
         with p.open("w", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.writelines(pieces)
         return
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.writelines(pieces)
         tmp.replace(p)
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def emit(results: list[Result], junit: str | None, json_out: str | None, *, show_all: bool,
-         problems: bool, quiet: bool, summary_to_stderr: bool = False) -> int:
+def emit(results: Sequence[Result], junit: str | None, json_out: str | None, *,
+         show_all: bool, problems: bool, quiet: bool, summary_to_stderr: bool = False) -> int:
     """Write the requested files, print the table (or only the summary line), and return the
-    exit code of the results."""
+    exit code of the results. Results spilled to disk (a fleet's replay) are streamed."""
     from stetho.results import exit_code
     from stetho.sinks import json_out as json_sink
     from stetho.sinks import table
+    from stetho.sinks.spool import Results
 
     if not results:
         raise StethoError("no check produced a result (is the checks folder empty?)")
+    streamed = results if isinstance(results, Results) and results.spilled else None
     if junit:
         from stetho.sinks import junit as junit_sink
 
-        write(junit, junit_sink.render(results))
+        write(junit, junit_sink.render_stream(streamed) if streamed is not None
+              else junit_sink.render(list(results)))
     if json_out:
-        write(json_out, json_sink.render(results))
+        write(json_out, json_sink.render_stream(streamed) if streamed is not None
+              else json_sink.render(list(results)))
     if quiet:
         click.echo(table.summary(results), err=summary_to_stderr)
     else:

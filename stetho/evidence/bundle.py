@@ -116,12 +116,62 @@ class Bundle:
         tmp.replace(path)
 
 
-def load(path: Path) -> Bundle:
+#: Deepest JSON nesting a bundle may have: a real one is 4 deep (bundle, probes, probe,
+#: files); anything far deeper is garbage or an attack on the parser's recursion.
+MAX_DEPTH = 32
+
+
+def load(path: Path, max_bytes: int | None = None) -> Bundle:
+    """Read one bundle file, or raise BundleError naming the file and the reason: unreadable,
+    not UTF-8, truncated or not JSON, bigger than `max_bytes` (default: the configured
+    max_bundle_mb), nested deeper than MAX_DEPTH, or not a bundle."""
+    if max_bytes is None:
+        from stetho import config
+
+        max_bytes = int(config.active().max_bundle_mb * 2**20)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: cannot read evidence bundle: {exc}") from None
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)  # never more than the cap, even if the file grows
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read evidence bundle: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:
+        raise BundleError(f"{path}: evidence bundle is larger than the "
+                          f"{round(max_bytes / 2**20, 3):g} MiB "
+                          f"cap (max_bundle_mb, STETHO_MAX_BUNDLE_MB); not read")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{path}: cannot read evidence bundle: not UTF-8 ({exc.reason} at "
+                          f"byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        ends = exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string")
+        what = "truncated" if ends else "not valid JSON"
+        raise BundleError(f"{path}: cannot read evidence bundle: {what} ({exc.msg} at line "
+                          f"{exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise BundleError(f"{path}: cannot read evidence bundle: JSON nested deeper than "
+                          f"{MAX_DEPTH} levels") from None
+    if _too_deep(data, MAX_DEPTH):
+        raise BundleError(f"{path}: cannot read evidence bundle: JSON nested deeper than "
+                          f"{MAX_DEPTH} levels")
     return Bundle.from_json(data, source=str(path))
+
+
+def _too_deep(data: object, limit: int) -> bool:
+    """Whether JSON data nests deeper than `limit`; iterative, so it cannot recurse itself."""
+    todo: list[tuple[object, int]] = [(data, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
 
 
 def find_bundles(path: Path) -> list[Path]:

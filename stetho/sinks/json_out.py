@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from stetho import __version__
 from stetho.results import RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, Result, counts, exit_code
+from stetho.sinks.spool import Results
 
 
-def document(results: list[Result], **meta: Any) -> dict[str, Any]:
+def _head(results: Sequence[Result], **meta: Any) -> dict[str, Any]:
     return {
         "schema": RESULTS_SCHEMA, "schema_version": RESULTS_SCHEMA_VERSION,
         "stetho_version": __version__,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **meta,
         "exit_code": exit_code(results), "counts": counts(results),
-        "results": [r.to_json() for r in results],
     }
+
+
+def document(results: Sequence[Result], **meta: Any) -> dict[str, Any]:
+    return {**_head(results, **meta), "results": [r.to_json() for r in results]}
 
 
 #: Above this many results the document is written compact: an indented dump goes through
@@ -31,6 +36,19 @@ def render(results: list[Result], **meta: Any) -> str:
     if len(results) > INDENT_UP_TO:
         return json.dumps(doc, default=str, separators=(",", ":")) + "\n"
     return json.dumps(doc, indent=1, default=str) + "\n"
+
+
+def render_stream(results: Results, **meta: Any) -> Iterator[str]:
+    """The same document, compact, in pieces: each result's stored JSON copied through."""
+    head = json.dumps(_head(results, **meta), default=str, separators=(",", ":"))
+    yield head[:-1] + ',"results":['
+    chunk: list[str] = []
+    for i, doc in enumerate(results.documents()):
+        chunk.append(doc if i == 0 else "," + doc)
+        if len(chunk) >= 1000:
+            yield "".join(chunk)
+            chunk = []
+    yield "".join(chunk) + "]}\n"
 
 
 def load(text: str) -> list[Result]:

@@ -7,11 +7,13 @@ message and the remediation; errors and skips keep their reasons.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from itertools import groupby
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from stetho.results import Result, format_value
+from stetho.sinks.spool import Results
 
 
 def render(results: list[Result]) -> str:
@@ -24,6 +26,23 @@ def render(results: list[Result]) -> str:
         suites.append(TestSuite(node, [_case(r) for r in rows],
                                 hostname=node if node != "*" else None))
     return _with_properties(str(to_xml_report_string(suites, encoding="utf-8")), ordered)
+
+
+def render_stream(results: Results) -> Iterator[str]:
+    """The same document in pieces, one testsuite (node) at a time, read in node order from
+    the results' own store: a million results never sit in memory at once."""
+    c = results.counts()
+    yield ('<?xml version="1.0" encoding="utf-8"?>\n'
+           f'<testsuites disabled="0" errors="{c["error"]}" failures="{c["fail"]}" '
+           f'tests="{len(results)}" time="{results.total_duration():g}">')
+    for node, group in groupby(results.by_node(), key=lambda r: r.node):
+        rows = list(group)
+        suite = TestSuite(node, [_case(r) for r in rows], hostname=node if node != "*" else None)
+        root = ET.fromstring(_with_properties(str(to_xml_report_string([suite])), rows))
+        for element in root:
+            element.tail = "\n"
+            yield "\n\t" + ET.tostring(element, encoding="unicode").rstrip("\n")
+    yield "\n</testsuites>"
 
 
 def _with_properties(xml: str, ordered: list[Result]) -> str:

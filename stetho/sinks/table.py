@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from stetho.results import SEVERITY, Result, counts, format_value, ordered
+from stetho.sinks.spool import Results
 
 _STYLE = {"fail": "bold red", "error": "bold magenta", "warn": "yellow", "skip": "dim",
           "pass": "green"}
@@ -22,12 +24,15 @@ class Row(NamedTuple):
     remediation: str
 
 
-def rows(results: list[Result], show: tuple[str, ...] = ALL, group_ok: bool = True) -> list[Row]:
+def rows(results: Sequence[Result], show: tuple[str, ...] = ALL,
+         group_ok: bool = True) -> list[Row]:
     """Problems (fail/error/warn) get a row each. With `group_ok`, the passes (or skips) of one
     check on one node share a row, "gpu0..gpu7 (8)", so a healthy node reads at a glance."""
     out: list[Row] = []
     groups: dict[tuple[str, str, str], list[Result]] = {}
-    for r in ordered([r for r in results if r.status in show]):
+    wanted = (results.where(show) if isinstance(results, Results)
+              else [r for r in results if r.status in show])
+    for r in ordered(wanted):
         if group_ok and r.status in ("pass", "skip"):
             groups.setdefault((r.node, r.check, r.status), []).append(r)
         else:
@@ -67,7 +72,7 @@ def fixes(shown: list[Row]) -> list[tuple[str, str]]:
     return list(seen)
 
 
-def render(results: list[Result], *, width: int = 160, color: bool = False,
+def render(results: Sequence[Result], *, width: int = 160, color: bool = False,
            show: tuple[str, ...] = ALL, group_ok: bool = True) -> str:
     """The table in `width` columns (80 is enough: long values and messages wrap), after a
     "what to do" list with each check's remediation once."""
@@ -91,8 +96,8 @@ def render(results: list[Result], *, width: int = 160, color: bool = False,
                                                 break_on_hyphens=False)),
                           overflow="ignore", crop=False)
     if shown:
-        header = _lay(_HEADERS, widths)
-        console.print(_escape(header[0]), style="bold" if color else None)
+        for head in _lay(_HEADERS, widths):
+            console.print(_escape(head), style="bold" if color else None)
         console.print("-" * min(width, sum(widths) + 2 * (len(widths) - 1)))
         for row, cell in zip(shown, cells, strict=True):
             for i, line in enumerate(_lay(cell, widths)):
@@ -102,7 +107,8 @@ def render(results: list[Result], *, width: int = 160, color: bool = False,
                     text = (_escape(line[:at]) + f"[{_STYLE[row.status]}]{line[at:at + 6]}[/]"
                             + _escape(line[at + 6:]))
                 console.print(text, overflow="ignore", crop=False)
-    hidden = sum(1 for r in results if r.status not in show)
+    c = counts(results)
+    hidden = sum(n for status, n in c.items() if status not in show)
     console.print(summary(results) + (f" ({hidden} not shown)" if hidden else ""))
     return buf.getvalue()
 
@@ -147,8 +153,9 @@ def _escape(text: str) -> str:
     return text.replace("[", r"\[")
 
 
-def summary(results: list[Result]) -> str:
+def summary(results: Sequence[Result]) -> str:
     c = counts(results)
-    nodes = len({r.node for r in results if r.node != "*"})
+    nodes = (results.node_count() if isinstance(results, Results)
+             else len({r.node for r in results if r.node != "*"}))
     parts = [f"{c[s]} {s}" for s in ALL]
     return f"{nodes} node{'s' if nodes != 1 else ''}, {len(results)} results: " + ", ".join(parts)

@@ -1,0 +1,71 @@
+"""Results spilled to disk read back exactly as a list would: same results, same documents."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from stetho.results import Result, counts, exit_code
+from stetho.sinks import json_out, junit, table
+from stetho.sinks.spool import Results, row
+
+
+def _results() -> list[Result]:
+    out = [Result(node=f"n{i % 7}", check=f"c{i % 5}", subject=f"gpu{i % 3}",
+                  status=("pass", "fail", "error", "skip", "warn")[i % 5],
+                  message=f"m{i} <&> \"q\"", value=i * 1.5, unit="W", duration_s=0.001 * i,
+                  remediation="fix it" if i % 2 else None)
+           for i in range(60)]
+    return [*out, Result(node="*", check="checks", subject="", status="error", message="x")]
+
+
+def test_spilled_results_read_back_the_same():
+    kept = _results()
+    spilled = Results(kept, spill_at=10)
+    assert spilled.spilled and len(spilled) == len(kept)
+    assert list(spilled) == kept
+    assert spilled[0] == kept[0] and spilled[-1] == kept[-1] and spilled[3:6] == kept[3:6]
+    assert counts(spilled) == counts(kept) and exit_code(spilled) == exit_code(kept) == 1
+    assert spilled.node_count() == 7
+    assert spilled.where(("fail",)) == [r for r in kept if r.status == "fail"]
+    extra = Result(node="n9", check="late", subject="", status="pass")
+    spilled.append(extra)
+    spilled.add_rows([row(extra)])
+    assert list(spilled)[-2:] == [extra, extra] and spilled.node_count() == 8
+
+
+def test_small_results_stay_in_memory():
+    r = Results(_results())
+    assert not r.spilled and list(r) == _results()
+
+
+def test_streamed_json_is_the_same_document():
+    kept = _results()
+    streamed = json.loads("".join(json_out.render_stream(Results(kept, spill_at=10))))
+    whole = json.loads(json_out.render(kept))
+    for doc in (streamed, whole):
+        doc.pop("created_at")
+    assert streamed == whole
+    assert json_out.load(json.dumps(streamed)) == kept
+
+
+def test_streamed_junit_is_the_same_document():
+    kept = _results()
+    streamed = ET.fromstring("".join(junit.render_stream(Results(kept, spill_at=10))))
+    whole = ET.fromstring(junit.render(kept))
+
+    def canon(e: ET.Element) -> tuple:
+        attrs = dict(e.attrib)
+        if e.tag == "testsuites":
+            attrs["time"] = f"{float(attrs['time']):.6f}"
+        return (e.tag, attrs, (e.text or "").strip(), [canon(c) for c in e])
+
+    assert canon(streamed) == canon(whole)
+    assert len(streamed.findall("testsuite")) == 8  # one per node, and the "*" row's
+
+
+def test_table_summary_of_spilled_results():
+    kept = _results()
+    assert table.summary(Results(kept, spill_at=10)) == table.summary(kept)
+    text = table.render(Results(kept, spill_at=10), show=("fail",))
+    assert text == table.render(kept, show=("fail",))
