@@ -85,8 +85,8 @@ def gpu_where(ctx: NodeContext, index: int | None = None, pci: str | None = None
     if index is not None:
         return (("gpu", str(index)),)
     if pci is not None:
-        full = short_pci(pci)
-        return (("pci", full + ".0" if full.count(".") == 0 else full),)
+        full = pci.strip().lower()
+        return (("pci", full if "." in full else full + ".0"),)
     return ()
 
 

@@ -48,8 +48,8 @@ def _where(evidence: list[Evidence], ctx: NodeContext) -> dict[str, str]:
         if e.expected:
             out.setdefault("expected", e.expected)
     if "pci" in out and "slot" not in out:
-        gpu = f"GPU {out['gpu']} " if "gpu" in out else ""
-        out["slot"] = f"the slot of {gpu}at {out['pci']}"
+        gpu = f"of GPU {out['gpu']} " if "gpu" in out else ""
+        out["slot"] = f"the slot {gpu}at {out['pci']}"
     return out
 
 
@@ -61,6 +61,10 @@ def _build(rule: Rule, ctx: NodeContext, evidence: list[Evidence], got: float) -
     coverage = round(got / rule.total_weight, 3)
     where = _where(sorted(evidence, key=lambda e: e.signal not in rule.requires_any), ctx)
     steps = tuple(fill(s, where) for s in rule.steps) or (fill(rule.action, where),)
+    watch = not any(e.status == "fail" for e in evidence)
+    if watch:  # warn-level: it still works; act at the next window, do not drain now
+        steps = (f"Keep {ctx.node} in service and watch it: the steps below belong in its next "
+                 "maintenance window.", *(s for s in steps if not s.startswith("Drain")))
     cmds: list[str] = []
     for e in evidence:
         if e.command and e.command not in cmds:
@@ -74,7 +78,7 @@ def _build(rule: Rule, ctx: NodeContext, evidence: list[Evidence], got: float) -
         score=round((rule.band + coverage) / len(SEVERITIES), 3), evidence=tuple(evidence),
         action=fill(rule.action, where), ticket=fill(rule.ticket, where),
         severity=rule.severity, kind=rule.kind, coverage=coverage,
-        disposition="drain" if any(e.status == "fail" for e in evidence) else "watch",
+        disposition="watch" if watch else "drain",
         summary=fill(rule.summary, where) if rule.summary else rule.title,
         steps=steps, reproduce=tuple(cmds))
 

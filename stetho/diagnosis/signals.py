@@ -53,8 +53,11 @@ def aer_corrected(ctx: NodeContext) -> list[Evidence]:
         return []
     devices = sorted({e.device for e in events})
     kinds = ", ".join(sorted({x for e in events for x in e.errors})) or "no detail"
-    where = gpu_where(ctx, pci=devices[0])
-    dev = devices[0]
+    # name the GPU whose link it is when one of the reporting devices is a GPU (the root
+    # port above it reports too)
+    on_gpu = [d for d in devices if "gpu" in dict(gpu_where(ctx, pci=d))]
+    dev = on_gpu[0] if on_gpu else devices[0]
+    where = gpu_where(ctx, pci=dev)
     bdf = dev.split(":", 1)[1] if dev.count(":") == 2 else dev
     return [Evidence("aer_corrected", f"{len(events)} corrected PCIe AER errors on "
                      f"{', '.join(devices)} ({kinds})",
