@@ -74,6 +74,10 @@ def ber_normal(ctx: NodeContext) -> list[Evidence]:
     bers = [v for _, v in ctx.metric("ib", "pre_fec_ber")]
     if ports is None or not bers:
         return []
+    from stetho.diagnosis.trends import ber_rising
+
+    if ber_rising(ctx):
+        return []  # under the threshold, but rising: no alibi
     return [Evidence("ber_normal", f"pre-FEC BER on all {len(ports)} ports under the threshold "
                      f"(worst {fmt(max(bers))})", 1.0, check="ib_link_ber",
                      value=f"worst {fmt(max(bers))}", expected="under the threshold",
