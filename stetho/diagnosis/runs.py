@@ -79,6 +79,9 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
     watch = set(warning_nodes(results)) if nodes is None else set()
     wanted = nodes if nodes is not None else sorted(set(failing_nodes(results)) | watch)
     earlier = _kb_reports(kb_repo) if kb_repo else None
+    from stetho.diagnosis.rules import load_all
+
+    rules = load_all()  # once per run, not per node
     try:
         ctxs = contexts(run_dir or Path("/nonexistent"), results, wanted, history)
         written = []
@@ -86,8 +89,8 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
             notes = () if run_dir is not None else (
                 "Diagnosed from check results only: this run has no run folder, so no "
                 "evidence bundle was read.",)
-            d = engine.diagnose(ctx, run=run, gate=gate, notes=notes if ctx.facts is None
-                                else ())
+            d = engine.diagnose(ctx, run=run, gate=gate, rules=rules,
+                                notes=notes if ctx.facts is None else ())
             if ctx.node in watch and d.top is None:
                 continue  # warnings with no cause behind them: nothing to report
             path = report.write(d, out)
