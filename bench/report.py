@@ -40,6 +40,8 @@ def main() -> None:
     ap.add_argument("--failing", type=float, default=0.05)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", help="another stetho source tree to score in the same run")
+    ap.add_argument("--part", choices=("all", "run", "catalogue"), default="all",
+                    help="only the 1,024-node run, or only the catalogue")
     ap.add_argument("--evaluate", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.evaluate:
@@ -52,8 +54,12 @@ def main() -> None:
     from stetho.sinks import json_out
 
     prof = profiles.load("h100-sxm-8gpu")
+    codes = [("after", str(ROOT))] + ([("before", args.before)] if args.before else [])
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
+        if args.part == "catalogue":
+            _catalogue(tmp / "catalogue", codes)
+            return
         seeds = []
         for i, faults in enumerate([[]] + FAULTS):
             root = build_node(tmp / "sim" / f"seed{i:02d}", f"seed{i:02d}", faults)
@@ -79,7 +85,6 @@ def main() -> None:
         print(f"run folder: {args.nodes} nodes, {n_fail} failing, {len(results)} results")
         db = tmp / "history.db"
         _history(db, run_dir, results)
-        codes = [("after", str(ROOT))] + ([("before", args.before)] if args.before else [])
         for label, src in codes:
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             env["STETHO_DB"] = str(db)
@@ -99,7 +104,8 @@ def main() -> None:
             print(f"{label}: stetho report (diagnose + render {written} reports, {charts} "
                   f"charts, with history): median {statistics.median(walls):.2f} s "
                   f"({', '.join(f'{w:.2f}' for w in walls)})   target <= 10 s")
-        _catalogue(tmp / "catalogue", codes)
+        if args.part == "all":
+            _catalogue(tmp / "catalogue", codes)
 
 
 def _history(db: Path, run_dir: Path, results: list) -> None:
@@ -164,6 +170,7 @@ def evaluate(root: Path) -> dict:
                                                   ROOT / "tests" / "diagnosis_catalogue.py")
     assert spec is not None and spec.loader is not None
     cat = importlib.util.module_from_spec(spec)
+    sys.modules["catalogue"] = cat  # dataclasses look their module up there
     spec.loader.exec_module(cat)
     CASES, RUN = cat.CASES, cat.RUN
     built = json.loads((root / "catalogue.json").read_text())

@@ -119,3 +119,25 @@ def test_the_chart_plots_the_implicated_subject(catalogue):
     d = diagnose(catalogue["sbe-rising"])
     assert d.trend is not None and d.trend.metric == "ecc_correctable gpu3"
     assert d.trend.baseline is not None and len(d.trend.points) == 4
+
+
+def test_evidence_quotes_the_line_it_names_and_values_read_right(catalogue):
+    """The fatal AER evidence quotes the fatal line, not the corrected one before it; a BER
+    of 4e-06 does not print as 0."""
+    d = diagnose(catalogue["xid79"])
+    fatal = next(e for e in d.top.evidence if e.signal == "aer_fatal")
+    assert "severity=Uncorrected (Fatal)" in fatal.log_line
+    loss = next(e for e in d.top.evidence if e.signal == "xid_79")
+    assert "fallen off the bus" in loss.log_line
+    optics = diagnose(catalogue["optics"])
+    ber = next(e for e in optics.top.evidence if e.signal == "ber_high")
+    assert ber.value.startswith("4.0e-06")
+
+
+def test_ticket_and_steps_name_the_part_and_only_what_was_seen(catalogue):
+    """The x8 riser ticket names the GPU, its PCI address and serial and the width it trained
+    at; it claims no AER errors or hot GPU that are not there."""
+    d = diagnose(catalogue["x8-alone"])
+    assert "GPU 1 (0000:3b:00.0, serial " in d.top.ticket and "x8" in d.top.ticket
+    assert "AER" not in d.top.ticket and "hot" not in d.top.ticket
+    assert any("GPU 1" in s for s in d.top.steps)
