@@ -51,8 +51,9 @@ def test_watch_reports_idempotence_and_a_missing_bundle(run_folder, tmp_path):
     assert [f.split("-rpt-")[0] for f in files] == [
         "governor-cpu-governor", "nobundle-gpu-off-bus", "optics-optics-degrading",
         "riser-riser-pcie-slot"]
-    assert "optics: watch: Optics degrading" in first.stdout
-    assert "riser: drain: Riser card" in first.stdout
+    lines = {ln.split(":")[0]: ln for ln in first.stdout.splitlines()}
+    assert lines["optics"].startswith("optics: Optics degrading") and "[watch]" in lines["optics"]
+    assert lines["riser"].startswith("riser: Riser card") and "[drain]" in lines["riser"]
     assert "healthy" not in first.stdout
     assert "note: No evidence bundle for nobundle" in first.stderr
     missing = next(out.glob("nobundle-*.md")).read_text()
