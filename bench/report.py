@@ -1,11 +1,16 @@
-"""Diagnose and render reports for a 1,024-node run with 5% of the nodes failing.
+"""Diagnose and render reports for a 1,024-node run with 5% of the nodes failing, and score
+the diagnosis on the catalogue (tests/diagnosis_catalogue.py).
 
 Builds a run folder like a sweep's (hosts/<node>/evidence.json and summary.json, merged
 results.json) from collected simulated bundles: 973 healthy nodes and 51 carrying faults of
-several kinds, then times `stetho report <run>` (diagnosis of every failing node, Markdown and
-SVG written) over N runs and prints the median.
+several kinds, with a history of three earlier nightly runs of every node, then times
+`stetho report <run>` (diagnosis of every failing node, Markdown and SVG trend charts written)
+over N runs and prints the median. Then builds the catalogue's nodes once and scores them:
+top-1 accuracy, hypotheses on healthy nodes (must be 0), median lines from the top of a report
+to its first action. With --before SRC (a checkout of another stetho, e.g. main's), the same
+run folder and the same catalogue are scored with that code too, in the same run.
 
-    python bench/report.py [--nodes 1024] [--failing 0.05] [--runs 3]
+    python bench/report.py [--nodes 1024] [--failing 0.05] [--runs 3] [--before /tmp/main]
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+if "--evaluate" not in sys.argv:
+    sys.path.insert(0, str(ROOT))
 
 FAULTS = [["riser"], ["nvme-rotational"], ["nccl-socket"], ["ib-rate-downgrade"],
           ["ecc-dbe"], ["xid=79"], ["thermal-slowdown"], ["clocks-unlocked"],
@@ -32,7 +39,14 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--failing", type=float, default=0.05)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--before", help="another stetho source tree to score in the same run")
+    ap.add_argument("--part", choices=("all", "run", "catalogue"), default="all",
+                    help="only the 1,024-node run, or only the catalogue")
+    ap.add_argument("--evaluate", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.evaluate:
+        print(json.dumps(evaluate(Path(args.evaluate))))
+        return
     from stetho import profiles
     from stetho.checking import run as checkrun
     from stetho.evidence import collect
@@ -40,8 +54,12 @@ def main() -> None:
     from stetho.sinks import json_out
 
     prof = profiles.load("h100-sxm-8gpu")
+    codes = [("after", str(ROOT))] + ([("before", args.before)] if args.before else [])
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
+        if args.part == "catalogue":
+            _catalogue(tmp / "catalogue", codes)
+            return
         seeds = []
         for i, faults in enumerate([[]] + FAULTS):
             root = build_node(tmp / "sim" / f"seed{i:02d}", f"seed{i:02d}", faults)
@@ -65,21 +83,141 @@ def main() -> None:
         (run_dir / "results.json").write_text(json_out.render(results))
         (run_dir / "meta.json").write_text(json.dumps({"run_id": "bench-run"}))
         print(f"run folder: {args.nodes} nodes, {n_fail} failing, {len(results)} results")
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["STETHO_DB"] = str(tmp / "none.db")
-        walls = []
-        for k in range(args.runs):
-            out = tmp / f"reports{k}"
-            start = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir),
-                                   "--out", str(out)], env=env, capture_output=True, text=True)
-            walls.append(time.perf_counter() - start)
-            if proc.returncode != 0:
-                sys.exit(proc.stderr[-2000:])
-            written = len(list(out.glob("*.md")))
-        print(f"stetho report (diagnose + render {written} reports): median "
-              f"{statistics.median(walls):.2f} s ({', '.join(f'{w:.2f}' for w in walls)})"
-              f"   target <= 10 s")
+        db = tmp / "history.db"
+        _history(db, run_dir, results)
+        for label, src in codes:
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env["STETHO_DB"] = str(db)
+            env["PYTHONPATH"] = src
+            walls = []
+            for k in range(args.runs):
+                out = tmp / f"reports-{label}{k}"
+                start = time.perf_counter()
+                proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir),
+                                       "--out", str(out)], env=env, capture_output=True,
+                                      text=True, cwd=tmp)
+                walls.append(time.perf_counter() - start)
+                if proc.returncode != 0:
+                    sys.exit(proc.stderr[-2000:])
+                written = len(list(out.glob("*.md")))
+                charts = len(list(out.glob("*.svg")))
+            print(f"{label}: stetho report (diagnose + render {written} reports, {charts} "
+                  f"charts, with history): median {statistics.median(walls):.2f} s "
+                  f"({', '.join(f'{w:.2f}' for w in walls)})   target <= 10 s")
+        if args.part == "all":
+            _catalogue(tmp / "catalogue", codes)
+
+
+def _history(db: Path, run_dir: Path, results: list) -> None:
+    """Three earlier nightly runs of every node (its metrics as measured), then this run."""
+    from stetho.history.store import History, NodeRun
+
+    by_node: dict[str, list] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
+    now = time.time()
+    nodes = []
+    for host in sorted((run_dir / "hosts").iterdir()):
+        summary = json.loads((host / "summary.json").read_text())
+        nodes.append((host.name, summary["metrics"]))
+    with History(db) as h:
+        for k in (3, 2, 1):
+            h.record(f"past{k}", "sweep", [NodeRun(n, "h100-sxm-8gpu", [], m) for n, m in nodes],
+                     when=now - k * 86400)
+        h.record("bench-run", "sweep", [NodeRun(n, "h100-sxm-8gpu", by_node.get(n, []), m)
+                                        for n, m in nodes], when=now)
+
+
+def _catalogue(root: Path, codes: list[tuple[str, str]]) -> None:
+    from tests.diagnosis_catalogue import build
+
+    start = time.perf_counter()
+    build(root)
+    print(f"catalogue built in {time.perf_counter() - start:.1f} s")
+    for label, src in codes:
+        env = dict(os.environ, PYTHONPATH=src)
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--evaluate",
+                               str(root)], env=env, capture_output=True, text=True, cwd=root)
+        if proc.returncode != 0:
+            sys.exit(proc.stderr[-3000:])
+        m = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"{label} ({m['code']}): catalogue of {m['cases']} cases: "
+              f"top-1 {m['top1']}/{m['cases']} "
+              f"({m['top1'] / m['cases']:.0%}); hypotheses on {m['healthy']} healthy nodes: "
+              f"{m['false_on_healthy']}; ruled-out causes listed in {m['with_ruled_out']} "
+              f"cases; targeted command found in {m['targeted']}/{m['with_command']}; "
+              f"median lines to the first action {m['first_action_median']} "
+              f"(median report length {m['length_median']} lines); placeholders left in "
+              f"{m['placeholders']} reports")
+
+
+def evaluate(root: Path) -> dict:
+    """Score whichever stetho is importable (PYTHONPATH) on the built catalogue."""
+    import importlib.util
+    import re
+
+    import stetho
+    from stetho import profiles
+    from stetho.checking import nodes
+    from stetho.diagnosis import engine, report
+    from stetho.diagnosis.signals import NodeContext
+    from stetho.evidence.bundle import load
+    from stetho.history.store import History
+    from stetho.results import Result
+
+    # the catalogue's case list by file: the code under test may have a tests package too
+    spec = importlib.util.spec_from_file_location("catalogue",
+                                                  ROOT / "tests" / "diagnosis_catalogue.py")
+    assert spec is not None and spec.loader is not None
+    cat = importlib.util.module_from_spec(spec)
+    sys.modules["catalogue"] = cat  # dataclasses look their module up there
+    spec.loader.exec_module(cat)
+    CASES, RUN = cat.CASES, cat.RUN
+    built = json.loads((root / "catalogue.json").read_text())
+    leftover = re.compile(r"<(?:dev|n|sm|mem)>|\{\{|\{%")
+    m = {"cases": len(CASES), "top1": 0, "healthy": 0, "false_on_healthy": 0,
+         "with_ruled_out": 0, "targeted": 0, "with_command": 0, "placeholders": 0,
+         "code": str(Path(stetho.__file__).parent.parent)}
+    firsts, lengths = [], []
+    out = root / f"reports-{os.getpid()}"
+    for case in CASES:
+        e = built[case.name]
+        bundle = load(Path(e["bundle"]))
+        prof = profiles.load(bundle.profile)
+        history = History(e["db"]) if e["db"] else None
+        ctx = NodeContext(e["node"], [Result.from_json(r) for r in e["results"]],
+                          nodes.node_facts(bundle, prof), history, e["summary"])
+        d = engine.diagnose(ctx, run=RUN)
+        if history is not None:
+            history.close()
+        m["top1"] += (d.top.cause if d.top else None) == case.top
+        if case.healthy:
+            m["healthy"] += 1
+            m["false_on_healthy"] += len(d.hypotheses)
+        m["with_ruled_out"] += any(not h.falsified[0].startswith("ranked below")
+                                   for h in d.falsified if h.falsified)
+        if case.command:
+            m["with_command"] += 1
+            m["targeted"] += any(case.command in c for c in d.reproduce)
+        lines = report.write(d, out).read_text().splitlines()
+        m["placeholders"] += any(leftover.search(ln) for ln in lines)
+        lengths.append(len(lines))
+        firsts.append(_first_action(lines))
+    m["first_action_median"] = statistics.median(firsts)
+    m["length_median"] = statistics.median(lengths)
+    return m
+
+
+def _first_action(lines: list[str]) -> int:
+    """The line of the first thing to do: the first numbered step, else the first line of
+    the Fix section (reports without numbered steps)."""
+    for i, ln in enumerate(lines, 1):
+        if ln.startswith("1. "):
+            return i
+    fix = next((i for i, ln in enumerate(lines) if ln.strip() == "## Fix"), None)
+    if fix is not None:
+        return next(i for i, ln in enumerate(lines[fix + 1:], fix + 2) if ln.strip())
+    return len(lines)
 
 
 if __name__ == "__main__":

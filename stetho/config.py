@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -52,6 +53,10 @@ class Config:
     checks: tuple[Path, ...] = ()  # STETHO_CHECKS
     #: The knowledge-base repository (`kb_repo`, STETHO_KB_REPO).
     kb_repo: str | None = None
+    #: Repeat offenders (`repeat_limit`, STETHO_REPEAT_LIMIT): "COUNT/DAYS", e.g. "3/30": that
+    #: many earlier reports of one node and cause within that many days recommend replacing
+    #: the hardware instead of another reset.
+    repeat_limit: str = "3/30"
     #: The override repository (`override_repo`, STETHO_OVERRIDE_REPO).
     override_repo: str | None = None
     #: The SSH key a person signs overrides with (`signing_key`, STETHO_SIGNING_KEY): a private
@@ -95,6 +100,7 @@ ENVIRONMENT = {
     "STETHO_SPOOL": "spool", "STETHO_VENVS": "venvs", "STETHO_NOTIFY_STATE": "notify_state",
     "STETHO_BASELINES": "baselines", "STETHO_GATES": "gates", "STETHO_RULES": "rules",
     "STETHO_CHECKS": "checks", "STETHO_KB_REPO": "kb_repo",
+    "STETHO_REPEAT_LIMIT": "repeat_limit",
     "STETHO_OVERRIDE_REPO": "override_repo", "STETHO_SIGNING_KEY": "signing_key",
     "STETHO_WEBHOOK_URL": "webhook_url",
     "STETHO_WEBHOOK_FORMAT": "webhook_format", "STETHO_PROBE_TIMEOUT": "probe_timeout",
@@ -183,6 +189,11 @@ def _convert(name: str, value: object, base: Path, source: str | None = None) ->
         return mib
     if name == "debug":
         return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+    if name == "repeat_limit":
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)\s*d?\s*", str(value))
+        if not m or int(m.group(1)) < 1:
+            raise ConfigError(f"{where}={value!r}: expected COUNT/DAYS, e.g. 3/30")
+        return f"{int(m.group(1))}/{m.group(2)}"
     if name == "webhook_format":
         fmt = str(value).strip().lower()
         if fmt not in ("generic", "slack"):

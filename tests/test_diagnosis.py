@@ -40,8 +40,13 @@ def _ctx(node, fault_results, fault_bundles):
     return NodeContext(node, results, facts, None, nodes.summary(facts, prof))
 
 
+#: rules that need the node's history to fire: the catalogue (test_diagnosis_catalogue.py)
+#: builds it and ranks them there
+NEEDS_HISTORY = {"gpu-memory-degrading"}
+
+
 def test_every_shipped_rule_is_tested():
-    assert {r.cause for r in rules.load_all()} == set(EXPECTED)
+    assert {r.cause for r in rules.load_all()} == set(EXPECTED) | NEEDS_HISTORY
 
 
 @pytest.mark.parametrize("cause, node", [(c, n) for c, ns in EXPECTED.items() for n in ns])

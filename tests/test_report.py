@@ -42,11 +42,14 @@ SVG = "{http://www.w3.org/2000/svg}"
 DAY = 86400.0
 T0 = 1748736000.0  # 2025-06-01T00:00:00Z
 
-SECTIONS = ["Phenomenon", "Verdict and gate decision", "Benchmark against baseline",
-            "Evidence chain", "Hypotheses considered and falsified", "Logs", "Root cause", "Fix",
-            "Prevention", "Reproduce", "Trend", "Similar earlier reports", "Ticket"]
-FRONT_KEYS = ["id", "date", "node", "cause", "cause_title", "status", "run", "signature",
-              "checks", "assets"]
+#: Top-down: what to do and why first (the first screen), then what was ruled out, then the
+#: details, full tables and history.
+SECTIONS = ["What to do", "Strongest evidence", "Ruled out", "Also found", "Evidence chain",
+            "Reproduce", "Logs", "Trend", "Failing checks", "Benchmark against baseline",
+            "Phenomenon", "Root cause", "Fix", "Prevention", "Earlier reports of this node",
+            "Similar incidents on other nodes", "Ticket"]
+FRONT_KEYS = ["id", "date", "node", "cause", "cause_title", "status", "disposition", "severity",
+              "run", "signature", "checks", "assets"]
 
 AER_LOGS = (
     "[81234.112233] pcieport 0000:3a:00.0: AER: Corrected error received: 0000:3b:00.0",
@@ -229,6 +232,8 @@ def test_front_matter_has_the_exact_fields_and_values() -> None:
         "cause": "riser-pcie-slot",
         "cause_title": "Riser card / PCIe slot",
         "status": "open",
+        "disposition": "drain",
+        "severity": "medium",
         "run": "20250601T0310Z-7f2a",
         "signature": ["aer_corrected", "busbw_drop", "gpu_temperature", "nccl_busbw",
                       "pcie_aer", "pcie_link", "pcie_link_degraded"],
@@ -247,6 +252,7 @@ def test_undiagnosed_front_matter_and_sections() -> None:
     assert keys == FRONT_KEYS
     assert data == {"id": d.id, "date": "2025-06-02T01:00:05Z", "node": "gpu-b03",
                     "cause": "undiagnosed", "cause_title": "Undiagnosed", "status": "open",
+                    "disposition": "drain", "severity": "unknown",
                     "run": "20250602T0058Z-1b2c", "signature": ["nccl_allreduce"],
                     "checks": ["nccl_allreduce"], "assets": []}
     doc = rendered(text)
@@ -256,7 +262,7 @@ def test_undiagnosed_front_matter_and_sections() -> None:
     assert "No history" in b and "![" not in b
     assert "the node is undiagnosed" in b
     assert "Undiagnosed: no known cause" in b
-    similar = b.split("## Similar earlier reports", 1)[1].split("##", 1)[0]
+    similar = b.split("## Similar incidents on other nodes", 1)[1].split("##", 1)[0]
     assert similar.strip() == "None."
     assert doc.tables == [[["Check", "Subject", "Status", "Message", "Value vs expected",
                             "Remediation"],
@@ -279,7 +285,10 @@ def test_sections_are_present_in_order() -> None:
 
 def test_tables_hold_the_failing_checks_and_benchmarks() -> None:
     doc = rendered(render_markdown(riser(), None))
-    failing, bench = doc.tables
+    strongest, failing, bench = doc.tables
+    assert strongest[0] == ["Evidence", "Seen", "Expected"]
+    assert strongest[1] == ["1840 corrected AER errors per hour on 0000:3b:00.0",
+                            "1840 errors/h", "0 errors/h"]
     assert failing[0] == ["Check", "Subject", "Status", "Message", "Value vs expected",
                           "Remediation"]
     assert failing[1] == ["pcie_aer", "0000:3b:00.0", "fail",
@@ -300,7 +309,7 @@ def test_evidence_chain_logs_reproduce_fix_and_ticket() -> None:
     text = render_markdown(d, "c.svg")
     doc = rendered(text)
     b = body(text)
-    chain = b.split("## Evidence chain", 1)[1].split("## Hypotheses considered", 1)[0]
+    chain = b.split("## Evidence chain", 1)[1].split("## Reproduce", 1)[0]
     # Evidence in order, each with its log line and command as code.
     assert chain.index("aer\\_corrected") < chain.index("pcie\\_link\\_degraded") \
         < chain.index("busbw\\_drop")
@@ -309,7 +318,7 @@ def test_evidence_chain_logs_reproduce_fix_and_ticket() -> None:
     assert "lspci -vv -s 3b:00.0 | grep LnkSta\n" in doc.pres
     assert "Value vs expected: x8 vs x16" in html.unescape(_renderer().render(chain))
     assert "**GPU overheating** (gpu\\-thermal), score 0.35" in chain
-    falsified = b.split("## Hypotheses considered and falsified", 1)[1].split("##", 1)[0]
+    falsified = b.split("## Ruled out", 1)[1].split("##", 1)[0]
     assert "NVLink degraded" in falsified and "CRC and replay counters are zero" in falsified
     assert "\n".join(AER_LOGS) + "\n" in doc.pres  # the Logs section, every line
     assert "\n".join(d.reproduce) + "\n" in doc.pres
@@ -542,10 +551,10 @@ def test_hostile_input_renders_inert() -> None:
         assert s in visible
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
     # Each failing check is one table row of six cells, whatever its text holds.
-    failing = doc.tables[0]
+    failing = doc.tables[1]
     assert len(failing) == 1 + len(HOSTILE) and all(len(row) == 6 for row in failing)
     assert [row[1] for row in failing[1:]] == [s.strip() for s in HOSTILE]
-    bench = doc.tables[1]
+    bench = doc.tables[2]
     assert [row[0] for row in bench[1:]] == [s.strip() for s in HOSTILE]
 
 

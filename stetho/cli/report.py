@@ -47,6 +47,8 @@ def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None
         nodes=list(nodes) or None, kb_repo=cfg.kb_repo, alert=alert)
     for d, path in written:
         top = f"{d.top.title} (score {d.top.score:g})" if d.top else "undiagnosed"
-        click.echo(f"{d.node}: {top} -> {path}")
+        click.echo(f"{d.node}: {top} [{d.disposition}] -> {path}")
+        for note in d.notes:
+            click.echo(f"  note: {note}", err=True)
     if not written:
         click.echo("no failing node in this run: nothing to diagnose")

@@ -1,29 +1,92 @@
 """The diagnosis engine: signals in, ranked hypotheses with their evidence chain out.
 
-For each rule: collect the evidence of its supporting signals; a rule is a candidate when one
-of its required signals is present; a present falsifying signal moves it to the falsified
-list with the rule's reason. Candidates rank by score, the share of the rule's total weight
-that was seen. A healthy node has no candidate: no failing signal, no hypothesis.
+A rule is *touched* when any of its supporting signals is seen. Every touched rule's falsifiers
+are evaluated: one that holds moves the rule to the ruled-out list with the evidence that ruled
+it out (the evidence the rule cited stays with it, and with every other rule citing it). A
+touched rule that is not falsified is a candidate when one of its required signals is seen;
+otherwise it is listed as unsupported. Candidates rank by score (see model.SEVERITIES):
+severity first, then the share of the rule's evidence weight seen; so a GPU off the bus
+outranks a CPU governor however complete the governor's evidence is.
+
+Candidates whose defining evidence (their required signals) is not cited by a higher-ranked
+finding are independent findings ("also found"); the others are alternative explanations of
+the leading finding. A healthy node touches no rule: no hypothesis, nothing ruled out.
 """
 
 from __future__ import annotations
 
-import secrets
+import hashlib
+import re
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from stetho.diagnosis.model import BenchmarkRow, Diagnosis, Evidence, Hypothesis, Trend
-from stetho.diagnosis.rules import Rule, load_all
+from stetho.diagnosis import rules as rules_mod
+from stetho.diagnosis.model import SEVERITIES, Diagnosis, Evidence, Hypothesis
+from stetho.diagnosis.rules import Rule, fill, fill_command, load_all
 from stetho.diagnosis.signals import SIGNALS, NodeContext
 from stetho.history.reference import bearing
 
 TOP = 3
 
 
-def hypotheses(ctx: NodeContext, rules: list[Rule] | None = None
+def _key(e: Evidence) -> tuple[str, str, str]:
+    return (e.signal, e.check or "", e.subject or e.log_line or "")
+
+
+def _where(evidence: list[Evidence], ctx: NodeContext) -> dict[str, str]:
+    """The part the leading evidence points at: the first value of each key, from the rule's
+    evidence in order."""
+    out: dict[str, str] = {"node": ctx.node}
+    for e in evidence:
+        for k, v in e.where:
+            out.setdefault(k, v)
+        if e.subject:
+            out.setdefault("subject", e.subject)
+        if e.value:
+            out.setdefault("value", e.value)
+        if e.expected:
+            out.setdefault("expected", e.expected)
+    if "pci" in out and "slot" not in out:
+        gpu = f"of GPU {out['gpu']} " if "gpu" in out else ""
+        out["slot"] = f"the slot {gpu}at {out['pci']}"
+    return out
+
+
+def _absent(f: rules_mod.Falsifier) -> Evidence:
+    return Evidence(f.signal, f"not seen: {f.signal.replace('_', ' ')}", 0.0, status="pass")
+
+
+def _build(rule: Rule, ctx: NodeContext, evidence: list[Evidence], got: float) -> Hypothesis:
+    coverage = round(got / rule.total_weight, 3)
+    where = _where(sorted(evidence, key=lambda e: e.signal not in rule.requires_any), ctx)
+    steps = tuple(fill(s, where) for s in rule.steps) or (fill(rule.action, where),)
+    watch = not any(e.status == "fail" for e in evidence)
+    if watch:  # warn-level: it still works; act at the next window, do not drain now
+        steps = (f"Keep {ctx.node} in service and watch it: the steps below belong in its next "
+                 "maintenance window.", *(s for s in steps if not s.startswith("Drain")))
+    cmds: list[str] = []
+    for e in evidence:
+        if e.command and e.command not in cmds:
+            cmds.append(e.command)
+    for c in rule.reproduce_extra:
+        filled = fill_command(c, where)
+        if filled and filled not in cmds:
+            cmds.append(filled)
+    return Hypothesis(
+        cause=rule.cause, title=rule.title,
+        score=round((rule.band + coverage) / len(SEVERITIES), 3), evidence=tuple(evidence),
+        action=fill(rule.action, where), ticket=fill(rule.ticket, where),
+        severity=rule.severity, kind=rule.kind, coverage=coverage,
+        disposition="watch" if watch else "drain",
+        summary=fill(rule.summary, where) if rule.summary else rule.title,
+        steps=steps, reproduce=tuple(cmds))
+
+
+def candidates(ctx: NodeContext, rules: list[Rule] | None = None
                ) -> tuple[list[Hypothesis], list[Hypothesis]]:
+    """(every live candidate, best first; every touched rule ruled out or unsupported)."""
     rules = rules if rules is not None else load_all()
     cache: dict[str, list[Evidence]] = {}
 
@@ -32,43 +95,102 @@ def hypotheses(ctx: NodeContext, rules: list[Rule] | None = None
             cache[signal] = SIGNALS[signal](ctx)
         return cache[signal]
 
-    ranked, falsified = [], []
+    ranked, ruled_out = [], []
     for rule in rules:
-        if not any(seen(s) for s in rule.requires_any):
+        if not any(seen(s.signal) for s in rule.supports):
             continue
         evidence = [replace(e, weight=s.weight) for s in rule.supports for e in seen(s.signal)]
         got = sum(s.weight for s in rule.supports if seen(s.signal))
-        h = Hypothesis(cause=rule.cause, title=rule.title,
-                       score=round(got / rule.total_weight, 3), evidence=tuple(evidence),
-                       action=rule.action, ticket=rule.ticket)
-        why = [f.why for f in rule.falsified_by if seen(f.signal)]
-        if why:
-            falsified.append(replace(h, falsified=tuple(why)))
+        h = _build(rule, ctx, evidence, got)
+        held = [(f, seen(f.signal)) for f in rule.falsified_by
+                if bool(seen(f.signal)) == (f.when == "present")]
+        if held:
+            ruled_out.append(replace(h, falsified=tuple(f.why for f, _ in held),
+                                     ruled_out_by=tuple(ev[0] if ev else _absent(f)
+                                                        for f, ev in held)))
+        elif not any(seen(s) for s in rule.requires_any):
+            need = ", ".join(s.replace("_", " ") for s in rule.requires_any)
+            ruled_out.append(replace(h, falsified=(f"not supported: none of its defining "
+                                                   f"signals seen ({need})",)))
         else:
             ranked.append(h)
     order = {r.cause: i for i, r in enumerate(rules)}
     ranked.sort(key=lambda h: (-h.score, -len(h.evidence), order[h.cause]))
-    return ranked[:TOP], falsified + [replace(h, falsified=(
+    return ranked, ruled_out
+
+
+def hypotheses(ctx: NodeContext, rules: list[Rule] | None = None
+               ) -> tuple[list[Hypothesis], list[Hypothesis]]:
+    """(the top hypotheses, best first; the ruled-out ones and those ranked below)."""
+    ranked, ruled_out = candidates(ctx, rules)
+    return ranked[:TOP], ruled_out + [replace(h, falsified=(
         f"ranked below the top {TOP} (score {h.score:g})",)) for h in ranked[TOP:]]
 
 
+def split_findings(ranked: list[Hypothesis], rules: list[Rule]
+                   ) -> tuple[list[Hypothesis], list[Hypothesis]]:
+    """(independent findings, best first; alternative explanations of the leading one)."""
+    required = {r.cause: set(r.requires_any) for r in rules}
+    findings: list[Hypothesis] = []
+    alternatives: list[Hypothesis] = []
+    for h in ranked:
+        defining = {_key(e) for e in h.evidence if e.signal in required.get(h.cause, set())}
+        cited = {_key(e) for f in findings for e in f.evidence}
+        if findings and defining & cited:
+            if any(defining & {_key(e) for e in f.evidence} for f in findings[:1]):
+                alternatives.append(h)
+            continue  # an alternative of a later finding: listed with the ruled-out ones
+        findings.append(h)
+    return findings, alternatives
+
+
+def report_id(run: str, node: str, cause: str, stamp: datetime) -> str:
+    """The same run, node and cause give the same id: reporting twice writes one report."""
+    digest = hashlib.sha256(f"{run}\0{node}\0{cause}".encode()).hexdigest()[:6]
+    return f"rpt-{stamp.strftime('%Y%m%dT%H%M%SZ')}-{node}-{digest}"
+
+
+def run_time(run: str, fallback: float) -> float:
+    """A run's start time from its id (`YYYYmmddTHHMMSSZ-...`), else `fallback`."""
+    m = re.search(r"(\d{8}T\d{6}Z)", run)
+    if m:
+        return datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(
+            tzinfo=timezone.utc).timestamp()
+    return fallback
+
+
 def diagnose(ctx: NodeContext, *, run: str, gate: str = "", profile: str = "",
-             rules: list[Rule] | None = None, now: float | None = None) -> Diagnosis:
+             rules: list[Rule] | None = None, now: float | None = None,
+             notes: tuple[str, ...] = ()) -> Diagnosis:
+    from stetho.diagnosis import details
+
     rules = rules if rules is not None else load_all()
-    now = now if now is not None else time.time()
-    top, falsified = hypotheses(ctx, rules)
+    now = run_time(run, now if now is not None else time.time())
+    ctx.run = ctx.run or run
+    ranked, ruled_out = candidates(ctx, rules)
+    findings, alternatives = split_findings(ranked, rules)
+    shown = (findings[:1] + alternatives)[:TOP]
+    below = [h for h in ranked if h not in shown and h not in findings[1:]]
+    falsified = ruled_out + [replace(h, falsified=(
+        f"ranked below the top {TOP} (score {h.score:g})",)) for h in below]
     failing = tuple(sorted((r for r in ctx.results if r.status in ("fail", "error", "warn")),
                            key=lambda r: ({"fail": 0, "error": 1, "warn": 2}[r.status], r.check,
                                           r.subject)))
-    cited = {(e.check or "", e.subject or "") for h in top for e in h.evidence}
-    listed, unlisted = bearing(failing, cited, bool(top))
+    cited = {(e.check or "", e.subject or "") for h in (*shown, *findings[1:])
+             for e in h.evidence}
+    listed, unlisted = bearing(failing, cited, bool(shown))
     verdict = "fail" if any(r.status == "fail" for r in failing) else (
         "error" if any(r.status == "error" for r in failing) else "warn")
     by_cause = {r.cause: r for r in rules}
-    rule = by_cause.get(top[0].cause) if top else None
+    rule = by_cause.get(shown[0].cause) if shown else None
     stamp = datetime.fromtimestamp(now, timezone.utc)
+    cause = shown[0].cause if shown else "undiagnosed"
+    if ctx.facts is None:
+        notes = (*notes, f"No evidence bundle for {ctx.node} (hosts/{ctx.node}/evidence.json): "
+                 "kernel log, NCCL log, PSI and memory signals were not read, so causes seen "
+                 "only there (AER, Xid, NCCL transport, OOM) cannot be found or ruled out.")
     return Diagnosis(
-        id=f"rpt-{stamp.strftime('%Y%m%dT%H%M%SZ')}-{ctx.node}-{secrets.token_hex(3)}",
+        id=report_id(run, ctx.node, cause, stamp),
         node=ctx.node, run=run, date=stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
         profile=profile or ctx.summary.get("profile", ""), verdict=verdict,
         gate=gate or f"{sum(r.status == 'fail' for r in failing)} failing checks, "
@@ -76,74 +198,27 @@ def diagnose(ctx: NodeContext, *, run: str, gate: str = "", profile: str = "",
         phenomenon=_phenomenon(ctx.node, failing) + (
             f" {unlisted} drift warning(s) bear on no hypothesis and are not listed."
             if unlisted else ""),
-        failing=tuple(listed), hypotheses=tuple(top), falsified=tuple(falsified),
-        benchmarks=tuple(_benchmarks(ctx.results)),
-        logs=tuple(_logs(ctx, top)),
-        reproduce=tuple(_reproduce(top, rule)),
+        failing=tuple(listed), hypotheses=tuple(shown), falsified=tuple(falsified),
+        also_found=tuple(findings[1:]),
+        benchmarks=tuple(details.benchmarks(ctx.results)),
+        logs=tuple(details.logs(ctx, shown)),
+        reproduce=tuple(details.reproduce(shown, findings[1:])),
         prevention=rule.prevention if rule else (),
-        trend=_trend(ctx, rule, now),
+        trend=details.trend(ctx, rule, shown[0] if shown else None, now),
+        notes=notes,
     )
 
 
 def _phenomenon(node: str, failing: tuple[Any, ...]) -> str:
     if not failing:
         return f"{node} passed every check."
+    if not any(r.status in ("fail", "error") for r in failing):
+        checks = sorted({r.check for r in failing})
+        return (f"{node} passed its checks but warned on {len(checks)} ({', '.join(checks)}). "
+                f"First: {failing[0].check}: {failing[0].message}")
     checks = sorted({r.check for r in failing if r.status == "fail"}) or \
         sorted({r.check for r in failing})
     first = failing[0]
     subject = f" on {first.subject}" if first.subject else ""
     return (f"{node} failed {len(checks)} check(s) ({', '.join(checks)}). First: {first.check}"
             f"{subject}: {first.message}")
-
-
-def _benchmarks(results: list[Any]) -> list[BenchmarkRow]:
-    rows = []
-    for r in results:
-        if r.check == "nccl_busbw" and isinstance(r.value, (int, float)) and r.reference:
-            delta = (r.value - r.reference) / r.reference * 100
-            rows.append((r.reference, BenchmarkRow(
-                f"allreduce busbw {r.subject.split('@')[-1]}", f"{r.reference:g} GB/s",
-                f"{r.value:g} GB/s", round(delta, 1), r.status)))
-    return [row for _, row in sorted(rows, key=lambda x: x[0])]
-
-
-def _logs(ctx: NodeContext, top: list[Hypothesis]) -> list[str]:
-    lines: list[str] = []
-    for h in top:
-        for e in h.evidence:
-            if e.log_line and e.log_line not in lines:
-                lines.append(e.log_line)
-    for r in ctx.results:
-        if r.status in ("fail", "warn") and r.probe == "kernel_log" and r.evidence:
-            for ln in r.evidence.splitlines():
-                if ln not in lines:
-                    lines.append(ln)
-    return lines[:40]
-
-
-def _reproduce(top: list[Hypothesis], rule: Rule | None) -> list[str]:
-    cmds: list[str] = []
-    for h in top[:1]:
-        for e in h.evidence:
-            if e.command and e.command not in cmds:
-                cmds.append(e.command)
-    if rule:
-        cmds += [c for c in rule.reproduce_extra if c not in cmds]
-    return cmds
-
-
-def _trend(ctx: NodeContext, rule: Rule | None, now: float) -> Trend | None:
-    if ctx.history is None:
-        return None
-    check, metric = rule.trend if rule and rule.trend else ("nccl", "busbw_gbps")
-    series = ctx.history.series_of(ctx.node, check, metric)
-    if not series:
-        return None
-    if check == "nccl":  # the largest message size
-        series = sorted(series, key=lambda s: int(s[2].split("@")[-1]) if "@" in s[2] else 0)[-1:]
-    sid, _, subject, _, unit = series[0]
-    points = ctx.history.samples(ctx.node, [sid], since=now - 30 * 86400, until=now).get(sid, [])
-    if not points:
-        return None
-    return Trend(metric=f"{metric} {subject}".strip(), unit=unit,
-                 points=tuple((float(p.time), p.value) for p in points))

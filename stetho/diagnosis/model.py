@@ -23,17 +23,41 @@ class Evidence:
     expected: str | None = None  # baseline or expected value
     log_line: str | None = None  # a raw kernel/NCCL log line (rendered as code, inert)
     command: str | None = None  # the command that reproduces the observation
+    status: str = "fail"  # "fail": a failing check or hard log event; "warn": a trend, a warning
+    #: what the observation points at, for filling rule text: (key, value) pairs such as
+    #: ("gpu", "4"), ("pci", "0000:9b:00.0"), ("device", "mlx5_4"), ("port", "1")
+    where: tuple[tuple[str, str], ...] = ()
+
+
+#: Severity bands, lowest first. A hypothesis' score is its band's index plus the share of
+#: its rule's evidence weight found, over the number of bands: every critical cause outranks
+#: every high one, and within a band more evidence ranks higher. Scores compare across rules.
+SEVERITIES = ("low", "medium", "high", "critical")
+KINDS = ("hardware", "degradation", "configuration", "software")
 
 
 @dataclass(frozen=True)
 class Hypothesis:
     cause: str  # rule id, e.g. "riser-pcie-slot"
     title: str  # "Riser card / PCIe slot"
-    score: float  # 0..1: supporting weight found over the rule's total weight
+    score: float  # 0..1: (severity band + coverage) / len(SEVERITIES), see SEVERITIES
     evidence: tuple[Evidence, ...]
-    action: str  # the runbook step a technician follows
-    ticket: str  # ticket text
+    action: str  # the runbook step a technician follows, filled from the facts
+    ticket: str  # ticket text, filled from the facts
     falsified: tuple[str, ...] = ()  # why it was ruled out (empty for live hypotheses)
+    severity: str = "medium"
+    kind: str = "hardware"
+    coverage: float = 0.0  # share of the rule's evidence weight seen, 0..1
+    disposition: str = "drain"  # "drain": act now; "watch": warn-level, act before it fails
+    summary: str = ""  # the cause in one sentence, naming the part
+    steps: tuple[str, ...] = ()  # the actions, in order, filled from the facts
+    reproduce: tuple[str, ...] = ()  # commands that target the implicated part
+    ruled_out_by: tuple[Evidence, ...] = ()  # the evidence that falsified it
+
+    @property
+    def confidence(self) -> str:
+        """How much of the rule's evidence was seen, in a word."""
+        return "high" if self.coverage >= 0.75 else "medium" if self.coverage >= 0.4 else "low"
 
 
 @dataclass(frozen=True)
@@ -79,6 +103,7 @@ class Diagnosis:
     failing: tuple[Result, ...]
     hypotheses: tuple[Hypothesis, ...]  # best first (top 3)
     falsified: tuple[Hypothesis, ...]  # considered and ruled out, with why
+    also_found: tuple[Hypothesis, ...] = ()  # independent causes on the same node
     benchmarks: tuple[BenchmarkRow, ...] = ()
     logs: tuple[str, ...] = ()  # raw log lines (quoted as code, never live Markdown/HTML)
     reproduce: tuple[str, ...] = ()  # commands
@@ -86,7 +111,17 @@ class Diagnosis:
     trend: Trend | None = None
     similar: tuple[Similar, ...] = ()
     status: str = "open"
+    repeats: tuple[Similar, ...] = ()  # earlier reports of the same node and cause
+    replace_hardware: bool = False  # repeats reached the limit: replace, do not reset again
+    notes: tuple[str, ...] = ()  # what the diagnosis could not see (no evidence bundle, ...)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def disposition(self) -> str:
+        """'drain' when the leading cause or a failing check says act now, else 'watch'."""
+        if self.top is not None:
+            return self.top.disposition
+        return "drain" if self.verdict in ("fail", "error") else "watch"
 
     @property
     def top(self) -> Hypothesis | None:

@@ -262,8 +262,11 @@ def render_markdown(d: Diagnosis, svg_name: str | None) -> str:
     asset only when it is given and the diagnosis has a trend."""
     top = d.top
     chart = svg_name if svg_name and d.trend is not None else None
+    strongest = _strongest(top.evidence) if top else []
     return _template().render(
         d=d,
+        strongest=strongest,
+        repeat_days=_repeat_days(),
         cause_title=top.title if top else "Undiagnosed",
         checks=sorted({r.check for r in d.failing}),
         assets=[chart] if chart else [],
@@ -271,6 +274,20 @@ def render_markdown(d: Diagnosis, svg_name: str | None) -> str:
         trend_caption=_trend_caption(d),
         ticket=top.ticket if top else _undiagnosed_ticket(d),
     )
+
+
+def _strongest(evidence: tuple[Any, ...], n: int = 3) -> list[Any]:
+    """The n strongest pieces of evidence, one per signal first (two busbw sizes say less
+    than busbw and an AER line), failing before warning, heavier first."""
+    ranked = sorted(evidence, key=lambda e: (e.status != "fail", -e.weight))
+    firsts = [e for i, e in enumerate(ranked) if e.signal not in {x.signal for x in ranked[:i]}]
+    return (firsts + [e for e in ranked if e not in firsts])[:n]
+
+
+def _repeat_days() -> str:
+    from stetho import config
+
+    return config.active().repeat_limit.split("/")[1]
 
 
 def file_stem(d: Diagnosis) -> str:

@@ -1,18 +1,35 @@
 """Root-cause rules as data: rules/<cause>.yml, one rule per cause.
 
-A rule names the signals that support it (with weights), the ones it needs at least one of,
-the ones that falsify it (with why), the runbook action, the ticket text, prevention notes,
-and the metric whose trend the report charts. Sites add rules in $STETHO_RULES folders.
+A rule names its severity (low, medium, high, critical) and kind (hardware, degradation,
+configuration, software), the signals that support it (with weights), the ones it needs at
+least one of, and its falsifiers: a signal whose presence (or, with `when: absent`, absence)
+rules it out, with the reason. Its text (summary, steps, ticket, reproduce commands) may name
+the implicated part with {placeholders} filled from the evidence (`fill`); a text whose part is
+unknown says so in words, and a command whose part is unknown is left out, so no placeholder
+reaches a report. Sites add rules in $STETHO_RULES folders.
 """
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
 from stetho.core import yamlconf
 from stetho.core.resources import shipped
+from stetho.diagnosis.model import KINDS, SEVERITIES
 from stetho.errors import ConfigError
+
+#: Placeholders rule text may use, and the words that stand in when the part is unknown.
+PLACEHOLDERS = {
+    "node": "this node", "gpu": "the GPU named in the evidence",
+    "pci": "the PCI address in the evidence", "serial": "(serial not recorded)",
+    "slot": "the slot of the GPU named in the evidence", "device": "the HCA named in the evidence",
+    "port": "1", "disk": "the disk named in the evidence", "cpus": "the CPUs named above",
+    "component": "the component named above", "process": "the process named above",
+    "subject": "the part named in the evidence", "value": "the value measured",
+    "expected": "the expected value",
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +42,7 @@ class Support:
 class Falsifier:
     signal: str
     why: str
+    when: str = "present"  # "present": the signal seen rules it out; "absent": not seen
 
 
 @dataclass(frozen=True)
@@ -41,14 +59,23 @@ class Rule:
     reproduce_extra: tuple[str, ...]
     trend: tuple[str, str] | None  # (check, metric)
     source: str
+    severity: str = "medium"
+    kind: str = "hardware"
+    summary: str = ""
+    steps: tuple[str, ...] = ()
 
     @property
     def total_weight(self) -> float:
         return sum(s.weight for s in self.supports)
 
+    @property
+    def band(self) -> int:
+        return SEVERITIES.index(self.severity)
+
 
 _KEYS = {"cause", "title", "description", "supports", "requires_any", "falsified_by",
-         "action", "ticket", "prevention", "reproduce_extra", "trend"}
+         "action", "ticket", "prevention", "reproduce_extra", "trend", "severity", "kind",
+         "summary", "steps"}
 
 
 def folders() -> list[Path]:
@@ -66,6 +93,13 @@ def load_all() -> list[Rule]:
             rule = load(path, set(SIGNALS))
             rules[rule.cause] = rule  # a site's rule replaces a shipped one of the same cause
     return list(rules.values())
+
+
+def _placeholders(text: str) -> set[str]:
+    try:
+        return {name.split(".")[0] for _, name, _, _ in string.Formatter().parse(text) if name}
+    except ValueError:
+        return {"<malformed braces>"}
 
 
 def load(path: Path, known_signals: set[str]) -> Rule:
@@ -89,27 +123,66 @@ def load(path: Path, known_signals: set[str]) -> Rule:
     falsifiers = []
     for i, item in enumerate(top.get("falsified_by", list, [])):
         s = yamlconf.Section(doc, ("falsified_by", i), item)
+        s.check_unknown({"signal", "why", "when"})
         sig = s.require("signal", str)
         if sig not in known_signals:
             s.fail(f"unknown signal {sig!r}", "signal")
-        falsifiers.append(Falsifier(sig, s.require("why", str)))
+        when = s.get("when", str, "present")
+        if when not in ("present", "absent"):
+            s.fail(f"when must be present or absent, not {when!r}", "when")
+        falsifiers.append(Falsifier(sig, s.require("why", str), when))
     requires = top.str_list("requires_any")
     for r in requires:
         if r not in {s.signal for s in supports}:
             top.fail(f"requires_any names {r!r}, which is not among the supporting signals",
                      "requires_any")
+    severity = top.get("severity", str, "medium")
+    if severity not in SEVERITIES:
+        top.fail(f"severity must be one of {', '.join(SEVERITIES)}", "severity")
+    kind = top.get("kind", str, "hardware")
+    if kind not in KINDS:
+        top.fail(f"kind must be one of {', '.join(KINDS)}", "kind")
     trend = top.section("trend")
     cause = top.require("cause", str)
     if path.stem != cause:
         top.fail(f"cause {cause!r} must match the file name {path.name}", "cause")
-    return Rule(cause=cause, title=top.require("title", str),
+    rule = Rule(cause=cause, title=top.require("title", str),
                 description=top.get("description", str, ""), supports=tuple(supports),
                 requires_any=requires, falsified_by=tuple(falsifiers),
                 action=top.require("action", str), ticket=top.require("ticket", str),
                 prevention=top.str_list("prevention"),
                 reproduce_extra=top.str_list("reproduce_extra"),
                 trend=(trend.require("check", str), trend.require("metric", str))
-                if trend.data else None, source=str(path))
+                if trend.data else None, source=str(path), severity=severity, kind=kind,
+                summary=top.get("summary", str, ""), steps=top.str_list("steps"))
+    for key, texts in (("action", [rule.action]), ("ticket", [rule.ticket]),
+                       ("summary", [rule.summary]), ("steps", list(rule.steps)),
+                       ("reproduce_extra", list(rule.reproduce_extra))):
+        for text in texts:
+            unknown = _placeholders(text) - set(PLACEHOLDERS)
+            if unknown:
+                top.fail(f"unknown placeholder {sorted(unknown)[0]!r} (known: "
+                         f"{', '.join(sorted(PLACEHOLDERS))})", key)
+    return rule
+
+
+class _Words(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return PLACEHOLDERS.get(key, key)
+
+
+def fill(text: str, where: dict[str, str]) -> str:
+    """Rule text with its placeholders filled from the evidence, or the words for an unknown
+    part (never a literal '{gpu}')."""
+    return text.format_map(_Words(where)) if "{" in text else text
+
+
+def fill_command(text: str, where: dict[str, str]) -> str | None:
+    """A command with every placeholder filled from the evidence; None when a part it names
+    is unknown (a command must target the part, or not be shown)."""
+    if not _placeholders(text) <= set(where):
+        return None
+    return text.format_map(where) if "{" in text else text
 
 
 def check_folder(path: Path) -> list[str]:

@@ -1,8 +1,12 @@
-"""Diagnose the failing nodes of a run folder and write their reports (and alerts).
+"""Diagnose the nodes of a run folder and write their reports (and alerts).
 
-Used by `stetho report`, and by the sweep and the gate after they decide. Each failing node
-gets a diagnosis-report.md (with its SVG trend) in the output folder; a webhook alert per node
-goes out when one is configured, rate-limited, never changing the run's verdict.
+Used by `stetho report`, and by the sweep and the gate after they decide. Each failing node,
+and each warning node where a cause was found (a "watch" report: act before it fails), gets a
+diagnosis-report.md (with its SVG trend) in the output folder. A report's id comes from the
+run, node and cause, so reporting a run twice rewrites the same files. With a knowledge base,
+earlier reports of the same node and cause are counted (repeat offenders) and similar incidents
+elsewhere linked. A webhook alert per node goes out when one is configured, rate-limited,
+never changing the run's verdict.
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ from stetho.results import Result
 
 def failing_nodes(results: Iterable[Result]) -> list[str]:
     return sorted({r.node for r in results if r.status in ("fail", "error") and r.node != "*"})
+
+
+def warning_nodes(results: Iterable[Result]) -> list[str]:
+    """Nodes with warnings but no failure: diagnosed, reported only when a cause is found."""
+    rows = list(results)
+    bad = set(failing_nodes(rows))
+    return sorted({r.node for r in rows if r.status == "warn" and r.node != "*"} - bad)
 
 
 def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: Any = None
@@ -65,15 +76,26 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
         from stetho.history.store import History
 
         history = History(db)
+    watch = set(warning_nodes(results)) if nodes is None else set()
+    wanted = nodes if nodes is not None else sorted(set(failing_nodes(results)) | watch)
+    earlier = _kb_reports(kb_repo) if kb_repo else None
+    from stetho.diagnosis.rules import load_all
+
+    rules = load_all()  # once per run, not per node
     try:
-        ctxs = contexts(run_dir or Path("/nonexistent"), results,
-                        nodes if nodes is not None else failing_nodes(results), history)
+        ctxs = contexts(run_dir or Path("/nonexistent"), results, wanted, history)
         written = []
         for ctx in ctxs:
-            d = engine.diagnose(ctx, run=run, gate=gate)
+            notes = () if run_dir is not None else (
+                "Diagnosed from check results only: this run has no run folder, so no "
+                "evidence bundle was read.",)
+            d = engine.diagnose(ctx, run=run, gate=gate, rules=rules,
+                                notes=notes if ctx.facts is None else ())
+            if ctx.node in watch and d.top is None:
+                continue  # warnings with no cause behind them: nothing to report
             path = report.write(d, out)
-            if kb_repo:
-                d = _with_similar(d, path, kb_repo)
+            if earlier is not None:
+                d = _with_history(d, path, earlier)
                 path = report.write(d, out)
             written.append((d, path))
     finally:
@@ -84,21 +106,49 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
     return written
 
 
-def _with_similar(d: Diagnosis, path: Path, repo: str) -> Diagnosis:
-    """Earlier incidents from the knowledge base that look like this one."""
-    from dataclasses import replace
-
-    from stetho.diagnosis.model import Similar
+def _kb_reports(repo: str) -> list[Any] | None:
     from stetho.errors import StethoError
     from stetho.publish import kb
 
     try:
-        found = kb.similar(repo, path, limit=5)
+        return kb.reports(repo)
     except (StethoError, OSError):
-        return d
-    return replace(d, similar=tuple(
-        Similar(m.id, m.date.strftime("%Y-%m-%d"), m.node, m.cause, m.repo_path, round(sc, 2))
-        for m, sc in found))
+        return None
+
+
+def repeat_limit() -> tuple[int, float]:
+    from stetho import config
+
+    count, days = config.active().repeat_limit.split("/")
+    return int(count), float(days)
+
+
+def _with_history(d: Diagnosis, path: Path, earlier: list[Any]) -> Diagnosis:
+    """Earlier reports of the same node and cause (repeat offenders: after COUNT in DAYS,
+    replace the hardware), and similar incidents on other nodes."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from stetho.diagnosis.model import Similar
+    from stetho.publish import kb
+
+    me = kb.read_report(path)
+    count, days = repeat_limit()
+    since = me.date - timedelta(days=days)
+    past = [r for r in earlier if r.id != me.id and r.date <= me.date and r.run != me.run]
+    repeats = [r for r in past if r.node == me.node and r.cause == me.cause != "undiagnosed"
+               and r.date >= since]
+    scored = sorted(((r, kb.similarity(me, r)) for r in past if r.node != me.node),
+                    key=lambda rs: (-rs[1], -rs[0].date.timestamp(), rs[0].id))
+
+    def as_similar(r: Any, score: float) -> Similar:
+        return Similar(r.id, r.date.strftime("%Y-%m-%d"), r.node, r.cause, r.repo_path,
+                       round(score, 2))
+
+    return replace(d, repeats=tuple(as_similar(r, 1.0) for r in repeats),
+                   replace_hardware=len(repeats) >= count and d.top is not None
+                   and d.top.kind in ("hardware", "degradation"),
+                   similar=tuple(as_similar(r, sc) for r, sc in scored[:5] if sc >= 0.6))
 
 
 def _alert(written: list[tuple[Diagnosis, Path]]) -> None:

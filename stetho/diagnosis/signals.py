@@ -1,64 +1,38 @@
 """Signals: the observations root-cause rules are written in, computed from a node's results,
 its evidence (kernel log, NCCL log, PSI, meminfo) and its history.
 
-Each signal is a function returning the Evidence that shows it (empty: not seen). Rules name
-signals; adding a signal is adding a function here and naming it in a rule.
+Each signal is a function returning the Evidence that shows it (empty: not seen). Evidence
+names the part it points at (`where`) and a command that looks at that part, never at every
+device. Rules name signals; adding a signal is adding a function here (or in `clean` /
+`trends`) and naming it in a rule.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from stetho.checking.nodes import NodeSummary
+from stetho.diagnosis import clean, trends
+from stetho.diagnosis.context import (
+    NodeContext,
+    facts_of,
+    from_results,
+    gpu_where,
+    short_pci,
+)
 from stetho.diagnosis.model import Evidence
-from stetho.results import Result, format_value
+
+__all__ = ["SIGNALS", "NodeContext"]
+
+_facts = facts_of
 
 
-@dataclass
-class NodeContext:
-    """Everything known about one node at diagnosis time."""
-
-    node: str
-    results: list[Result]
-    facts: Any = None  # NodeFacts when the evidence bundle is at hand
-    history: Any = None  # stetho.history.store.History, when there is one
-    summary: NodeSummary | dict[str, Any] = field(default_factory=dict)
-    fleet: list[NodeSummary] = field(default_factory=list)  # peers' summaries
-
-    def results_of(self, check: str, statuses: tuple[str, ...] = ("fail", "warn", "error")
-                   ) -> list[Result]:
-        return [r for r in self.results if r.check == check and r.status in statuses]
-
-    def metric(self, check: str, metric: str) -> list[tuple[str, float]]:
-        return [(str(s), float(v)) for c, s, m, v, _ in self.summary.get("metrics", [])
-                if c == check and m == metric]
+def _gpu_flag(where: dict[str, str]) -> str:
+    return f" -i {where['gpu']}" if "gpu" in where else ""
 
 
-def _from_results(rows: list[Result], signal: str, weight: float = 1.0,
-                  command: str | None = None) -> list[Evidence]:
-    return [Evidence(signal=signal, description=r.message, weight=weight, check=r.check,
-                     subject=r.subject or None, value=format_value(r.value, r.unit) or None,
-                     expected=None if r.expected is None else str(r.expected),
-                     log_line=_first_line(r.evidence) if r.probe == "kernel_log" else None,
-                     command=command) for r in rows]
-
-
-def _first_line(text: str | None) -> str | None:
-    return text.splitlines()[-1] if text else None
-
-
-def _facts(ctx: NodeContext, name: str) -> Any:
-    if ctx.facts is None:
-        return None
-    from stetho.facts.node import Unavailable
-
-    try:
-        return getattr(ctx.facts, name)()
-    except Unavailable:
-        return None
+def _ib_dev(where: dict[str, str], fallback: str = "") -> tuple[str, str]:
+    return where.get("device", fallback), where.get("port", "1")
 
 
 # -- the signals ---------------------------------------------------------------------------
@@ -66,8 +40,8 @@ def _facts(ctx: NodeContext, name: str) -> Any:
 def busbw_drop(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("nccl_busbw", ("fail",)) + ctx.results_of("fleet_busbw", ("fail",))
     worst = sorted(rows, key=lambda r: -(r.reference or 0))[:2]
-    return _from_results(worst, "busbw_drop",
-                         command="all_reduce_perf -b 64M -e 8G -f 2 -g 8")
+    return from_results(ctx, worst, "busbw_drop",
+                        "NCCL_DEBUG=INFO all_reduce_perf -b 64M -e 8G -f 2 -g 8")
 
 
 def aer_corrected(ctx: NodeContext) -> list[Evidence]:
@@ -78,64 +52,72 @@ def aer_corrected(ctx: NodeContext) -> list[Evidence]:
     if not events:
         return []
     devices = sorted({e.device for e in events})
-    kinds = ", ".join(sorted({x for e in events for x in e.errors}))
+    kinds = ", ".join(sorted({x for e in events for x in e.errors})) or "no detail"
+    # name the GPU whose link it is when one of the reporting devices is a GPU (the root
+    # port above it reports too)
+    on_gpu = [d for d in devices if "gpu" in dict(gpu_where(ctx, pci=d))]
+    dev = on_gpu[0] if on_gpu else devices[0]
+    where = gpu_where(ctx, pci=dev)
+    bdf = dev.split(":", 1)[1] if dev.count(":") == 2 else dev
     return [Evidence("aer_corrected", f"{len(events)} corrected PCIe AER errors on "
                      f"{', '.join(devices)} ({kinds})",
-                     1.0, check="pcie_aer", subject=devices[0], value=str(len(events)),
+                     1.0, check="pcie_aer", subject=dev, value=f"{len(events)} corrected",
                      expected="0", log_line=events[-1].line,
-                     command=f"dmesg -T | grep -i 'AER' | grep {devices[0]}")]
-
-
-def aer_rising(ctx: NodeContext) -> list[Evidence]:
-    """Corrected AER errors more than at the previous run: a link getting worse."""
-    now = ctx.metric("kernel", "aer_corrected")
-    if not now or now[0][1] <= 0 or ctx.history is None:
-        return []
-    prev = _previous(ctx, "kernel", "", "aer_corrected")
-    if prev is None or now[0][1] <= prev:
-        return []
-    return [Evidence("aer_rising", f"corrected AER errors rose from {prev:g} to {now[0][1]:g} "
-                     "since the previous run", 1.0, check="pcie_aer", value=f"{now[0][1]:g}",
-                     expected=f"{prev:g} (previous run)", command="stetho history "
-                     f"{ctx.node} --check kernel --metric aer_corrected")]
-
-
-def _previous(ctx: NodeContext, check: str, subject: str, metric: str) -> float | None:
-    series = [s for s in ctx.history.series_of(ctx.node, check, metric) if s[2] == subject]
-    if not series:
-        return None
-    samples = ctx.history.samples(ctx.node, [series[0][0]], since=0).get(series[0][0], [])
-    return samples[-1].value if samples else None
+                     command=f"dmesg -T | grep -i 'AER' | grep {dev}; "
+                             f"lspci -vvv -s {bdf} | grep -E 'LnkCap|LnkSta|CESta'",
+                     status="fail", where=where)]
 
 
 def aer_fatal(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("pcie_aer", ("fail",)), "aer_fatal",
-                         command="dmesg -T | grep -iE 'AER|Surprise Down'")
+    rows = ctx.results_of("pcie_aer", ("fail",))
+    log = _facts(ctx, "kernel_log")
+    fatal = [e for e in log.aer if e.severity != "corrected"] if log is not None else []
+    out = []
+    for r in rows:
+        e = fatal[-1] if fatal else None
+        out.append(Evidence(
+            "aer_fatal", r.message, 1.0, check=r.check, subject=e.device if e else None,
+            value=f"{len(fatal)} uncorrected" if fatal else "uncorrected", expected="0",
+            log_line=e.line if e else None,
+            command=f"dmesg -T | grep -iE 'AER|Surprise Down' | grep {e.device}" if e
+            else "dmesg -T | grep -iE 'AER|Surprise Down'",
+            where=gpu_where(ctx, pci=e.device) if e else ()))
+    return out
 
 
 def gpu_hot(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("gpu_temperature", ("fail", "warn"))
-    out = _from_results(rows, "gpu_hot", command="nvidia-smi -q -d TEMPERATURE")
+    out = from_results(ctx, rows, "gpu_hot",
+                       commands=lambda w: f"nvidia-smi -q -d TEMPERATURE{_gpu_flag(w)}")
     temps = ctx.metric("gpu", "temperature_c")
     if len(temps) >= 4 and not out:
         med = sorted(v for _, v in temps)[len(temps) // 2]
         for subject, v in temps:
             if v - med >= 8:
+                idx = re.sub(r"\D", "", subject)
+                where = gpu_where(ctx, index=int(idx)) if idx else ()
                 out.append(Evidence("gpu_hot", f"{subject} runs {v - med:.0f} C hotter than the "
                                     f"node's other GPUs", 1.0, check="gpu_temperature",
                                     subject=subject, value=f"{v:g} C", expected=f"~{med:g} C",
-                                    command="nvidia-smi -q -d TEMPERATURE"))
+                                    command="nvidia-smi -q -d TEMPERATURE"
+                                    + _gpu_flag(dict(where)), status="warn", where=where))
     return out
 
 
+def _lspci_cmd(w: dict[str, str]) -> str:
+    if "pci" in w:
+        return f"lspci -vvv -s {w['pci'].split(':', 1)[1]} | grep -E 'LnkCap|LnkSta'"
+    return "lspci -vvv | grep -E 'LnkCap|LnkSta'"
+
+
 def pcie_downgraded(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("pcie_link"), "pcie_downgraded",
-                         command="lspci -vvv | grep -E 'LnkCap|LnkSta'")
+    return from_results(ctx, ctx.results_of("pcie_link"), "pcie_downgraded", commands=_lspci_cmd)
 
 
 def nvme_rotational(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("disk_rotational", ("fail",)), "nvme_rotational",
-                         command="cat /sys/block/nvme*/queue/rotational")
+    return from_results(ctx, ctx.results_of("disk_rotational", ("fail",)), "nvme_rotational",
+                        commands=lambda w: f"cat /sys/block/{w.get('disk', 'nvme*')}"
+                                           "/queue/rotational")
 
 
 def io_pressure(ctx: NodeContext) -> list[Evidence]:
@@ -147,7 +129,7 @@ def io_pressure(ctx: NodeContext) -> list[Evidence]:
                      "minute (PSI)", 1.0, value=f"{io.some_avg60:g}%", expected="< 10%",
                      log_line=f"/proc/pressure/io: some avg10={io.some_avg10} "
                      f"avg60={io.some_avg60} avg300={io.some_avg300}",
-                     command="cat /proc/pressure/io; iostat -x 5")]
+                     command="cat /proc/pressure/io; iostat -x 5 3")]
 
 
 def nccl_socket(ctx: NodeContext) -> list[Evidence]:
@@ -158,30 +140,46 @@ def nccl_socket(ctx: NodeContext) -> list[Evidence]:
     lines = text.splitlines()
     line = next((ln for ln in lines if "NET/Socket : Using" in ln),
                 next((ln for ln in lines if "No device found" in ln), None))
-    return [Evidence("nccl_socket", "NCCL uses TCP sockets (NET/Socket), not InfiniBand"
-                     + (" after finding no IB device" if log.fell_back_to_socket else ""), 1.0,
+    ifaces = ", ".join(log.socket_interfaces) or "a TCP interface"
+    return [Evidence("nccl_socket", f"NCCL uses TCP sockets (NET/Socket on {ifaces}), not "
+                     "InfiniBand" + (" after finding no IB device" if log.fell_back_to_socket
+                                     else ""), 1.0,
                      value="NET/Socket", expected="NET/IB", log_line=line,
                      command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET all_reduce_perf -g 8 "
-                             "2>&1 | grep NET/")]
+                             "2>&1 | grep -E 'NET/|NCCL_IB'; ls /sys/class/infiniband")]
 
 
 def nccl_ib(ctx: NodeContext) -> list[Evidence]:
     log = _facts(ctx, "nccl_log")
     if log is None or log.transport != "IB":
         return []
-    return [Evidence("nccl_ib", f"NCCL uses InfiniBand ({', '.join(log.ib_devices[:4])})", 1.0,
-                     value="NET/IB")]
+    return [Evidence("nccl_ib", f"NCCL uses InfiniBand ({', '.join(log.ib_devices[:4])}"
+                     f"{', ...' if len(log.ib_devices) > 4 else ''})", 1.0, value="NET/IB",
+                     expected="NET/IB", status="pass")]
+
+
+def _ib_cmd(kind: str) -> Callable[[dict[str, str]], str]:
+    def build(w: dict[str, str]) -> str:
+        dev, port = _ib_dev(w)
+        if not dev:
+            return "ibstat"
+        if kind == "state":
+            return f"ibstat {dev} {port}; mlxlink -d {dev} -p {port}"
+        if kind == "counters":
+            return f"perfquery -x -C {dev} -P {port}; mlxlink -d {dev} -p {port} -c"
+        return f"mlxlink -d {dev} -p {port} -m -c"
+    return build
 
 
 def ib_rate_low(ctx: NodeContext) -> list[Evidence]:
     # the check's two failures: "port X is DOWN/Polling, ..." and "port X at 200 Gb/s ..."
     rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if " at " in r.message]
-    return _from_results(rows, "ib_rate_low", command="ibstat; mlxlink -d <dev> -p 1")
+    return from_results(ctx, rows, "ib_rate_low", commands=_ib_cmd("state"))
 
 
 def ib_port_down(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if " is " in r.message]
-    return _from_results(rows, "ib_port_down", command="ibstat")
+    return from_results(ctx, rows, "ib_port_down", commands=_ib_cmd("state"))
 
 
 def ib_symbol_errors(ctx: NodeContext) -> list[Evidence]:
@@ -189,18 +187,21 @@ def ib_symbol_errors(ctx: NodeContext) -> list[Evidence]:
             if re.search(r"SymbolError|LinkErrorRecovery|LocalLinkIntegrity", r.message)]
     rows += [r for r in ctx.results_of("drift_counter", ("fail",))
              if re.search(r"SymbolError|LinkErrorRecovery", r.subject)]
-    return _from_results(rows, "ib_symbol_errors", command="perfquery -x; mlxlink -d <dev> -c")
+    return from_results(ctx, rows, "ib_symbol_errors", commands=_ib_cmd("counters"))
 
 
 def ber_high(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("ib_link_ber"), "ber_high",
-                         command="mlxlink -d <dev> -m -c")
+    return from_results(ctx, ctx.results_of("ib_link_ber"), "ber_high", commands=_ib_cmd("ber"))
 
 
 def ber_trend(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("drift_trend", ("warn",)) if "pre_fec_ber" in r.subject]
-    return _from_results(rows, "ber_trend", command=f"stetho history {ctx.node} --metric "
-                                                    "pre_fec_ber")
+    return from_results(ctx, rows, "ber_trend", f"stetho history {ctx.node} --metric pre_fec_ber")
+
+
+_MEMORY_XIDS = (48, 63, 64, 92, 94, 95)
+#: Contained or recorded-and-handled memory events: act before they become fatal.
+_WARN_XIDS = (63, 92, 94)
 
 
 def xid_memory(ctx: NodeContext) -> list[Evidence]:
@@ -208,13 +209,19 @@ def xid_memory(ctx: NodeContext) -> list[Evidence]:
     out = []
     if log is not None:
         for e in log.xids:
-            if e.code in (48, 63, 64, 92, 94, 95):
-                out.append(Evidence("xid_memory", f"Xid {e.code} on {e.pci_id}: {e.message[:120]}",
-                                    1.0, check="gpu_xid", subject=e.pci_id, value=f"Xid {e.code}",
-                                    log_line=e.line, command="dmesg -T | grep -i xid"))
+            if e.code in _MEMORY_XIDS:
+                where = gpu_where(ctx, pci=e.pci_id)
+                w = dict(where)
+                out.append(Evidence(
+                    "xid_memory", f"Xid {e.code} on {e.pci_id}: {e.message[:120]}", 1.0,
+                    check="gpu_xid", subject=f"gpu{w['gpu']}" if "gpu" in w else e.pci_id,
+                    value=f"Xid {e.code}", expected="no memory Xid", log_line=e.line,
+                    command=f"dmesg -T | grep -i xid | grep -i {short_pci(e.pci_id)}; "
+                            f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}",
+                    status="warn" if e.code in _WARN_XIDS else "fail", where=where))
     if not out:
-        out = [e for e in _from_results(ctx.results_of("gpu_xid", ("fail",)), "xid_memory",
-                                        command="dmesg -T | grep -i xid")
+        out = [e for e in from_results(ctx, ctx.results_of("gpu_xid", ("fail", "warn")),
+                                       "xid_memory", commands=lambda w: "dmesg -T | grep -i xid")
                if re.search(r"Xid (48|63|64|92|94|95)\b", e.description)]
     return out[:4]
 
@@ -222,44 +229,68 @@ def xid_memory(ctx: NodeContext) -> list[Evidence]:
 def ecc_uncorrectable(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("gpu_ecc", ("fail",)) if "uncorrectable" in r.message
             or "remap" in r.message or "retirement" in r.message]
-    return _from_results(rows, "ecc_uncorrectable", command="nvidia-smi -q -d ECC,ROW_REMAPPER")
+    return from_results(ctx, rows, "ecc_uncorrectable",
+                        commands=lambda w: f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}")
 
 
 def xid_79(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("gpu_bus_loss", ("fail",))
-    ev = _from_results(rows, "xid_79", command="dmesg -T | grep -iE 'Xid|fallen off'")
     log = _facts(ctx, "kernel_log")
-    if log is not None and log.fallen_off_bus and ev:
-        ev = [Evidence(e.signal, e.description, e.weight, e.check, e.subject, e.value, e.expected,
-                       log.fallen_off_bus[-1].line, e.command) for e in ev]
-    return ev
+    loss = log.fallen_off_bus[-1] if log is not None and log.fallen_off_bus else None
+    lost = next((x for x in reversed(log.xids) if x.code == 79), None) if log else None
+    pci = loss.pci_id if loss else (lost.pci_id if lost else None)
+    out = []
+    for r in rows:
+        where = gpu_where(ctx, pci=pci) if pci else ()
+        bdf = short_pci(pci).split(":", 1)[1] if pci else ""
+        out.append(Evidence(
+            "xid_79", r.message, 1.0, check=r.check, subject=pci or r.subject or None,
+            value=f"{r.value} GPU lost" if r.value is not None else "GPU lost",
+            expected="every GPU on the bus",
+            log_line=(loss.line if loss else lost.line if lost else None),
+            command=f"dmesg -T | grep -iE 'Xid|fallen off' | grep -i {short_pci(pci)}; "
+                    f"lspci -s {bdf} -vv | head -5" if pci
+            else "dmesg -T | grep -iE 'Xid|fallen off'", where=where))
+    return out
 
 
 def gpu_missing(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("gpu_count", ("fail",)), "gpu_missing",
-                         command="nvidia-smi -L; lspci | grep -i nvidia")
+    return from_results(ctx, ctx.results_of("gpu_count", ("fail",)), "gpu_missing",
+                        "nvidia-smi -L; lspci -d 10de: | grep -ciE '3D controller'")
+
+
+def _perf_cmd(extra: str) -> Callable[[dict[str, str]], str]:
+    return lambda w: f"nvidia-smi -q -d PERFORMANCE{extra}{_gpu_flag(w)}"
 
 
 def throttle_thermal(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("gpu_throttle", ("fail",)) if "thermal" in r.message]
-    return _from_results(rows, "throttle_thermal", command="nvidia-smi -q -d PERFORMANCE")
+    return from_results(ctx, rows, "throttle_thermal", commands=_perf_cmd(",TEMPERATURE"))
 
 
 def throttle_power(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("gpu_throttle", ("fail", "warn"))
             if "power" in r.message.lower()]
-    return _from_results(rows, "throttle_power", command="nvidia-smi -q -d PERFORMANCE,POWER")
+    return from_results(ctx, rows, "throttle_power", commands=_perf_cmd(",POWER"))
 
 
 def clocks_unlocked(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("gpu_clocks", ("fail",)), "clocks_unlocked",
-                         command="nvidia-smi -q -d CLOCK")
+    return from_results(ctx, ctx.results_of("gpu_clocks", ("fail",)), "clocks_unlocked",
+                        commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}")
 
 
 def governor_wrong(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("cpu_governor", ("fail",)), "governor_wrong",
-                         command="cpupower frequency-info; cat /sys/devices/system/cpu/cpu*/"
-                                 "cpufreq/scaling_governor | sort | uniq -c")
+    out = []
+    for e in from_results(ctx, ctx.results_of("cpu_governor", ("fail",)), "governor_wrong"):
+        m = re.search(r"cpu (\d+)(?:-(\d+))?", e.description)
+        first = m.group(1) if m else "0"
+        cpus = f"{m.group(1)}-{m.group(2)}" if m and m.group(2) else first
+        out.append(Evidence(
+            e.signal, e.description, e.weight, e.check, e.subject, e.value, e.expected,
+            None, f"cat /sys/devices/system/cpu/cpu{first}/cpufreq/scaling_governor; "
+            "cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor | sort | uniq -c",
+            e.status, (("cpus", cpus),)))
+    return out
 
 
 def oom_kills(ctx: NodeContext) -> list[Evidence]:
@@ -269,7 +300,9 @@ def oom_kills(ctx: NodeContext) -> list[Evidence]:
     k = log.oom_kills[-1]
     return [Evidence("oom_kills", f"the OOM killer ran {len(log.oom_kills)} time(s), last on "
                      f"{k.process} (pid {k.pid})", 1.0, value=str(len(log.oom_kills)),
-                     expected="0", log_line=k.line, command="dmesg -T | grep -i 'out of memory'")]
+                     expected="0", log_line=k.line,
+                     command="dmesg -T | grep -i 'out of memory'", where=(("process",
+                                                                         str(k.process)),))]
 
 
 def swap_used(ctx: NodeContext) -> list[Evidence]:
@@ -280,8 +313,8 @@ def swap_used(ctx: NodeContext) -> list[Evidence]:
     if used < 0.1 * info["SwapTotal"]:
         return []
     return [Evidence("swap_used", f"{used / 2**20:.1f} GiB of swap in use "
-                     f"({used / info['SwapTotal']:.0%})", 1.0, value=f"{used} kB",
-                     expected="< 10% of swap", command="free -g; vmstat 5")]
+                     f"({used / info['SwapTotal']:.0%})", 1.0, value=f"{used / 2**20:.1f} GiB",
+                     expected="< 10% of swap", command="free -g; vmstat 5 3")]
 
 
 def memory_pressure(ctx: NodeContext) -> list[Evidence]:
@@ -295,23 +328,39 @@ def memory_pressure(ctx: NodeContext) -> list[Evidence]:
                      command="cat /proc/pressure/memory")]
 
 
+_VERSION_CMD = {
+    "driver": "nvidia-smi --query-gpu=driver_version --format=csv,noheader",
+    "vbios": "nvidia-smi --query-gpu=index,vbios_version --format=csv,noheader",
+    "hca_firmware": "cat /sys/class/infiniband/*/fw_ver",
+    "ofed": "ofed_info -s", "kernel": "uname -r", "cuda": "nvidia-smi | head -4",
+    "nccl": "NCCL_DEBUG=VERSION all_reduce_perf -g 1 -b 8 -e 8 2>&1 | grep 'NCCL version'",
+}
+
+
 def version_drift(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("fleet_versions", ("fail", "warn")) + \
         ctx.results_of("versions", ("fail", "warn"))
-    return _from_results(rows, "version_drift", command="nvidia-smi; cat /sys/class/infiniband/"
-                                                        "*/fw_ver; ofed_info -s")
+    out = []
+    for e in from_results(ctx, rows, "version_drift"):
+        comp = (e.subject or "").split(":")[0]
+        out.append(Evidence(e.signal, e.description, e.weight, e.check, e.subject, e.value,
+                            e.expected, None, _VERSION_CMD.get(comp, "nvidia-smi; ofed_info -s"),
+                            e.status, (("component", comp),) if comp else ()))
+    return out
 
 
 def nvlink_down(ctx: NodeContext) -> list[Evidence]:
-    return _from_results(ctx.results_of("gpu_nvlink", ("fail",)), "nvlink_down",
-                         command="nvidia-smi nvlink -s; nvidia-smi nvlink -e")
+    return from_results(ctx, ctx.results_of("gpu_nvlink", ("fail",)), "nvlink_down",
+                        commands=lambda w: f"nvidia-smi nvlink -s{_gpu_flag(w)}; "
+                                           f"nvidia-smi nvlink -e{_gpu_flag(w)}")
 
 
 SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
-        busbw_drop, aer_corrected, aer_rising, aer_fatal, gpu_hot, pcie_downgraded,
+        busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
         nvme_rotational, io_pressure, nccl_socket, nccl_ib, ib_rate_low, ib_port_down,
         ib_symbol_errors, ber_high, ber_trend, xid_memory, ecc_uncorrectable, xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
-        oom_kills, swap_used, memory_pressure, version_drift, nvlink_down)
+        oom_kills, swap_used, memory_pressure, version_drift, nvlink_down,
+        *trends.SIGNALS, *clean.SIGNALS)
 }

@@ -161,6 +161,14 @@ def ecc_dbe(d: NodeDraft, arg: str | None) -> None:
     d.add_kernel_lines([d.real_xid_line(48)], gpu=g)
 
 
+def ecc_sbe(d: NodeDraft, arg: str | None) -> None:
+    """Correctable (single-bit) DRAM ECC errors on a GPU, no uncorrectable one: alone it is
+    within limits; against a lower count in the node's history it is the SBE-rising trend."""
+    g = _gpu_arg(arg, 3, d)
+    for scope, n in (("Volatile", "240"), ("Aggregate", "1312")):
+        d.smi.set(g, ("ECC Errors", scope, "DRAM Correctable"), n)
+
+
 def rowremap_pending(d: NodeDraft, arg: str | None) -> None:
     g = _gpu_arg(arg, 6, d)
     d.smi.set(g, ("Remapped Rows", "Uncorrectable Error"), "1")
@@ -233,6 +241,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "adds the recorded AER fatal lines)", xid, "CODE"),
     Fault("ecc-dbe", "2 uncorrectable DRAM ECC errors and an Xid 48 (default gpu5)", ecc_dbe,
           "gpuN"),
+    Fault("ecc-sbe", "240 correctable DRAM ECC errors, no uncorrectable (default gpu3)",
+          ecc_sbe, "gpuN"),
     Fault("rowremap-pending", "a row remap pending and an Xid 63 (default gpu6)",
           rowremap_pending, "gpuN"),
     Fault("pcie-width-downgrade", "a GPU's PCIe link trained at x8 (default gpu1)",

@@ -1,0 +1,153 @@
+"""What the signals read: one node's results, facts, summary and history at diagnosis time,
+and the helpers that turn a check's subject into the part it names (GPU index, PCI address,
+serial, HCA and port, disk), so rule text and commands can target that part."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from stetho.checking.nodes import NodeSummary
+from stetho.diagnosis.model import Evidence
+from stetho.results import Result
+
+_GPU_SUBJECT = re.compile(r"(?i)^gpu(\d+)$")
+_IB_SUBJECT = re.compile(r"^(mlx\d+_\d+|[a-z]+\d*_\d+)[:/](\d+)$")
+
+
+@dataclass
+class NodeContext:
+    """Everything known about one node at diagnosis time. `run` is the run being diagnosed:
+    history trends read only the runs before it, never the run itself."""
+
+    node: str
+    results: list[Result]
+    facts: Any = None  # NodeFacts when the evidence bundle is at hand
+    history: Any = None  # stetho.history.store.History, when there is one
+    summary: NodeSummary | dict[str, Any] = field(default_factory=dict)
+    fleet: list[NodeSummary] = field(default_factory=list)  # peers' summaries
+    run: str = ""
+
+    def results_of(self, check: str, statuses: tuple[str, ...] = ("fail", "warn", "error")
+                   ) -> list[Result]:
+        return [r for r in self.results if r.check == check and r.status in statuses]
+
+    def metric(self, check: str, metric: str) -> list[tuple[str, float]]:
+        return [(str(s), float(v)) for c, s, m, v, _ in self.summary.get("metrics", [])
+                if c == check and m == metric]
+
+    def past(self, check: str, metric: str) -> dict[str, list[float]]:
+        """This node's values of a metric per subject in the runs before this one, oldest
+        first (empty without history)."""
+        if self.history is None:
+            return {}
+        series = self.history.series_of(self.node, check, metric)
+        if not series:
+            return {}
+        got = self.history.samples(self.node, [s[0] for s in series], since=0)
+        subject_of = {s[0]: s[2] for s in series}
+        return {subject_of[sid]: [p.value for p in pts if p.run != self.run]
+                for sid, pts in got.items() if pts}
+
+
+def facts_of(ctx: NodeContext, name: str) -> Any:
+    if ctx.facts is None:
+        return None
+    from stetho.facts.node import Unavailable
+
+    try:
+        return getattr(ctx.facts, name)()
+    except Unavailable:
+        return None
+
+
+def short_pci(address: str) -> str:
+    """'00000000:9B:00.0' or '0000:9b:00' -> '0000:9b:00' (domain:bus:device, lower case)."""
+    a = address.strip().lower()
+    m = re.search(r"([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})", a)
+    if not m:
+        return a
+    return f"{m.group(1)[-4:]}:{m.group(2)}:{m.group(3)}"
+
+
+def gpu_where(ctx: NodeContext, index: int | None = None, pci: str | None = None
+              ) -> tuple[tuple[str, str], ...]:
+    """The GPU named by index or PCI address, as (key, value) pairs: gpu, pci, serial."""
+    gpus = facts_of(ctx, "gpus") or ()
+    for g in gpus:
+        if (index is not None and g.index == index) or (
+                pci is not None and short_pci(g.pci_bus_id) == short_pci(pci)):
+            out = [("gpu", str(g.index)), ("pci", short_pci(g.pci_bus_id) + ".0")]
+            if g.serial:
+                out.append(("serial", g.serial))
+            return tuple(out)
+    if index is not None:
+        return (("gpu", str(index)),)
+    if pci is not None:
+        full = pci.strip().lower()
+        return (("pci", full if "." in full else full + ".0"),)
+    return ()
+
+
+def subject_where(ctx: NodeContext, r: Result) -> tuple[tuple[str, str], ...]:
+    """What a result's subject names: a GPU, an IB port, a disk, a PCI device."""
+    subject = r.subject or ""
+    m = _GPU_SUBJECT.match(subject)
+    if m:
+        return gpu_where(ctx, index=int(m.group(1)))
+    m = _IB_SUBJECT.match(subject)
+    if m:
+        return (("device", m.group(1)), ("port", m.group(2)))
+    if re.fullmatch(r"nvme\d+n\d+|sd[a-z]+", subject):
+        return (("disk", subject),)
+    if re.fullmatch(r"(?i)[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(\.\d)?", subject):
+        return gpu_where(ctx, pci=subject)
+    return ()
+
+
+def fmt(value: Any, unit: str | None = None) -> str:
+    """A measured value as people read it: small floats in scientific notation (a BER of
+    4e-06 is not '0'), others with at most two decimals; the unit once."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if value != 0 and abs(value) < 0.01:
+            text = f"{value:.1e}"
+        else:
+            text = f"{value:.2f}".rstrip("0").rstrip(".")
+    elif isinstance(value, (list, tuple)):
+        text = ", ".join(str(v) for v in value)
+    else:
+        text = str(value)
+    return f"{text} {unit}" if unit and not text.endswith(unit) else text
+
+
+def expected_text(r: Result) -> str | None:
+    """What the result expected, without repeating the value's unit twice."""
+    if r.expected is None:
+        return None if r.threshold is None else str(r.threshold)
+    if isinstance(r.expected, float):
+        return fmt(r.expected, r.unit)
+    return str(r.expected)
+
+
+def from_results(ctx: NodeContext, rows: list[Result], signal: str, command: str | None = None,
+                 *, weight: float = 1.0, commands: Any = None) -> list[Evidence]:
+    """One Evidence per result; `commands(where)` builds a command that targets the part the
+    result names (else the fixed `command`)."""
+    out = []
+    for r in rows:
+        where = subject_where(ctx, r)
+        cmd = commands(dict(where)) if commands is not None else command
+        out.append(Evidence(
+            signal=signal, description=r.message, weight=weight, check=r.check,
+            subject=r.subject or None, value=fmt(r.value, r.unit) or None,
+            expected=expected_text(r),
+            log_line=_last_line(r.evidence) if r.probe == "kernel_log" else None,
+            command=cmd, status="warn" if r.status == "warn" else "fail", where=where))
+    return out
+
+
+def _last_line(text: str | None) -> str | None:
+    return text.splitlines()[-1] if text else None

@@ -1,0 +1,107 @@
+"""`stetho report` over a real run folder: warn-level causes get a watch report, reporting
+twice writes one report, a node without its evidence bundle is said to be so, and the
+knowledge base (a real git repository) makes repeat offenders visible."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from stetho.diagnosis import runs
+from stetho.diagnosis.report import write
+from stetho.results import Result
+from stetho.sinks import json_out
+
+pytestmark = pytest.mark.xdist_group("faultsim")
+
+RUN = "20251201T030000Z-abc123"
+
+
+@pytest.fixture
+def run_folder(tmp_path, fault_bundles, fault_results) -> Path:
+    run_dir = tmp_path / "runs" / RUN
+    results = []
+    for node in ("riser", "governor", "optics", "healthy"):
+        host = run_dir / "hosts" / node
+        host.mkdir(parents=True)
+        (host / "evidence.json").write_text((fault_bundles / f"{node}.json").read_text())
+        results += [Result.from_json(r) for r in fault_results[node]]
+    # a node whose bundle never came back: its results only
+    results += [Result.from_json({**r, "node": "nobundle"}) for r in fault_results["xid79"]]
+    (run_dir / "results.json").write_text(json_out.render(results))
+    (run_dir / "meta.json").write_text(json.dumps({"run_id": RUN}))
+    return run_dir
+
+
+def _report(run_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_watch_reports_idempotence_and_a_missing_bundle(run_folder, tmp_path):
+    out = tmp_path / "reports"
+    first = _report(run_folder, "--out", str(out), "--db", str(tmp_path / "none.db"))
+    assert first.returncode == 0, first.stderr
+    files = sorted(p.name for p in out.glob("*.md"))
+    assert [f.split("-rpt-")[0] for f in files] == [
+        "governor-cpu-governor", "nobundle-gpu-off-bus", "optics-optics-degrading",
+        "riser-riser-pcie-slot"]
+    lines = {ln.split(":")[0]: ln for ln in first.stdout.splitlines()}
+    assert lines["optics"].startswith("optics: Optics degrading") and "[watch]" in lines["optics"]
+    assert lines["riser"].startswith("riser: Riser card") and "[drain]" in lines["riser"]
+    assert "healthy" not in first.stdout
+    assert "note: No evidence bundle for nobundle" in first.stderr
+    missing = next(out.glob("nobundle-*.md")).read_text()
+    assert "No evidence bundle for nobundle" in missing
+    optics = next(out.glob("optics-*.md")).read_text()
+    assert "\ndisposition: watch\n" in optics and "**WATCH optics**" in optics
+    before = {p.name: p.read_text() for p in out.iterdir()}
+    again = _report(run_folder, "--out", str(out), "--db", str(tmp_path / "none.db"))
+    assert again.returncode == 0, again.stderr
+    assert {p.name: p.read_text() for p in out.iterdir()} == before
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+                   cwd=repo, check=True, capture_output=True)
+
+
+def _seed_kb(repo: Path, d, dates: list[str], node: str | None = None) -> None:
+    for i, date in enumerate(dates):
+        old = replace(d, id=f"rpt-old{i}-{node or d.node}", date=date, run=f"old-run-{i}",
+                      node=node or d.node)
+        day = repo / "reports" / date[:4] / date[5:7] / date[8:10]
+        write(old, day)
+
+
+@pytest.mark.parametrize("limit, replaced", [(None, True), ("5/30", False)])
+def test_repeat_offenders_from_the_knowledge_base(run_folder, tmp_path, stetho_env, limit,
+                                                  replaced):
+    if limit:
+        stetho_env.setenv("STETHO_REPEAT_LIMIT", limit)
+    results = json_out.load((run_folder / "results.json").read_text())
+    [(d, _)] = runs.diagnose_results(results, run_dir=run_folder, run=RUN,
+                                     out=tmp_path / "first", nodes=["riser"], alert=False)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _git(kb, "init", "-q")
+    # three in the last 30 days, one older; and the same cause on another node
+    _seed_kb(kb, d, ["2025-11-05T03:00:00Z", "2025-11-19T03:00:00Z", "2025-11-28T03:00:00Z",
+                     "2025-09-01T03:00:00Z"])
+    _seed_kb(kb, d, ["2025-11-20T03:00:00Z"], node="gpu-other")
+    _git(kb, "add", "-A")
+    _git(kb, "commit", "-qm", "seed")
+    [(d, path)] = runs.diagnose_results(results, run_dir=run_folder, run=RUN,
+                                        out=tmp_path / "second", nodes=["riser"],
+                                        kb_repo=str(kb), alert=False)
+    assert [s.date for s in d.repeats] == ["2025-11-28", "2025-11-19", "2025-11-05"]
+    assert [s.node for s in d.similar] == ["gpu-other"]
+    assert d.replace_hardware is replaced
+    text = path.read_text()
+    assert ("1. Replace the hardware: riser was reported" in text) is replaced
+    assert "Repeat offender: 3 earlier report(s) of riser" in text
