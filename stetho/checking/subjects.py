@@ -86,15 +86,36 @@ def _versions(n: CheckNode) -> list[Subject]:
 
 
 def _nccl_sizes(n: CheckNode) -> list[Subject]:
+    """Message sizes of the baseline recorded for the run's shape. A run whose shape has no
+    baseline is one skip that says so, never a regression; a failed or cut run is judged (as an
+    error) on the profile's first baseline."""
     from stetho.parsers.nccl_tests import format_size
+    from stetho.profiles import BusbwPoint
 
     spec = n.profile.nccl
     if not spec.enabled:
         raise Unavailable("skip", f"profile {n.profile.name} does not enable nccl-tests")
     if spec.baseline is None:
         raise Unavailable("skip", f"profile {n.profile.name} has no NCCL busbw baseline")
-    sizes = sorted(s for s in spec.baseline.busbw_gbps if s >= spec.min_size_bytes)
-    return [Subject(n, f"allreduce@{format_size(s).replace(' ', '')}", s) for s in sizes]
+    base = spec.baseline
+    try:
+        run = n.facts.nccl_run()
+    except Unavailable:
+        run = None
+    shape = run.shape if run is not None and not (run.failed or run.truncated) else None
+    if shape is not None and shape.ranks is not None:
+        found = spec.baseline_for(shape.collective, shape.ranks, shape.nodes,
+                                  shape.gpus_per_node)
+        if found is None:
+            raise Unavailable("skip", f"no baseline for {shape.describe()} in profile "
+                              f"{n.profile.name} (it has "
+                              + "; ".join(b.shape.describe() for b in spec.baselines)
+                              + "): record one with `stetho baseline record`", "nccl_tests")
+        base = found
+    sizes = sorted(s for s in base.busbw_gbps if s >= spec.min_size_bytes)
+    label = base.shape.collective.replace("_", "")
+    return [Subject(n, f"{label}@{format_size(s).replace(' ', '')}", BusbwPoint(base, s))
+            for s in sizes]
 
 
 #: fixture name -> how to list a node's subjects of that kind.

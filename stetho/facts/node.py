@@ -333,20 +333,22 @@ class NodeFacts:
         raise Unavailable("error", f"unknown version component {component}")
 
     def _nccl_version(self) -> tuple[tuple[str, ...], str]:
+        """The NCCL the benchmark reports it ran with wins over the library file: a job may
+        load another libnccl (a container's, LD_LIBRARY_PATH) than the one in /usr/lib."""
         from stetho.parsers import versions
 
+        try:
+            run = self.nccl_run()
+        except Unavailable:
+            run = None
+        if run is not None and run.nccl_version:
+            return (run.nccl_version,), "nccl-tests output (" + (run.nccl_version_source or "version") + ")"
         try:
             lib = versions.nccl_from_library(self.files("nccl_library"))
         except Unavailable:
             lib = None
         if lib:
             return (lib,), "libnccl.so.* file name"
-        try:
-            run = self.nccl_run()
-        except Unavailable:
-            run = None
-        if run is not None and run.nccl_version:
-            return (run.nccl_version,), "nccl-tests output"
         raise Unavailable("skip", "NCCL not found: no libnccl.so.<version> in the standard "
                           "library folders and no version in nccl-tests output", "nccl_library")
 
