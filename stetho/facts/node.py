@@ -342,7 +342,8 @@ class NodeFacts:
         except Unavailable:
             run = None
         if run is not None and run.nccl_version:
-            return (run.nccl_version,), "nccl-tests output (" + (run.nccl_version_source or "version") + ")"
+            where = run.nccl_version_source or "version line"
+            return (run.nccl_version,), f"nccl-tests output ({where})"
         try:
             lib = versions.nccl_from_library(self.files("nccl_library"))
         except Unavailable:
