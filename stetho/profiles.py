@@ -52,6 +52,16 @@ class HostSpec:
 
 
 @dataclass(frozen=True)
+class PortGroup:
+    """RDMA devices (name globs) that carry one link layer: the compute fabric on InfiniBand,
+    a front-end bond on Ethernet (RoCE)."""
+
+    name: str
+    devices: tuple[str, ...]
+    link_layer: str
+
+
+@dataclass(frozen=True)
 class IbSpec:
     ports: int | None = None
     rate_gbps: float | None = None
@@ -61,6 +71,19 @@ class IbSpec:
     counter_max: dict[str, int] = field(default_factory=dict)
     pre_fec_ber_warn: float = 1e-7
     pre_fec_ber_fail: float = 1e-5
+    port_groups: tuple[PortGroup, ...] = ()
+
+    def group_of(self, device: str) -> PortGroup | None:
+        """The first port group whose globs match the device, or None."""
+        import fnmatch
+
+        return next((g for g in self.port_groups
+                     if any(fnmatch.fnmatchcase(device, pat) for pat in g.devices)), None)
+
+    def link_layer_of(self, device: str) -> str:
+        """The link layer the profile expects on a device: its group's, else `link_layer`."""
+        group = self.group_of(device)
+        return group.link_layer if group else self.link_layer
 
 
 @dataclass(frozen=True)
@@ -408,9 +431,29 @@ def _ib(s: yamlconf.Section) -> IbSpec:
         counter_max=_counter_map(s, "counter_max"),
         pre_fec_ber_warn=s.get("pre_fec_ber_warn", float, _IB.pre_fec_ber_warn),
         pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, _IB.pre_fec_ber_fail),
+        port_groups=_port_groups(s.section("port_groups")),
     )
+    for layer, key in ((spec.link_layer, "link_layer"),
+                       *((g.link_layer, "port_groups") for g in spec.port_groups)):
+        if layer not in _LINK_LAYERS:
+            s.fail(f"link layer must be one of {', '.join(_LINK_LAYERS)}, got {layer!r}", key)
     s.check_unknown()
     return spec
+
+
+_LINK_LAYERS = ("InfiniBand", "Ethernet")
+
+
+def _port_groups(s: yamlconf.Section) -> tuple[PortGroup, ...]:
+    out = []
+    for name in s.data:
+        g = s.section(str(name))
+        devices = g.str_list("devices")
+        if not devices:
+            g.fail("a port group needs devices: [glob, ...]", "devices")
+        out.append(PortGroup(str(name), devices, g.require("link_layer", str)))
+        g.check_unknown()
+    return tuple(out)
 
 
 def _versions(s: yamlconf.Section) -> dict[str, VersionRule]:

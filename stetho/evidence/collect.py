@@ -27,7 +27,7 @@ def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
 def collect(profile: Profile, env: Environment, node: str) -> Bundle:
     probes = probes_for(profile)
     records = run_all(tuple(p for p in probes if not p.per_device), env)
-    devices = _rdma_devices(records.get("ib_sysfs"))
+    devices = _rdma_devices(records.get("ib_sysfs")) or _ibstat_devices(records.get("ibstat"))
     per_device = [p for p in probes if p.per_device]
     if per_device and devices:
         import shutil
@@ -51,6 +51,16 @@ def _rdma_devices(rec: ProbeRecord | None) -> list[str]:
         return []
     names = {p.split("/")[4] for p in rec.files if p.startswith("/sys/class/infiniband/")}
     return sorted(names)
+
+
+def _ibstat_devices(rec: ProbeRecord | None) -> list[str]:
+    """RDMA device names from ibstat's `CA '<dev>'` lines: where /sys/class/infiniband is not
+    visible (a container), the per-device probes still run on the HCAs ibstat lists."""
+    import re
+
+    if rec is None or not rec.stdout:
+        return []
+    return sorted(set(re.findall(r"^CA:? '([^']+)'$", rec.stdout, flags=re.M)))
 
 
 def sim_environment(sim: str) -> tuple[Environment, str]:

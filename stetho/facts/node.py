@@ -19,8 +19,7 @@ from stetho.parsers import ParseError
 
 if TYPE_CHECKING:
     from stetho.parsers.gpu_model import Gpu, SmiReport
-    from stetho.parsers.ib_common import IbPort
-    from stetho.parsers.ib_sysfs import IbDevice
+    from stetho.parsers.ib_common import IbDevice, IbPort
     from stetho.parsers.ibstat import IbstatReport
     from stetho.parsers.kernel_log import KernelLog
     from stetho.parsers.lspci import PciDevice
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from stetho.parsers.nccl_log import NcclLog
     from stetho.parsers.nccl_tests import NcclRun
     from stetho.parsers.nvlink import NvlinkErrorsGpu, NvlinkGpu
+    from stetho.parsers.perfquery import PerfqueryPort
     from stetho.parsers.sysfs_host import BlockDevice, CpuGovernor, Pressure
 
 T = TypeVar("T")
@@ -68,6 +68,8 @@ _ABSENT_MEANS = {
     "ib_sysfs": "no InfiniBand/RDMA devices on this node",
     "ibstat": "infiniband-diags is not installed",
     "perfquery": "infiniband-diags is not installed",
+    "perfquery_rcv_errors": "infiniband-diags is not installed",
+    "mlxlink": "NVIDIA MFT (mlxlink) is not installed",
     "cpu_governor": "cpufreq is not exposed (a VM, or the driver is not loaded)",
     "block_queue": "no block devices",
     "lspci": "pciutils is not installed",
@@ -187,47 +189,66 @@ class NodeFacts:
 
         return self.parsed("lspci", lambda: lspci.parse(self.text("lspci")))
 
-    # -- InfiniBand ---------------------------------------------------------------------------
+    # -- InfiniBand (stetho.facts.ib) --------------------------------------------------------
     def ib_devices(self) -> tuple[IbDevice, ...]:
-        from stetho.parsers import ib_sysfs
+        """The HCAs and their ports: /sys/class/infiniband, else ibstat (+ perfquery)."""
+        from stetho.facts import ib
 
-        def load() -> tuple[IbDevice, ...]:
-            try:
-                files = self.files("ib_sysfs")
-            except Unavailable as u:
-                if u.status == "skip" and self.expected.ib_ports:
-                    raise Unavailable("error", f"{u.reason}, but profile {self.expected.profile} "
-                                      f"expects {self.expected.ib_ports} InfiniBand ports",
-                                      "ib_sysfs") from None
-                raise
-            devices = ib_sysfs.parse(files)
-            if not devices:
-                raise Unavailable("skip", "no InfiniBand/RDMA devices on this node", "ib_sysfs")
-            return devices
-
-        return self.parsed("ib_sysfs", load)
+        return self.parsed("ib_sysfs", lambda: ib.load_devices(self))
 
     def ib_ports(self) -> tuple[IbPort, ...]:
         return tuple(p for d in self.ib_devices() for p in d.ports)
 
-    def ibstat(self) -> IbstatReport:
-        from stetho.parsers import ibstat
+    def ib_source(self) -> str:
+        """Where port state, rate, link layer and firmware came from: 'sysfs' or 'ibstat'."""
+        devices = self.ib_devices()
+        return devices[0].source if devices else "sysfs"
 
-        return self.parsed("ibstat", lambda: ibstat.parse(self.text("ibstat")))
+    def ibstat(self) -> IbstatReport:
+        from stetho.facts import ib
+
+        return self.parsed("ibstat", lambda: ib.load_ibstat(self))
+
+    def ibstat_disagreements(self) -> dict[str, list[str]]:
+        from stetho.facts import ib
+
+        return ib.disagreements(self)
+
+    def perfquery(self, device: str) -> PerfqueryPort:
+        """Port 1's counters of one HCA from `perfquery -x` (or plain, where -x is refused)."""
+        from stetho.facts import ib
+
+        return self.parsed(f"perfquery:{device}", lambda: ib.load_perfquery(self, "perfquery",
+                                                                              device))
+
+    def rcv_error_details(self, device: str) -> PerfqueryPort:
+        """`perfquery -E` (PortRcvErrorDetails) of one HCA's port 1."""
+        from stetho.facts import ib
+
+        return self.parsed(f"perfquery_rcv_errors:{device}",
+                           lambda: ib.load_perfquery(self, "perfquery_rcv_errors", device))
 
     def mlxlink(self) -> tuple[MlxlinkReport, ...]:
-        """Per-port mlxlink reports (pre-FEC BER, module power); () when MFT is absent."""
-        from stetho.parsers import mlxlink
+        """The per-port mlxlink reports that parsed; () when MFT is absent. A device whose
+        output did not parse is left out here: `mlxlink_for` names it."""
+        out = []
+        for device in self.mlxlink_devices():
+            try:
+                out.append(self.mlxlink_for(device))
+            except Unavailable:
+                continue
+        return tuple(out)
 
-        def load() -> tuple[MlxlinkReport, ...]:
-            out = []
-            for name, rec in sorted(self.bundle.probes.items()):
-                if not name.startswith("mlxlink:") or rec.status in ("missing", "skipped"):
-                    continue
-                out.append(mlxlink.parse(self.text(name), device=name.split(":", 1)[1], port=1))
-            return tuple(out)
+    def mlxlink_devices(self) -> tuple[str, ...]:
+        return tuple(sorted(name.split(":", 1)[1] for name, rec in self.bundle.probes.items()
+                            if name.startswith("mlxlink:")
+                            and rec.status not in ("missing", "skipped")))
 
-        return self.parsed("mlxlink", load)
+    def mlxlink_for(self, device: str) -> MlxlinkReport:
+        """One HCA's mlxlink report; its unparsable output errors that device only."""
+        from stetho.facts import ib
+
+        return self.parsed(f"mlxlink:{device}", lambda: ib.load_mlxlink(self, device))
 
     # -- host -----------------------------------------------------------------------------------
     def governors(self) -> tuple[CpuGovernor, ...]:
@@ -320,9 +341,14 @@ class NodeFacts:
         if component == "vbios":
             return _distinct(g.vbios_version for g in self.gpus()), "nvidia-smi -q -x"
         if component == "hca_firmware":
-            ib = [d for d in self.ib_devices()
+            devices = self.ib_devices()
+            ib = [d for d in devices
                   if any(p.link_layer == self.expected.ib_link_layer for p in d.ports)]
-            return _distinct(d.fw_ver for d in ib), "/sys/class/infiniband/*/fw_ver"
+            # none on the expected link layer (a RoCE node on an IB profile): the firmware
+            # files still exist and are read; ib_link_layer names the mismatch
+            source = "ibstat (Firmware version)" if devices and devices[0].source == "ibstat" \
+                else "/sys/class/infiniband/*/fw_ver"
+            return _distinct(d.fw_ver for d in (ib or devices)), source
         if component == "kernel":
             files = self.files("kernel_release")
             return _one(versions.kernel_release(next(iter(files.values())))), "kernel_release"

@@ -93,6 +93,21 @@ def clocks_unlocked(d: NodeDraft, arg: str | None) -> None:
     d.smi.set(g, ("Applications Clocks", "Memory"), "2619 MHz")
 
 
+def appclocks_deprecated(d: NodeDraft, arg: str | None) -> None:
+    """A driver that deprecates application clocks (CUDA 13 drivers print the sentence of the
+    recorded 590/595 outputs there): locked clocks show only as current clocks at the target.
+    `=unlocked`: the clocks were never locked, so the idle GPUs sit at idle clocks."""
+    sentence = "Requested functionality has been deprecated"
+    for g in range(d.gpu_count):
+        for section in ("Applications Clocks", "Default Applications Clocks"):
+            for name in ("Graphics", "Memory"):
+                d.smi.set(g, (section, name), sentence)
+        sm, mem = ("345 MHz", "405 MHz") if arg == "unlocked" else ("1980 MHz", "2619 MHz")
+        d.smi.set(g, ("Clocks", "Graphics"), sm)
+        d.smi.set(g, ("Clocks", "SM"), sm)
+        d.smi.set(g, ("Clocks", "Memory"), mem)
+
+
 def busbw_drop(d: NodeDraft, arg: str | None) -> None:
     try:
         pct = float(arg or "20")
