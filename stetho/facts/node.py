@@ -43,6 +43,7 @@ class Expected:
     gpus: int | None = None
     ib_ports: int | None = None
     ib_link_layer: str = "InfiniBand"
+    ib_devices: tuple[str, ...] = ()  # globs of the HCAs the profile expects on ib_link_layer
     nccl: bool = False
 
 
@@ -344,8 +345,13 @@ class NodeFacts:
             devices = self.ib_devices()
             ib = [d for d in devices
                   if any(p.link_layer == self.expected.ib_link_layer for p in d.ports)]
-            # none on the expected link layer (a RoCE node on an IB profile): the firmware
-            # files still exist and are read; ib_link_layer names the mismatch
+            # none on the expected link layer (a RoCE node on an IB profile): the firmware of
+            # the HCAs the profile expects there is still read; ib_link_layer names the mismatch
+            if not ib:
+                import fnmatch
+
+                ib = [d for d in devices if any(fnmatch.fnmatchcase(d.name, g)
+                                                for g in self.expected.ib_devices)]
             source = "ibstat (Firmware version)" if devices and devices[0].source == "ibstat" \
                 else "/sys/class/infiniband/*/fw_ver"
             return _distinct(d.fw_ver for d in (ib or devices)), source

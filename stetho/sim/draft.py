@@ -59,7 +59,8 @@ class NodeDraft:
         self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
         self.nccl_transport = "ib"  # which recorded NCCL_DEBUG=INFO lines the run prints
         self.hide_ib_sysfs = False  # a container: no /sys/class/infiniband, ibstat still works
-        self.ibstat_edits: list[tuple[str, str]] = []  # (old, new) text edits of ibstat's output
+        self.ibstat_overrides: dict[str, dict[str, str]] = {}  # device -> ibstat field -> text
+        self.nccl_version_line: str | None = None  # an NCCL_DEBUG=INFO `NCCL version` line
         self.tool_garbage: set[str] = set()  # per-device garbage outputs: "mlxlink:mlx5_3"
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
         self.faults: list[str] = []
@@ -207,10 +208,7 @@ class NodeDraft:
         from stetho.sim import ibtools
 
         devices = ibtools.read_tree(self.sysroot)
-        text = ibtools.ibstat(devices)
-        for old, new in self.ibstat_edits:
-            text = text.replace(old, new)
-        files = {"ibstat.txt": text}
+        files = {"ibstat.txt": ibtools.ibstat(devices, self.ibstat_overrides)}
         for d in devices:
             files[f"perfquery-x-{d.name}.txt"] = ibtools.perfquery_x(d)
             files[f"perfquery-E-{d.name}.txt"] = ibtools.perfquery_e(
@@ -230,7 +228,8 @@ class NodeDraft:
             text = self.real(NCCL_IB_LOG)
             keep = ("NET/IB : Using", "Using network", "NET/Plugin", "P2P plugin")
         lines = [ln for ln in text.splitlines() if "NCCL INFO" in ln and any(k in ln for k in keep)]
-        return [re.sub(r"^[\w.-]+:", f"{self.name}:", ln, count=1) for ln in lines]
+        version = [self.nccl_version_line] if self.nccl_version_line else []
+        return version + [re.sub(r"^[\w.-]+:", f"{self.name}:", ln, count=1) for ln in lines]
 
     def _shims(self) -> None:
         cases = {

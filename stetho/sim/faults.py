@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from stetho.errors import ConfigError
+from stetho.sim import faults_facts as ff
 from stetho.sim.draft import REASONS, NodeDraft
 
 
@@ -91,21 +92,6 @@ def clocks_unlocked(d: NodeDraft, arg: str | None) -> None:
     g = _gpu_arg(arg, 3, d)
     d.smi.set(g, ("Applications Clocks", "Graphics"), "1755 MHz")
     d.smi.set(g, ("Applications Clocks", "Memory"), "2619 MHz")
-
-
-def appclocks_deprecated(d: NodeDraft, arg: str | None) -> None:
-    """A driver that deprecates application clocks (CUDA 13 drivers print the sentence of the
-    recorded 590/595 outputs there): locked clocks show only as current clocks at the target.
-    `=unlocked`: the clocks were never locked, so the idle GPUs sit at idle clocks."""
-    sentence = "Requested functionality has been deprecated"
-    for g in range(d.gpu_count):
-        for section in ("Applications Clocks", "Default Applications Clocks"):
-            for name in ("Graphics", "Memory"):
-                d.smi.set(g, (section, name), sentence)
-        sm, mem = ("345 MHz", "405 MHz") if arg == "unlocked" else ("1980 MHz", "2619 MHz")
-        d.smi.set(g, ("Clocks", "Graphics"), sm)
-        d.smi.set(g, ("Clocks", "SM"), sm)
-        d.smi.set(g, ("Clocks", "Memory"), mem)
 
 
 def busbw_drop(d: NodeDraft, arg: str | None) -> None:
@@ -260,6 +246,32 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("hang", "a tool hangs until killed (default nvidia-smi)", hang, "tool"),
     Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", garbage, "tool"),
     Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", corrupt_xml),
+    Fault("appclocks-deprecated", "application clocks printed as deprecated (CUDA 13 drivers); "
+          "clocks locked at the target, or idle with `=unlocked`", ff.appclocks_deprecated,
+          "unlocked"),
+    Fault("wrong-model", "every GPU is another model (default NVIDIA A100-SXM4-80GB): a node on "
+          "the wrong profile", ff.wrong_model, "name"),
+    Fault("ecc-unknown", "a GPU's ECC mode, counters and remapped rows read N/A (default gpu2)",
+          ff.ecc_unknown, "gpuN"),
+    Fault("throttle-unknown", "a GPU's clock event reasons read N/A (default gpu5)",
+          ff.throttle_unknown, "gpuN"),
+    Fault("psi-missing", "no /proc/pressure/memory (a kernel without PSI)", ff.psi_missing),
+    Fault("nccl-multinode", "the run is a healthy 2-node x 8 GPU all_reduce (recorded, 16 ranks)",
+          ff.nccl_multinode),
+    Fault("nccl-version", "the run reports NCCL VERSION (default 2.23.4) over the library's "
+          "2.21.5; `=none`: no version anywhere", ff.nccl_version, "VERSION|none"),
+    Fault("mlxlink-garbage", "one HCA's mlxlink output is unreadable (default mlx5_1)",
+          ff.mlxlink_garbage, "device"),
+    Fault("perfquery-garbage", "one HCA's perfquery -x output is unreadable (default mlx5_4)",
+          ff.perfquery_garbage, "device"),
+    Fault("no-ib-sysfs", "no /sys/class/infiniband (a container): ibstat and perfquery only",
+          ff.no_ib_sysfs),
+    Fault("roce", "every ConnectX-7 port runs Ethernet (RoCE) under the InfiniBand profile",
+          ff.roce),
+    Fault("ibstat-disagrees", "ibstat says a port is Down/Polling, sysfs says Active (default "
+          "mlx5_5)", ff.ibstat_disagrees, "device"),
+    Fault("rcv-errors", "512 PortRcvErrors, perfquery -E names them malformed packets (default "
+          "mlx5_6)", ff.rcv_errors, "device"),
 )}
 
 

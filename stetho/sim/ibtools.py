@@ -36,17 +36,23 @@ def _guid(key: str) -> str:
     return "0x" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def ibstat(devices: tuple[IbDevice, ...]) -> str:
+def ibstat(devices: tuple[IbDevice, ...],
+           overrides: dict[str, dict[str, str]] | None = None) -> str:
+    """`overrides`: device -> {"State": "Down", ...}: what ibstat prints instead for its port
+    (a disagreement with sysfs)."""
     out = []
     for d in devices:
+        edit = (overrides or {}).get(d.name, {})
         guid = _guid(d.name)
         out += [f"CA '{d.name}'", f"\tCA type: {d.hca_type or ''}",
                 f"\tNumber of ports: {len(d.ports)}", f"\tFirmware version: {d.fw_ver or ''}",
                 "\tHardware version: 0", f"\tNode GUID: {guid}", f"\tSystem image GUID: {guid}"]
         for p in d.ports:
             rate = p.rate_gbps if p.rate_gbps is not None else 0
-            out += [f"\tPort {p.port}:", f"\t\tState: {_IBSTAT_STATE.get(p.state, p.state)}",
-                    f"\t\tPhysical state: {p.phys_state or 'Disabled'}", f"\t\tRate: {rate:g}",
+            state = edit.get("State", _IBSTAT_STATE.get(p.state, p.state))
+            phys = edit.get("Physical state", p.phys_state or "Disabled")
+            out += [f"\tPort {p.port}:", f"\t\tState: {state}", f"\t\tPhysical state: {phys}",
+                    f"\t\tRate: {rate:g}",
                     f"\t\tBase lid: {p.lid or 0}", "\t\tLMC: 0", f"\t\tSM lid: {p.sm_lid or 0}",
                     "\t\tCapability mask: 0xa751e848", f"\t\tPort GUID: {guid}",
                     f"\t\tLink layer: {p.link_layer or 'InfiniBand'}"]
