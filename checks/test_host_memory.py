@@ -32,6 +32,8 @@ def test_host_memory(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> Non
     try:
         info = facts.meminfo()
     except Unavailable as u:
+        if u.status == "error":
+            verdict.error(f"/proc/meminfo unreadable: {u.reason}")
         pytest.skip(u.reason)
     swap_total, swap_free = info.get("SwapTotal", 0), info.get("SwapFree", 0)
     swap_used = (swap_total - swap_free) / swap_total if swap_total else 0.0

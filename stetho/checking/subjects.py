@@ -55,12 +55,15 @@ def _disks(n: CheckNode) -> list[Subject]:
 
 def _pcie_devices(n: CheckNode) -> list[Subject]:
     devices = [d for d in n.facts.lspci() if d.is_nvidia_gpu or d.is_hca]
-    if not devices:
-        raise Unavailable("skip", "lspci shows no NVIDIA GPU and no HCA", "lspci")
     try:
         by_bus = {_short_bus(g.pci_bus_id): g.index for g in n.facts.gpus()}
     except Unavailable:
         by_bus = {}
+    if not devices and by_bus:
+        raise Unavailable("error", f"lspci shows no NVIDIA GPU, but nvidia-smi lists "
+                          f"{len(by_bus)}: lspci's output was not read as lspci -vvv", "lspci")
+    if not devices:
+        raise Unavailable("skip", "lspci shows no NVIDIA GPU and no HCA", "lspci")
     out = []
     for d in devices:
         addr = d.address or "?"
@@ -79,10 +82,12 @@ def _short_bus(addr: str) -> str:
 
 
 def _versions(n: CheckNode) -> list[Subject]:
-    comps = list(n.profile.versions)
-    if not comps:
-        raise Unavailable("skip", f"profile {n.profile.name} declares no version requirements")
-    return [Subject(n, c, c) for c in comps]
+    """Every version component: the profile's pinned ones are judged, the others reported (so
+    each version probe collected is read, and an unreadable one is an error, not silence)."""
+    from stetho.profiles import VERSION_COMPONENTS
+
+    pinned = list(n.profile.versions)
+    return [Subject(n, c, c) for c in pinned + [c for c in VERSION_COMPONENTS if c not in pinned]]
 
 
 def _nccl_sizes(n: CheckNode) -> list[Subject]:

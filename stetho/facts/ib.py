@@ -117,9 +117,8 @@ def load_perfquery(f: NodeFacts, probe: str, device: str) -> PerfqueryPort:
 
     name = f"{probe}:{device}"
     if f.bundle.probe(name) is None:
-        if f.bundle.probe(probe) is not None:
-            f.text(probe)  # raises why it did not run: the tool is missing (skip), ...
-        raise Unavailable("skip", f"{probe} was not run on {device}", name)
+        f.text(probe)  # raises why it did not run (the tool is missing: skip), or that the
+        raise Unavailable("skip", f"{probe} was not run on {device}", name)  # probe is absent
     blocks = perfquery.parse(f.text(name))
     if not blocks:
         raise Unavailable("error", f"{name}: perfquery printed no counter block", name)
@@ -131,7 +130,6 @@ def load_mlxlink(f: NodeFacts, device: str) -> MlxlinkReport:
 
     name = f"mlxlink:{device}"
     if f.bundle.probe(name) is None:
-        if f.bundle.probe("mlxlink") is not None:
-            f.text("mlxlink")  # raises: MFT is missing (skip), or why it did not run
+        f.text("mlxlink")  # raises: MFT is missing (skip), why it did not run, or not collected
         raise Unavailable("error", f"mlxlink gave no report for {device}", name)
     return mlxlink.parse(f.text(name), device=device, port=1)

@@ -377,11 +377,17 @@ class NodeFacts:
             where = run.nccl_version_source or "version line"
             return (run.nccl_version,), f"nccl-tests output ({where})"
         try:
-            lib = versions.nccl_from_library(self.files("nccl_library"))
-        except Unavailable:
-            lib = None
+            files = self.files("nccl_library")
+        except Unavailable as u:
+            if u.status == "error":
+                raise
+            files = {}
+        lib = versions.nccl_from_library(files)
         if lib:
             return (lib,), "libnccl.so.* file name"
+        if files:
+            raise Unavailable("error", "NCCL version unknown: no libnccl file names a full "
+                              f"version ({', '.join(sorted(files)[:3])})", "nccl_library")
         raise Unavailable("skip", "NCCL not found: no libnccl.so.<version> in the standard "
                           "library folders and no version in nccl-tests output", "nccl_library")
 
