@@ -50,6 +50,11 @@ def _write(tmp_path, text, name="site.yml"):
     ("profile: x\nprofile: y\n", 2, "duplicate key"),
     ("gpu: {}\n", 1, "missing required key profile"),
     ("profile: x\nextends: nope\n", None, "unknown profile 'nope'"),
+    ("profile: x\ngpu:\n  ecc: maybe\n", 3, "gpu.ecc must be required or any"),
+    ("profile: x\nib:\n  port_groups:\n    a: {devices: [mlx5_*], link_layer: RoCE}\n", 3,
+     "link layer must be one of InfiniBand, Ethernet"),
+    ("profile: x\nnccl:\n  baseline:\n    shape: {collective: allreduce}\n", 4,
+     "unknown collective 'allreduce'"),
 ])
 def test_malformed_profiles_name_file_and_line(tmp_path, text, line, needle):
     path = _write(tmp_path, text)
