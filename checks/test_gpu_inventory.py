@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 def test_gpu_count(node: NodeFacts, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
     expected = profile.gpu.count
     report = facts.smi()
-    found = len(report.gpus)
+    found = len(report.gpus) + len(report.unreadable)  # an unreadable GPU is still there
     verdict.measure(found, "GPUs", expected=expected)
     verdict.cite(f"nvidia-smi: attached_gpus={report.attached_gpus}, "
-                 f"listed {found}: {', '.join(g.pci_bus_id for g in report.gpus)}",
+                 f"listed {found}: {', '.join(g.pci_bus_id for g in report.gpus)}"
+                 + "".join(f", GPU {b.index} unreadable ({b.reason})" for b in report.unreadable),
                  "nvidia-smi -q -x")
     model = profile.gpu.model
     wrong = [g for g in report.gpus if model and g.product_name != model]

@@ -28,6 +28,7 @@ NODES: dict[str, list[str]] = {
     "roce": ["roce"],
     "disagree": ["ibstat-disagrees"],
     "rcverr": ["rcv-errors"],
+    "gpubad": ["gpu-unreadable"],
 }
 
 Rows = dict[str, list]
@@ -168,6 +169,14 @@ def test_one_bad_mlxlink_output_errors_that_port_only(results):
     r = _rows(results, "mlxbad", "ib_link_ber", subject="mlx5_1:1")[0]
     assert r.status == "error" and "mlxlink" in r.message
     assert len(_rows(results, "mlxbad", "ib_link_ber", "pass")) == 7
+
+
+def test_one_unreadable_gpu_errors_that_gpu_only(results):
+    _only(results, "gpubad", lambda r: r.subject == "gpu4" and r.status == "error")
+    rows = [r for r in results["gpubad"] if r.subject == "gpu4"]
+    assert rows and all("cannot parse nvidia-smi output for GPU 4" in r.message for r in rows)
+    assert len(_rows(results, "gpubad", "gpu_clocks", "pass")) == 7
+    assert _rows(results, "gpubad", "gpu_count")[0].status == "pass"
 
 
 # -- 6: model before count -------------------------------------------------------------------------

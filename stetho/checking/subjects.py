@@ -37,7 +37,14 @@ def _node(n: CheckNode) -> list[Subject]:
 
 
 def _gpus(n: CheckNode) -> list[Subject]:
-    return [Subject(n, f"gpu{g.index}", g) for g in n.facts.gpus()]
+    """Every GPU nvidia-smi lists; one whose section could not be read is an error subject of
+    its own (`gpu3`), the others still judged."""
+    subjects = [Subject(n, f"gpu{g.index}", g) for g in n.facts.gpus()]
+    for bad in n.facts.smi().unreadable:
+        subjects.append(Subject(n, f"gpu{bad.index}", None, Unavailable(
+            "error", f"cannot parse nvidia-smi output for GPU {bad.index} "
+            f"({bad.pci_bus_id or 'no bus id'}): {bad.reason}", "nvidia_smi")))
+    return sorted(subjects, key=lambda s: int(s.id[3:]))
 
 
 def _ib_ports(n: CheckNode) -> list[Subject]:

@@ -63,6 +63,7 @@ class NodeDraft:
         self.nccl_version_line: str | None = None  # an NCCL_DEBUG=INFO `NCCL version` line
         self.tool_garbage: set[str] = set()  # per-device garbage outputs: "mlxlink:mlx5_3"
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
+        self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.faults: list[str] = []
         self._healthy()
 
@@ -150,6 +151,10 @@ class NodeDraft:
         text = str(smi)
         report = nvidia_smi_text.parse(text)
         xml = smi_xml.render(report)
+        for g in self.unreadable_gpus:  # the g-th <gpu> section: a value no parser reads
+            start = [m.start() for m in re.finditer(r"<gpu id=", xml)][g]
+            xml = xml[:start] + xml[start:].replace("<current_ecc>Enabled</current_ecc>",
+                                                    "<current_ecc>En#bled</current_ecc>", 1)
         if self.truncate_xml:
             xml = xml[: len(xml) // 2]
         gpus = [(g.product_name or "?", g.uuid or "?") for g in report.gpus]

@@ -253,6 +253,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "the wrong profile", ff.wrong_model, "name"),
     Fault("ecc-unknown", "a GPU's ECC mode, counters and remapped rows read N/A (default gpu2)",
           ff.ecc_unknown, "gpuN"),
+    Fault("gpu-unreadable", "one GPU's nvidia-smi -q -x section carries a value no driver "
+          "prints (default gpu4)", ff.gpu_unreadable, "gpuN"),
     Fault("throttle-unknown", "a GPU's clock event reasons read N/A (default gpu5)",
           ff.throttle_unknown, "gpuN"),
     Fault("psi-missing", "no /proc/pressure/memory (a kernel without PSI)", ff.psi_missing),

@@ -124,3 +124,7 @@ def rcv_errors(d: NodeDraft, arg: str | None) -> None:
     (d.sysroot / f"sys/class/infiniband/{dev}/ports/1/counters/port_rcv_errors").write_text(
         "512\n")
     d.rcv_error_details[dev] = {"PortMalformedPktErrors": 512}
+
+
+def gpu_unreadable(d: NodeDraft, arg: str | None) -> None:
+    d.unreadable_gpus.add(_gpu(arg, 4, d))
