@@ -29,6 +29,7 @@ NODES: dict[str, list[str]] = {
     "disagree": ["ibstat-disagrees"],
     "rcverr": ["rcv-errors"],
     "gpubad": ["gpu-unreadable"],
+    "diskbad": ["disk-unreadable"],
 }
 
 Rows = dict[str, list]
@@ -177,6 +178,11 @@ def test_one_unreadable_gpu_errors_that_gpu_only(results):
     assert rows and all("cannot parse nvidia-smi output for GPU 4" in r.message for r in rows)
     assert len(_rows(results, "gpubad", "gpu_clocks", "pass")) == 7
     assert _rows(results, "gpubad", "gpu_count")[0].status == "pass"
+
+
+def test_one_unreadable_disk_errors_that_disk_only(results):
+    _only(results, "diskbad", lambda r: r.subject == "nvme5n1" and r.status == "error")
+    assert len(_rows(results, "diskbad", "disk_rotational", "pass")) == 7
 
 
 # -- 6: model before count -------------------------------------------------------------------------

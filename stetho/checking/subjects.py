@@ -55,9 +55,14 @@ def _disks(n: CheckNode) -> list[Subject]:
     patterns = n.profile.host.rotational_devices
     devices = [d for d in n.facts.block_devices()
                if any(fnmatch.fnmatch(d.name, p) for p in patterns)]
-    if not devices:
+    bad = {name: why for name, why in n.facts.unreadable_block_devices().items()
+           if any(fnmatch.fnmatch(name, p) for p in patterns)}
+    if not devices and not bad:
         raise Unavailable("skip", f"no block device matches {', '.join(patterns)}", "block_queue")
-    return [Subject(n, d.name, d) for d in devices]
+    return sorted([Subject(n, d.name, d) for d in devices] + [
+        Subject(n, name, None, Unavailable("error", f"cannot parse sysfs block output for "
+                                           f"{name}: {why}", "block_queue"))
+        for name, why in bad.items()], key=lambda s: s.id)
 
 
 def _pcie_devices(n: CheckNode) -> list[Subject]:

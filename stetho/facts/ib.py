@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stetho.facts.node import Unavailable
+from stetho.facts.base import Unavailable
 
 if TYPE_CHECKING:
-    from stetho.facts.node import NodeFacts
+    from stetho.facts.base import Facts as NodeFacts
     from stetho.parsers.ib_common import IbDevice, IbPort
     from stetho.parsers.ibstat import IbstatReport
     from stetho.parsers.mlxlink import MlxlinkReport

@@ -11,10 +11,11 @@ node a skip.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from stetho.evidence.bundle import Bundle, ProbeRecord
+from stetho.facts.base import Expected as Expected
+from stetho.facts.base import Unavailable as Unavailable
 from stetho.parsers import ParseError
 
 if TYPE_CHECKING:
@@ -31,35 +32,6 @@ if TYPE_CHECKING:
     from stetho.parsers.sysfs_host import BlockDevice, CpuGovernor, Pressure
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Expected:
-    """What a node is supposed to carry, as far as its facts need to know to tell a `skip` (not
-    on this node) from an `error` (should be here, is not). Built from the node's profile by the
-    checking stage; facts know nothing else of profiles."""
-
-    profile: str = "generic"
-    gpus: int | None = None
-    ib_ports: int | None = None
-    ib_link_layer: str = "InfiniBand"
-    ib_devices: tuple[str, ...] = ()  # globs of the HCAs the profile expects on ib_link_layer
-    nccl: bool = False
-
-
-class Unavailable(Exception):
-    """The facts a check needs are not there. `status` is "skip" or "error"."""
-
-    def __init__(self, status: str, reason: str, probe: str | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.probe = probe
-
-    def fresh(self) -> Unavailable:
-        """A new copy to raise: a cached exception that is re-raised would collect the frames of
-        every raise in its traceback, and keep the facts they point at alive."""
-        return Unavailable(self.status, self.reason, self.probe)
 
 
 _ABSENT_MEANS = {
@@ -259,9 +231,16 @@ class NodeFacts:
                            lambda: sysfs_host.parse_governors(self.files("cpu_governor")))
 
     def block_devices(self) -> tuple[BlockDevice, ...]:
-        from stetho.parsers import sysfs_host
+        return self._block()[0]
 
-        return self.parsed("block_queue", lambda: sysfs_host.parse_block(self.files("block_queue")))
+    def unreadable_block_devices(self) -> dict[str, str]:
+        """Block devices whose queue files did not parse, with why: errors of their own."""
+        return self._block()[1]
+
+    def _block(self) -> tuple[tuple[BlockDevice, ...], dict[str, str]]:
+        from stetho.facts import host
+
+        return self.parsed("block_queue", lambda: host.load_block(self))
 
     def pressure(self) -> dict[str, Pressure]:
         from stetho.parsers import sysfs_host

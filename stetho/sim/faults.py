@@ -255,6 +255,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.ecc_unknown, "gpuN"),
     Fault("gpu-unreadable", "one GPU's nvidia-smi -q -x section carries a value no driver "
           "prints (default gpu4)", ff.gpu_unreadable, "gpuN"),
+    Fault("disk-unreadable", "one disk's queue/rotational reads -EIO (default nvme5n1)",
+          ff.disk_unreadable, "device"),
     Fault("throttle-unknown", "a GPU's clock event reasons read N/A (default gpu5)",
           ff.throttle_unknown, "gpuN"),
     Fault("psi-missing", "no /proc/pressure/memory (a kernel without PSI)", ff.psi_missing),

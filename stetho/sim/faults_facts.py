@@ -128,3 +128,11 @@ def rcv_errors(d: NodeDraft, arg: str | None) -> None:
 
 def gpu_unreadable(d: NodeDraft, arg: str | None) -> None:
     d.unreadable_gpus.add(_gpu(arg, 4, d))
+
+
+def disk_unreadable(d: NodeDraft, arg: str | None) -> None:
+    """One disk's queue/rotational reads something other than 0 or 1."""
+    path = d.sysroot / f"sys/block/{arg or 'nvme5n1'}/queue/rotational"
+    if not path.exists():
+        raise ConfigError(f"fault argument {arg!r}: the simulated node has no such disk")
+    path.write_text("-EIO\n")
