@@ -39,7 +39,8 @@ def collect(profile: Profile, env: Environment, node: str) -> Bundle:
                                               reason=f"{p.argv[0]} not found on PATH")
             else:
                 bound += [P.for_device(p, d) for d in devices]
-        records.update(run_all(tuple(bound), env))
+        # one short command per HCA and tool (mlxlink, perfquery -x, -E): more at once
+        records.update(run_all(tuple(bound), env, workers=16))
     return Bundle(node=node, collected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   stetho_version=__version__, profile=profile.name, probes=records,
                   sysroot=env.sysroot)
