@@ -3,7 +3,7 @@
 Compared with real version ordering (535.161.08 > 535.54.03), never as strings. A component the
 profile pins that cannot be found is an error: an unknown version is not a good version. A
 component the profile does not pin is reported (pass with its version, skip where the node has
-none), and an unreadable one is still an error.
+none), and an unreadable one warns.
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ def test_versions(version_component: str,
         try:
             seen, where = facts.version(comp)
         except Unavailable as u:
-            if u.status == "error":
-                verdict.error(f"{comp} version unreadable: {u.reason}")
+            if u.status == "error":  # not pinned: nothing to block on, but never a pass
+                verdict.warn(f"{comp} version unreadable: {u.reason}",
+                             remediation=f"read the {comp} version by hand on the node")
+                return
             pytest.skip(f"{comp}: {u.reason}")
         verdict.measure(", ".join(seen) or None, expected="any (not pinned)")
         verdict.cite(f"{comp}: {', '.join(seen) or 'not found'} (from {where})", where)
