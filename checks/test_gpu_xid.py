@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stetho.facts import xid
+from stetho.facts.node import Unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -62,7 +63,7 @@ def test_gpu_bus_loss(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> No
     log = facts.kernel_log()
     try:
         listed = [g.pci_bus_id for g in facts.gpus()]
-    except Exception:  # no GPU listed at all: every GPU event is then an orphan
+    except Unavailable:  # no GPU listed at all: every GPU event is then an orphan
         listed = []
     orphans = [e for e in log.xids if not any(log.xids_for(b) and e in log.xids_for(b)
                                                for b in listed)]

@@ -1,7 +1,9 @@
-"""InfiniBand ports: state, physical state, rate, and error counters; and the port count.
+"""InfiniBand ports: state, physical state, rate, link layer and error counters; the port count.
 
 A port that renegotiated from 400 to 200 Gb/s, or one with climbing symbol errors, drags every
 collective that crosses it. Counters are named as perfquery names them, whatever the source.
+Ports come from /sys/class/infiniband, or from ibstat and perfquery where that tree is absent
+(stetho.facts.ib); each verdict names its source, and where both exist a disagreement warns.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.facts.node import Unavailable
 from stetho.results import Limit
 
 if TYPE_CHECKING:
@@ -28,16 +31,33 @@ _COUNTER_FIX = {
     "LocalLinkIntegrityErrors": "replace the cable/transceiver",
     "ExcessiveBufferOverrunErrors": "flow-control problem: check the cable and the switch",
     "PortXmitDiscards": "congestion or a down peer: check the fabric (ibdiagnet) and routing",
+    "PortLocalPhysicalErrors": "physical errors on this port: clean or replace the cable",
+    "PortMalformedPktErrors": "malformed packets: check the cable and the peer port",
+    "PortBufferOverrunErrors": "receive buffer overruns: check flow control and the switch",
 }
+
+_LINK_TYPE_FIX = ("if the HCA should run the profile's link layer, set its port type with MFT: "
+                  "`mlxconfig -d {dev} set LINK_TYPE_P1=1` (1 = InfiniBand, 2 = Ethernet) and "
+                  "reboot; if the node is meant to be a RoCE node, give it a RoCE profile")
+
+
+def _source(facts: NodeFacts, port: IbPort) -> str:
+    return "ibstat" if facts.ib_source() == "ibstat" else \
+        f"/sys/class/infiniband/{port.device}/ports/{port.port}"
 
 
 def _expects(profile: Profile, port: IbPort) -> None:
-    want = profile.ib.link_layer
-    if want and port.link_layer and port.link_layer != want:
-        pytest.skip(f"{port.link_layer} port; profile {profile.name} checks {want} ports")
+    """Port checks judge the ports the profile expects on its InfiniBand link layer."""
+    want = profile.ib.link_layer_of(port.device)
+    if want != profile.ib.link_layer:
+        pytest.skip(f"{port.device} is in a {want} port group of profile {profile.name}")
+    if port.link_layer and port.link_layer != want:
+        pytest.skip(f"{port.link_layer} port where profile {profile.name} expects {want}: "
+                    "judged by ib_link_layer")
 
 
-def test_ib_port_state(ib_port: IbPort, profile: Profile, verdict: Verdict) -> None:
+def test_ib_port_state(ib_port: IbPort, facts: NodeFacts, profile: Profile,
+                       verdict: Verdict) -> None:
     p = ib_port
     _expects(profile, p)
     rate = p.rate_gbps
@@ -46,9 +66,11 @@ def test_ib_port_state(ib_port: IbPort, profile: Profile, verdict: Verdict) -> N
                     else f"{p.state} {p.phys_state}",
                     expected=f"{profile.ib.state} {profile.ib.phys_state}"
                     + (f" {want_rate:g} Gb/s" if want_rate else ""))
-    verdict.cite(f"/sys/class/infiniband/{p.device}/ports/{p.port}: state={p.state_code}: "
-                 f"{p.state}, phys_state={p.phys_state_code}: {p.phys_state}, rate={p.rate_text}",
-                 "ib_sysfs")
+    disagree = facts.ibstat_disagreements().get(p.id, [])
+    verdict.cite(f"{_source(facts, p)}: state={p.state_code}: {p.state}, "
+                 f"phys_state={p.phys_state_code}: {p.phys_state}, rate={p.rate_text}"
+                 + (f"; ibstat disagrees: {'; '.join(disagree)}" if disagree else ""),
+                 facts.ib_source())
     if p.state != profile.ib.state or p.phys_state != profile.ib.phys_state:
         verdict.fail(f"port {p.id} is {p.state}/{p.phys_state}, expected "
                      f"{profile.ib.state}/{profile.ib.phys_state}",
@@ -56,23 +78,89 @@ def test_ib_port_state(ib_port: IbPort, profile: Profile, verdict: Verdict) -> N
                      f"{p.port}`, `mlxlink -d {p.device} -p {p.port}`; if Polling, the peer is "
                      "down or the cable is bad; if Init, the subnet manager has not configured it")
     if want_rate and (rate is None or rate < want_rate):
-        verdict.fail(f"port {p.id} at {rate:g} Gb/s ({p.rate_text}), expected {want_rate:g}",
+        verdict.fail(f"port {p.id} at {_rate(rate)} Gb/s ({p.rate_text}), expected "
+                     f"{want_rate:g}",
                      remediation=f"the link trained down: reseat or replace the cable/"
                      f"transceiver; `mlxlink -d {p.device} -p {p.port}` shows the lanes and "
                      "BER; check the switch port's configured speed")
-    verdict.ok(f"{p.state} {p.phys_state} {p.rate_text}")
+    if disagree:
+        verdict.warn(f"port {p.id}: sysfs and ibstat disagree: {'; '.join(disagree)}",
+                     remediation="one of them is stale or wrong: rerun `ibstat` and read "
+                     f"/sys/class/infiniband/{p.device}/ports/{p.port}; check the driver "
+                     "(rdma-core, mlx5_ib) versions")
+        return
+    verdict.ok(f"{p.state} {p.phys_state} {p.rate_text} (from {facts.ib_source()})")
 
 
-def test_ib_counters(ib_port: IbPort, profile: Profile, verdict: Verdict) -> None:
+def _rate(rate: float | None) -> str:
+    return "unknown" if rate is None else f"{rate:g}"
+
+
+def test_ib_link_layer(ib_port: IbPort, profile: Profile, verdict: Verdict) -> None:
+    """The link layer of each port is its port group's (InfiniBand or Ethernet/RoCE)."""
+    p = ib_port
+    if not profile.ib.port_groups:
+        pytest.skip(f"profile {profile.name} declares no port groups")
+    group = profile.ib.group_of(p.device)
+    if group is None:
+        pytest.skip(f"{p.device} is in no port group of profile {profile.name}")
+    verdict.measure(p.link_layer, expected=group.link_layer)
+    verdict.cite(f"{p.id}: link layer {p.link_layer or 'unknown'}; profile {profile.name} "
+                 f"group {group.name} ({', '.join(group.devices)}) expects {group.link_layer}",
+                 "ib_sysfs")
+    if p.link_layer is None:
+        verdict.error(f"{p.device}: link layer unknown (neither sysfs nor ibstat names it), "
+                      f"profile expects {group.link_layer}")
+    if p.link_layer != group.link_layer:
+        verdict.fail(f"{p.device}: link layer {p.link_layer}, profile expects "
+                     f"{group.link_layer}", remediation=_LINK_TYPE_FIX.format(dev=p.device))
+    verdict.ok(f"{p.link_layer} ({group.name})")
+
+
+def _perfquery_counters(facts: NodeFacts, port: IbPort) -> tuple[dict[str, int], list[str]]:
+    """Port 1's perfquery error counters and the notes about them (a cross-check that failed
+    or disagrees with sysfs)."""
+    notes: list[str] = []
+    counters: dict[str, int] = {}
+    if port.port != 1:
+        return counters, notes
+    try:
+        counters = facts.perfquery(port.device).errors()
+    except Unavailable as u:
+        if u.status != "skip":
+            notes.append(f"perfquery on {port.device}: {u.reason}")
+    try:
+        details = facts.rcv_error_details(port.device).errors()
+    except Unavailable as u:
+        if u.status != "skip":
+            notes.append(f"perfquery -E on {port.device}: {u.reason}")
+    else:
+        counters.update(details)
+    return counters, notes
+
+
+def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
+                     verdict: Verdict) -> None:
     p = ib_port
     limits = profile.ib.counter_max
-    errors = p.errors()
+    errors = dict(p.errors())
+    pq, notes = _perfquery_counters(facts, p)
+    if facts.ib_source() == "ibstat" and not errors:
+        if notes:  # ibstat has no counters: perfquery was the only source, and it failed
+            verdict.error(f"port {p.id}: no counters: " + "; ".join(notes))
+    behind = [f"{k} {pq[k]} in perfquery < {v} in sysfs" for k, v in errors.items()
+              if k in pq and pq[k] < v]
+    for k, v in pq.items():
+        errors.setdefault(k, v)  # -E details, and everything where sysfs had no counters
     checked = {k: v for k, v in errors.items() if k in limits}
     over = {k: v for k, v in checked.items() if v > limits[k]}
     verdict.measure(sum(checked.values()), "errors", expected="under per-counter thresholds",
                     threshold=", ".join(f"{k}<={limits[k]}" for k in checked))
-    verdict.cite(", ".join(f"{k}={v}" for k, v in errors.items()), "ib_sysfs")
+    verdict.cite(", ".join(f"{k}={v}" for k, v in errors.items())
+                 + "".join(f"\n{n}" for n in notes + behind), facts.ib_source())
     if not checked:
+        if notes:
+            verdict.error(f"port {p.id}: no counters the profile thresholds: " + "; ".join(notes))
         pytest.skip(f"port {p.id} exposes none of the counters the profile thresholds")
     if over:
         first = next(iter(over))
@@ -80,6 +168,12 @@ def test_ib_counters(ib_port: IbPort, profile: Profile, verdict: Verdict) -> Non
                                                   for k, v in over.items()),
                      remediation=f"{_COUNTER_FIX.get(first, 'check the link')}; reset the "
                      f"counters after the fix: `perfquery -R -x <lid> {p.port}`")
+    if notes or behind:
+        verdict.warn(f"port {p.id}: counters under thresholds, but " + "; ".join(notes + behind),
+                     remediation=f"compare `perfquery -x -C {p.device} -P 1` with /sys/class/"
+                     f"infiniband/{p.device}/ports/1/counters; update infiniband-diags if "
+                     "it cannot read this HCA")
+        return
     verdict.ok("error counters under thresholds")
 
 
@@ -90,37 +184,53 @@ def test_ib_port_count(node: NodeFacts,
     want = profile.ib.ports
     if not want:
         pytest.skip(f"profile {profile.name} sets no InfiniBand port count")
-    ports = [p for p in facts.ib_ports() if p.link_layer in (None, profile.ib.link_layer)]
+    layer = profile.ib.link_layer
+    every = facts.ib_ports()
+    ports = [p for p in every if p.link_layer in (None, layer)
+             and profile.ib.link_layer_of(p.device) == layer]
+    other = [p for p in every if p.link_layer not in (None, layer)
+             and profile.ib.link_layer_of(p.device) == layer]
     up = [p for p in ports if p.state == profile.ib.state]
     verdict.measure(len(up), "ports up", expected=want)
-    excerpt = ", ".join(f"{p.id}={p.state}" for p in ports)
-    panic = None
+    excerpt = ", ".join(f"{p.id}={p.state}/{p.link_layer}" for p in ports + other)
+    panic, ibstat_note = None, None
     try:
         panic = facts.ibstat().panic
-    except Exception:  # ibstat is a cross-check only; sysfs is the source of truth
-        panic = None
-    verdict.cite(excerpt + (f"\nibstat: ibpanic: {panic}" if panic else ""), "ib_sysfs")
+    except Unavailable as u:
+        if u.status != "skip":
+            ibstat_note = f"ibstat: {u.reason}"
+    verdict.cite(excerpt + (f"\nibstat: ibpanic: {panic}" if panic else "")
+                 + (f"\n{ibstat_note}" if ibstat_note else ""), facts.ib_source())
+    if len(up) < want and other and len(ports) < want:
+        verdict.fail(f"{len(up)} of {want} {layer} ports up: {len(other)} ports the profile "
+                     f"expects on {layer} are {other[0].link_layer} ("
+                     + ", ".join(p.device for p in other[:8]) + ")",
+                     remediation=_LINK_TYPE_FIX.format(dev=other[0].device))
     if len(up) < want:
-        verdict.fail(f"{len(up)} of {want} {profile.ib.link_layer} ports up "
-                     f"({len(ports)} present)",
+        verdict.fail(f"{len(up)} of {want} {layer} ports up ({len(ports)} present)",
                      remediation="find the missing ports with `ibstat`; check cables, "
                      "transceivers and that the HCAs are detected (`lspci | grep Mellanox`)")
     if panic:
         verdict.fail(f"ibstat aborted: {panic}",
                      remediation="an RDMA device vanished or its driver is wedged: check "
                      "`dmesg | grep mlx5`, reload mlx5_ib or reboot")
-    verdict.ok(f"{len(up)} {profile.ib.link_layer} ports up")
+    if ibstat_note:
+        verdict.warn(f"{len(up)} {layer} ports up, but {ibstat_note}",
+                     remediation="run `ibstat` by hand; update infiniband-diags (rdma-core) "
+                     "if its output format is not readable")
+        return
+    verdict.ok(f"{len(up)} {layer} ports up (from {facts.ib_source()})")
 
 
 def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
     """Raw (pre-FEC) BER from mlxlink: optics and cables degrade here first."""
     _expects(profile, ib_port)
-    reports = {r.device: r for r in facts.mlxlink()}
-    if not reports:
-        pytest.skip("mlxlink (NVIDIA MFT) is not installed: no BER readings")
-    r = reports.get(ib_port.device)
-    if r is None:
-        verdict.error(f"mlxlink gave no report for {ib_port.device}")
+    try:
+        r = facts.mlxlink_for(ib_port.device)  # this device's bad output errors this port only
+    except Unavailable as u:
+        if u.status == "skip":
+            pytest.skip(f"no BER readings: {u.reason}")
+        raise
     if not r.ok:
         verdict.error(f"mlxlink failed on {ib_port.device}: {r.message}")
     raw, eff = r.pre_fec_ber, r.post_fec_ber
@@ -128,7 +238,8 @@ def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdic
     verdict.measure(raw, "BER", expected=f"< {warn_at:g}",
                     threshold=Limit(fail_at, "<", note=f"warns from {warn_at:g}"))
     verdict.cite(f"mlxlink -d {ib_port.device}: Raw Physical BER {raw}, Effective Physical "
-                 f"BER {eff}, module {r.module.part_number if r.module else '?'}", "mlxlink")
+                 f"BER {eff}, module {r.module.part_number if r.module else '?'}",
+                 f"mlxlink:{ib_port.device}")
     fix = (f"clean or replace the transceiver/cable of {ib_port.id} "
            f"(`mlxlink -d {ib_port.device} -m` shows per-lane rx power); rising BER precedes "
            "link flaps")

@@ -2,7 +2,10 @@
 
 busbw per message size, from the profile's minimum up, is compared with the baseline; a drop
 over the tolerance fails. `#wrong` > 0 is data corruption. A failed or truncated run is an error,
-never a pass. A baseline measured on other driver/CUDA/NCCL versions is reported stale.
+never a pass. A baseline measured on other driver/CUDA/NCCL versions is reported stale, one the
+node cannot tell its versions against is reported unknown. The baseline is the one recorded for
+the run's shape (collective, ranks, nodes, GPUs per node): a 2-node run is never judged against
+a single-node baseline.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from stetho.results import Limit
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
     from stetho.facts.node import NodeFacts
-    from stetho.profiles import Profile
+    from stetho.profiles import BusbwPoint, NcclBaseline, Profile
 
 
 def test_nccl_run(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
@@ -39,58 +42,84 @@ def test_nccl_run(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
     verdict.ok(f"{len(run.rows)} sizes, 0 wrong, avg busbw {run.avg_busbw_gbps} GB/s")
 
 
-def test_nccl_busbw(nccl_size: int, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
+def test_nccl_busbw(nccl_size: BusbwPoint, facts: NodeFacts, profile: Profile,
+                    verdict: Verdict) -> None:
     spec = profile.nccl
-    base = spec.baseline
-    if base is None:  # subjects come from the baseline, so there is one; said for the reader
-        verdict.error(f"profile {profile.name} has no NCCL busbw baseline")
-    want = base.busbw_gbps[nccl_size]
+    base, size = nccl_size.baseline, nccl_size.size_bytes
+    want = base.busbw_gbps[size]
     floor = want * (1 - spec.tolerance_pct / 100)
     run = facts.nccl_run()
     if run.failed or not run.rows:
         verdict.error(f"no busbw: nccl-tests failed ({run.failure or 'no result table'})")
-    row = run.row(nccl_size)
+    row = run.row(size)
     if row is None:
-        verdict.error(f"nccl-tests output has no row for {nccl_size} B "
+        verdict.error(f"nccl-tests output has no row for {size} B "
                       f"(maxBytes {run.max_bytes}; truncated={run.truncated})")
-    got = run.busbw(nccl_size)
+    got = run.busbw(size)
     if got is None:
-        verdict.error(f"nccl-tests printed no out-of-place busbw for {nccl_size} B")
+        verdict.error(f"nccl-tests printed no out-of-place busbw for {size} B")
     drop = (want - got) / want * 100
     verdict.measure(got, "GB/s", expected=f"{want:g} GB/s (baseline)",
                     threshold=Limit(round(floor, 3), ">=", "GB/s",
                                     note=f"baseline -{spec.tolerance_pct:g}%"), reference=want)
-    stale = _stale(facts, profile.reference_fingerprint())
-    verdict.cite(f"size {nccl_size} B: busbw {got} GB/s out-of-place, {row.ip_busbw_gbps} "
-                 f"in-place; baseline {want:g} GB/s measured with "
-                 + ", ".join(f"{k} {v}" for k, v in profile.reference_fingerprint().items())
-                 + (f"; node runs {stale}" if stale else ""), "nccl-tests")
+    reference = _reference(profile, base)
+    stale, unknown = _stale(facts, reference)
+    verdict.cite(f"size {size} B: busbw {got} GB/s out-of-place, {row.ip_busbw_gbps} "
+                 f"in-place ({run.shape.describe()}); baseline {want:g} GB/s "
+                 f"({base.shape.describe()}) measured with "
+                 + ", ".join(f"{k} {v}" for k, v in reference.items())
+                 + (f"; node runs {stale}" if stale else "")
+                 + (f"; node reports no {', '.join(unknown)}" if unknown else ""), "nccl-tests")
     stale_note = f" (baseline stale: measured with {stale})" if stale else ""
     if got < floor:
         verdict.fail(f"busbw {got:g} GB/s is {drop:.1f}% below the baseline {want:g} GB/s"
                      + stale_note,
-                     remediation="check NVLink (`nvidia-smi nvlink -s`), clocks and throttle "
-                     "reasons, PCIe AER and NCCL's transport (NCCL_DEBUG=INFO: NET/IB, not "
-                     "NET/Socket); rerun to confirm, then drain")
+                     remediation=_SLOW_FIX_ONE_NODE if (run.shape.nodes or 1) == 1
+                     else _SLOW_FIX_MULTI_NODE)
+    fix = ("re-record the baseline on healthy nodes: `stetho baseline record --from "
+           f"runs/<id> --profile {profile.name}`")
     if stale:
         message = (f"baseline stale: busbw {got:g} GB/s within {spec.tolerance_pct:g}% of a "
                    f"baseline measured with {stale}")
-        fix = ("re-record the baseline on healthy nodes: `stetho baseline record --from "
-               f"runs/<id> --profile {profile.name}`")
         if profile.baseline.on_stale == "fail":
             verdict.fail(message, remediation=fix)
         verdict.warn(message, remediation=fix)
         return
+    if unknown:
+        verdict.warn(f"baseline staleness unknown: the node reports no "
+                     f"{', '.join(unknown)} (baseline measured with "
+                     + ", ".join(f"{k} {reference[k]}" for k in unknown) + ")",
+                     remediation="make the version readable on the node (nccl-tests prints "
+                     "`NCCL version` with NCCL_DEBUG=INFO; nvidia-smi the driver and CUDA)")
+        return
     verdict.ok(f"busbw {got:g} GB/s ({-drop:+.1f}% vs baseline)")
 
 
-def _stale(facts: NodeFacts, reference: dict[str, str]) -> str:
-    """'driver 535.161.08 (baseline) vs 550.54.15 (node); ...' for what differs, else ''."""
+_SLOW_FIX_ONE_NODE = ("check NVLink (`nvidia-smi nvlink -s`), clocks and throttle reasons, PCIe "
+                      "AER and NCCL's transport (NCCL_DEBUG=INFO); rerun to confirm, then drain")
+_SLOW_FIX_MULTI_NODE = ("a multi-node run crosses the network: check NCCL's transport "
+                        "(NCCL_DEBUG=INFO: NET/IB, not NET/Socket), IB port rates and counters "
+                        "(`ibstat`, `perfquery -x`) on every node of the run, then NVLink and "
+                        "clocks; rerun to find the slow node")
+
+
+def _reference(profile: Profile, base: NcclBaseline) -> dict[str, str]:
+    """What the baseline was measured on: the profile's recorded fingerprint for its first
+    baseline, else the versions this baseline names."""
+    if base is profile.nccl.baseline and profile.baseline.fingerprint:
+        return profile.baseline.fingerprint
+    return dict(base.measured_with)
+
+
+def _stale(facts: NodeFacts, reference: dict[str, str]) -> tuple[str, list[str]]:
+    """('driver 535.161.08 (baseline) vs 550.54.15 (node); ...', [components the node cannot
+    tell]): an unknown version is reported, never taken as the same."""
     mine = facts.fingerprint()
-    diffs = []
+    diffs, unknown = [], []
     for comp, base_v in reference.items():
         v = mine.get(comp)
         if v is None:
+            unknown.append(comp)
             continue
         try:
             same = Version(v) == Version(base_v)
@@ -98,4 +127,4 @@ def _stale(facts: NodeFacts, reference: dict[str, str]) -> str:
             same = v == base_v
         if not same:
             diffs.append(f"{comp} {base_v} (baseline) vs {v} (node)")
-    return "; ".join(diffs)
+    return "; ".join(diffs), unknown

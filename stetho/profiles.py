@@ -4,6 +4,9 @@ A profile is `baselines/<name>.yml`. It may `extends:` another (the shipped `gen
 universal thresholds); the child's keys override the parent's, section by section. Everything
 a cluster would tune lives here, never in check code. A malformed profile raises ConfigError
 naming the file and line.
+
+Long because every section's schema lives here with its defaults and validation, so a key's
+type, default and error message are read in one place.
 """
 
 from __future__ import annotations
@@ -39,12 +42,23 @@ class GpuSpec:
     temp_fail_c: float = 90.0
     nvlink_error_max: dict[str, int] = field(default_factory=dict)
     pcie_replay_max: int | None = None
+    ecc: str = "any"  # required: ECC disabled fails; any: the mode is reported, not judged
 
 
 @dataclass(frozen=True)
 class HostSpec:
     governor: str | None = None
     rotational_devices: tuple[str, ...] = ("nvme*",)
+
+
+@dataclass(frozen=True)
+class PortGroup:
+    """RDMA devices (name globs) that carry one link layer: the compute fabric on InfiniBand,
+    a front-end bond on Ethernet (RoCE)."""
+
+    name: str
+    devices: tuple[str, ...]
+    link_layer: str
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,19 @@ class IbSpec:
     counter_max: dict[str, int] = field(default_factory=dict)
     pre_fec_ber_warn: float = 1e-7
     pre_fec_ber_fail: float = 1e-5
+    port_groups: tuple[PortGroup, ...] = ()
+
+    def group_of(self, device: str) -> PortGroup | None:
+        """The first port group whose globs match the device, or None."""
+        import fnmatch
+
+        return next((g for g in self.port_groups
+                     if any(fnmatch.fnmatchcase(device, pat) for pat in g.devices)), None)
+
+    def link_layer_of(self, device: str) -> str:
+        """The link layer the profile expects on a device: its group's, else `link_layer`."""
+        group = self.group_of(device)
+        return group.link_layer if group else self.link_layer
 
 
 @dataclass(frozen=True)
@@ -66,11 +93,52 @@ class VersionRule:
 
 
 @dataclass(frozen=True)
+class BaselineShape:
+    """The run shape a busbw baseline was measured on (stetho.parsers.nccl_shape.RunShape): a
+    2-node 16-rank all_reduce is not comparable with an 8-GPU single-node one. A field left
+    None matches any value."""
+
+    collective: str = "all_reduce"
+    ranks: int | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+
+    def matches(self, collective: str | None, ranks: int | None, nodes: int | None,
+                gpus_per_node: int | None) -> bool:
+        """Whether a run of this shape may be judged against this baseline: every field the
+        baseline sets must be known in the run and equal."""
+        pairs = ((self.collective, collective), (self.ranks, ranks), (self.nodes, nodes),
+                 (self.gpus_per_node, gpus_per_node))
+        return all(want is None or want == got for want, got in pairs)
+
+    def describe(self) -> str:
+        """'all_reduce 8 ranks / 1 node / 8 GPUs per node' (unset parts left out)."""
+        parts = [self.collective]
+        if self.ranks is not None:
+            parts.append(f"{self.ranks} ranks")
+        if self.nodes is not None:
+            parts.append(f"/ {self.nodes} node{'' if self.nodes == 1 else 's'}")
+        if self.gpus_per_node is not None:
+            parts.append(f"/ {self.gpus_per_node} GPUs per node")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
 class NcclBaseline:
     busbw_gbps: dict[int, float]
     measured_with: dict[str, str]
     source: str = ""
     measured_on: str = ""
+    shape: BaselineShape = field(default_factory=BaselineShape)
+    name: str = "baseline"  # its key in the profile: `baseline`, or `baselines.<name>`
+
+
+@dataclass(frozen=True)
+class BusbwPoint:
+    """One subject of nccl_busbw: a message size of one baseline."""
+
+    baseline: NcclBaseline
+    size_bytes: int
 
 
 @dataclass(frozen=True)
@@ -81,11 +149,28 @@ class NcclSpec:
     saved_output: str | None = None
     min_size_bytes: int = 0
     tolerance_pct: float = 5.0
-    baseline: NcclBaseline | None = None
+    baselines: tuple[NcclBaseline, ...] = ()
 
     @property
     def enabled(self) -> bool:
         return self.run or self.saved_output is not None
+
+    @property
+    def baseline(self) -> NcclBaseline | None:
+        """The first baseline (the profile's own node shape, by convention), or None."""
+        return self.baselines[0] if self.baselines else None
+
+    def baseline_for(self, collective: str | None, ranks: int | None, nodes: int | None,
+                     gpus_per_node: int | None) -> NcclBaseline | None:
+        """The baseline recorded for a run of this shape; the one that pins the most fields
+        wins; None when none matches (then the run is not judged: no regression without a
+        baseline of its own shape)."""
+        fits = [b for b in self.baselines
+                if b.shape.matches(collective, ranks, nodes, gpus_per_node)]
+        if not fits:
+            return None
+        return max(fits, key=lambda b: sum(v is not None for v in (
+            b.shape.ranks, b.shape.nodes, b.shape.gpus_per_node)))
 
 
 @dataclass(frozen=True)
@@ -217,7 +302,7 @@ def _build(docs: list[yamlconf.Doc]) -> Profile:
         host=_host(top.section("host")),
         ib=_ib(top.section("ib")),
         versions=_versions(top.section("versions")),
-        nccl=_nccl(top.section("nccl")),
+        nccl=_nccl(top.section("nccl"), top.section("gpu").get("count", int)),
         drift=_drift(top.section("drift")),
         baseline=_baseline(top.section("baseline")),
         fleet=_fleet(top.section("fleet")),
@@ -355,7 +440,10 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         temp_fail_c=temp.get("fail_c", float, _GPU.temp_fail_c, within=(0, 150)),
         nvlink_error_max=_counter_map(nvlink, "error_max"),
         pcie_replay_max=pcie.get("replay_max", int),
+        ecc=s.get("ecc", str, _GPU.ecc),
     )
+    if spec.ecc not in ("required", "any"):
+        s.fail(f"gpu.ecc must be required or any, got {spec.ecc!r}", "ecc")
     for sub in (pcie, temp, nvlink):
         sub.check_unknown()
     _positive(s, "count", spec.count)
@@ -382,9 +470,29 @@ def _ib(s: yamlconf.Section) -> IbSpec:
                                within=(0, 1)),
         pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, _IB.pre_fec_ber_fail,
                                within=(0, 1)),
+        port_groups=_port_groups(s.section("port_groups")),
     )
+    for layer, key in ((spec.link_layer, "link_layer"),
+                       *((g.link_layer, "port_groups") for g in spec.port_groups)):
+        if layer not in _LINK_LAYERS:
+            s.fail(f"link layer must be one of {', '.join(_LINK_LAYERS)}, got {layer!r}", key)
     s.check_unknown()
     return spec
+
+
+_LINK_LAYERS = ("InfiniBand", "Ethernet")
+
+
+def _port_groups(s: yamlconf.Section) -> tuple[PortGroup, ...]:
+    out = []
+    for name in s.data:
+        g = s.section(str(name))
+        devices = g.str_list("devices")
+        if not devices:
+            g.fail("a port group needs devices: [glob, ...]", "devices")
+        out.append(PortGroup(str(name), devices, g.require("link_layer", str)))
+        g.check_unknown()
+    return tuple(out)
 
 
 def _versions(s: yamlconf.Section) -> dict[str, VersionRule]:
@@ -408,7 +516,7 @@ def _versions(s: yamlconf.Section) -> dict[str, VersionRule]:
     return out
 
 
-def _nccl(s: yamlconf.Section) -> NcclSpec:
+def _nccl(s: yamlconf.Section, default_gpus: int | None) -> NcclSpec:
     from stetho.parsers.nccl_tests import parse_size
 
     def size(sec: yamlconf.Section, key: str, raw: Any) -> int:
@@ -418,9 +526,7 @@ def _nccl(s: yamlconf.Section) -> NcclSpec:
             sec.fail(f"{raw!r} is not a message size (e.g. 64M, 8G)", key)
             raise  # unreachable: fail raises
 
-    baseline = None
-    if s.has("baseline"):
-        b = s.section("baseline")
+    def one(b: yamlconf.Section, name: str) -> NcclBaseline:
         sizes = b.section("busbw_gbps")
         busbw: dict[int, float] = {}
         for k in sizes.data:
@@ -428,21 +534,52 @@ def _nccl(s: yamlconf.Section) -> NcclSpec:
             _positive(sizes, str(k), v)
             busbw[size(sizes, str(k), k)] = v
         mw = b.section("measured_with")
-        baseline = NcclBaseline(
+        out = NcclBaseline(
             busbw_gbps=busbw,
             measured_with={str(k): str(mw.get(k, (str, int, float))) for k in mw.data},
             source=b.get("source", str, ""), measured_on=str(b.get("measured_on", object, "")),
+            shape=_shape(b.section("shape"), default_gpus), name=name,
         )
         b.check_unknown()
+        return out
+
+    baselines = []
+    if s.has("baseline"):
+        baselines.append(one(s.section("baseline"), "baseline"))
+    many = s.section("baselines")
+    for key in many.data:
+        baselines.append(one(many.section(str(key)), f"baselines.{key}"))
     spec = NcclSpec(
         run=s.get("run", bool, False), argv=s.str_list("argv"),
         timeout_s=s.get("timeout_s", float, _NCCL.timeout_s, above=0),
         saved_output=s.get("saved_output", str),
         min_size_bytes=size(s, "min_size", s.get("min_size", (str, int), "0")),
         tolerance_pct=s.get("tolerance_pct", float, _NCCL.tolerance_pct,
-                            within=(0, 100)), baseline=baseline,
+                            within=(0, 100)),
+        baselines=tuple(baselines),
     )
     if spec.run and not spec.argv:
         s.fail("nccl.run is true but nccl.argv is empty", "run")
     s.check_unknown()
     return spec
+
+
+def _shape(s: yamlconf.Section, default_gpus: int | None) -> BaselineShape:
+    """A baseline's `shape:`; without one, the profile's own node: all_reduce over its
+    gpu.count GPUs on one node (what the shipped profiles' single `baseline:` measured)."""
+    from stetho.parsers.nccl_shape import COLLECTIVES
+
+    if not s.data:
+        return BaselineShape("all_reduce", default_gpus, 1 if default_gpus else None,
+                             default_gpus)
+    shape = BaselineShape(collective=s.require("collective", str), ranks=s.get("ranks", int),
+                          nodes=s.get("nodes", int), gpus_per_node=s.get("gpus_per_node", int))
+    if shape.collective not in COLLECTIVES:
+        s.fail(f"unknown collective {shape.collective!r} (known: {', '.join(COLLECTIVES)})",
+               "collective")
+    for key in ("ranks", "nodes", "gpus_per_node"):
+        value = getattr(shape, key)
+        if value is not None and value < 1:
+            s.fail(f"{key} must be at least 1, got {value}", key)
+    s.check_unknown()
+    return shape

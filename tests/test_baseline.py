@@ -147,3 +147,26 @@ def test_yamledit_replaces_only_the_block():
     into_parent = yamledit.set_block("profile: x\nnccl:\n  run: false\n", ("nccl", "baseline"),
                                      {"a": 1})
     assert yaml.safe_load(into_parent)["nccl"] == {"run": False, "baseline": {"a": 1}}
+
+
+def test_record_keeps_one_baseline_per_run_shape(tmp_path):
+    """A 2-node x 8 GPU run is recorded beside the single-node baseline, never over it, and
+    each run shape then finds its own (issue 11)."""
+    from stetho.history import baselines as bl
+    from stetho.profiles import BaselineShape
+
+    prof_path = tmp_path / "h100-sxm-8gpu.yml"
+    shutil.copy(shipped("baselines") / "h100-sxm-8gpu.yml", prof_path)
+    prof = profiles.load(str(prof_path))
+    one, two = BaselineShape("all_reduce", 8, 1, 8), BaselineShape("all_reduce", 16, 2, 8)
+    m = bl.Measurement(nodes=4, busbw={8 << 30: 480.0}, measured={}, fingerprint={},
+                       spread={}, shapes={one: {8 << 30: 480.0}, two: {8 << 30: 372.5}})
+    bl.record(prof, m, "runs/x", out=prof_path)
+    data = yaml.safe_load(prof_path.read_text())
+    assert data["nccl"]["baseline"]["busbw_gbps"] == {"8G": 480.0}
+    assert data["nccl"]["baselines"]["all_reduce-2x8"]["shape"] == {
+        "collective": "all_reduce", "ranks": 16, "nodes": 2, "gpus_per_node": 8}
+    loaded = profiles.load(str(prof_path)).nccl
+    assert loaded.baseline_for("all_reduce", 16, 2, 8).busbw_gbps == {8 << 30: 372.5}
+    assert loaded.baseline_for("all_reduce", 8, 1, 8).busbw_gbps == {8 << 30: 480.0}
+    assert loaded.baseline_for("all_gather", 16, 2, 8) is None

@@ -56,6 +56,11 @@ def _write(tmp_path, text, name="site.yml"):
     ("profile: x\ngpu:\n  temperature: {warn_c: 400}\n", 3, "must be between 0 and 150"),
     ("profile: x\nib:\n  rate_gbps: 0\n", 3, "ib.rate_gbps must be more than 0"),
     ("profile: x\nfleet:\n  busbw_min_drop_pct: 120\n", 3, "between 0 and 100"),
+    ("profile: x\ngpu:\n  ecc: maybe\n", 3, "gpu.ecc must be required or any"),
+    ("profile: x\nib:\n  port_groups:\n    a: {devices: [mlx5_*], link_layer: RoCE}\n", 3,
+     "link layer must be one of InfiniBand, Ethernet"),
+    ("profile: x\nnccl:\n  baseline:\n    shape: {collective: allreduce}\n", 4,
+     "unknown collective 'allreduce'"),
 ])
 def test_malformed_profiles_name_file_and_line(tmp_path, text, line, needle):
     path = _write(tmp_path, text)

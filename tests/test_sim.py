@@ -36,7 +36,19 @@ def test_layout(node):
 
 
 def test_shims_replay_recorded_outputs(node):
-    assert _run(node, "ibstat").stdout == (REAL / builder.IBSTAT).read_text()
+    # ibstat and perfquery print what the node's sysfs IB tree holds, in the recorded layouts
+    from stetho.parsers import ibstat, perfquery
+    from stetho.sim import ibtools
+
+    tree = ibtools.read_tree(node / "sysroot")
+    shown = ibstat.parse(_run(node, "ibstat").stdout)
+    assert [(d.name, d.fw_ver) for d in shown.devices] == [(d.name, d.fw_ver) for d in tree]
+    assert [(p.id, p.state, p.rate_gbps, p.link_layer) for p in shown.ports] == \
+        [(p.id, p.state, p.rate_gbps, p.link_layer) for d in tree for p in d.ports]
+    recorded = (REAL / builder.IBSTAT).read_text().splitlines()
+    assert _run(node, "ibstat").stdout.splitlines()[1][:9] == recorded[1][:9]  # "\tCA type:"
+    pq = perfquery.parse(_run(node, "perfquery", "-x", "-C", "mlx5_0", "-P", "1").stdout)
+    assert pq[0].errors() == tree[0].ports[0].errors()
     text = _run(node, "nvidia-smi", "-q").stdout
     report = nvidia_smi_text.parse(text)
     real = nvidia_smi_text.parse((REAL / builder.H100_Q).read_text())

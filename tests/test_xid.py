@@ -71,3 +71,23 @@ def test_every_xid_in_the_real_logs_is_catalogued() -> None:
     codes = {x.code for p in real_files("05-kernel-log") for x in parse(p.read_text()).xids}
     assert codes == {13, 43, 45, 48, 63, 79, 94, 144, 145, 149}
     assert all(lookup(c).known for c in codes)
+
+
+def test_readme_says_what_the_catalog_says() -> None:
+    """The README's gpu_xid row names severities; each must be the code's (issue 11: Xid 94
+    was critical in the README and a warning in the catalog)."""
+    import re
+
+    from tests.conftest import REPO
+
+    row = next(line for line in (REPO / "README.md").read_text().splitlines()
+               if line.startswith("| `gpu_xid` |"))
+    critical = re.search(r"a critical Xid \(([^)]*)\)", row)
+    warns = re.search(r"application Xids \(([^)]*)\) and contained ECC \((\d+)\) warn", row)
+    info = re.search(r"; (\d+) \([^)]*\) is informational", row)
+    assert critical and warns and info, row
+    for code in re.findall(r"\d+", critical.group(1)):
+        assert lookup(int(code)).severity == "critical", code
+    for code in re.findall(r"\d+", warns.group(1)) + [warns.group(2)]:
+        assert lookup(int(code)).severity == "warning", code
+    assert lookup(int(info.group(1))).severity == "info"

@@ -27,8 +27,11 @@ class NodeSummary(TypedDict):
 
 def expected(profile: Profile) -> Expected:
     """What the profile promises, in the terms facts need to tell a skip from an error."""
-    return Expected(profile=profile.name, gpus=profile.gpu.count, ib_ports=profile.ib.ports,
-                    ib_link_layer=profile.ib.link_layer, nccl=profile.nccl.enabled)
+    ib = profile.ib
+    return Expected(profile=profile.name, gpus=profile.gpu.count, ib_ports=ib.ports,
+                    ib_link_layer=ib.link_layer, nccl=profile.nccl.enabled,
+                    ib_devices=tuple(pat for g in ib.port_groups if g.link_layer == ib.link_layer
+                                     for pat in g.devices))
 
 
 def node_facts(bundle: Bundle, profile: Profile) -> NodeFacts:

@@ -37,7 +37,14 @@ def _node(n: CheckNode) -> list[Subject]:
 
 
 def _gpus(n: CheckNode) -> list[Subject]:
-    return [Subject(n, f"gpu{g.index}", g) for g in n.facts.gpus()]
+    """Every GPU nvidia-smi lists; one whose section could not be read is an error subject of
+    its own (`gpu3`), the others still judged."""
+    subjects = [Subject(n, f"gpu{g.index}", g) for g in n.facts.gpus()]
+    for bad in n.facts.smi().unreadable:
+        subjects.append(Subject(n, f"gpu{bad.index}", None, Unavailable(
+            "error", f"cannot parse nvidia-smi output for GPU {bad.index} "
+            f"({bad.pci_bus_id or 'no bus id'}): {bad.reason}", "nvidia_smi")))
+    return sorted(subjects, key=lambda s: int(s.id[3:]))
 
 
 def _ib_ports(n: CheckNode) -> list[Subject]:
@@ -48,19 +55,27 @@ def _disks(n: CheckNode) -> list[Subject]:
     patterns = n.profile.host.rotational_devices
     devices = [d for d in n.facts.block_devices()
                if any(fnmatch.fnmatch(d.name, p) for p in patterns)]
-    if not devices:
+    bad = {name: why for name, why in n.facts.unreadable_block_devices().items()
+           if any(fnmatch.fnmatch(name, p) for p in patterns)}
+    if not devices and not bad:
         raise Unavailable("skip", f"no block device matches {', '.join(patterns)}", "block_queue")
-    return [Subject(n, d.name, d) for d in devices]
+    return sorted([Subject(n, d.name, d) for d in devices] + [
+        Subject(n, name, None, Unavailable("error", f"cannot parse sysfs block output for "
+                                           f"{name}: {why}", "block_queue"))
+        for name, why in bad.items()], key=lambda s: s.id)
 
 
 def _pcie_devices(n: CheckNode) -> list[Subject]:
     devices = [d for d in n.facts.lspci() if d.is_nvidia_gpu or d.is_hca]
-    if not devices:
-        raise Unavailable("skip", "lspci shows no NVIDIA GPU and no HCA", "lspci")
     try:
         by_bus = {_short_bus(g.pci_bus_id): g.index for g in n.facts.gpus()}
     except Unavailable:
         by_bus = {}
+    if not devices and by_bus:
+        raise Unavailable("error", f"lspci shows no NVIDIA GPU, but nvidia-smi lists "
+                          f"{len(by_bus)}: lspci's output was not read as lspci -vvv", "lspci")
+    if not devices:
+        raise Unavailable("skip", "lspci shows no NVIDIA GPU and no HCA", "lspci")
     out = []
     for d in devices:
         addr = d.address or "?"
@@ -79,22 +94,45 @@ def _short_bus(addr: str) -> str:
 
 
 def _versions(n: CheckNode) -> list[Subject]:
-    comps = list(n.profile.versions)
-    if not comps:
-        raise Unavailable("skip", f"profile {n.profile.name} declares no version requirements")
-    return [Subject(n, c, c) for c in comps]
+    """Every version component: the profile's pinned ones are judged, the others reported (so
+    each version probe collected is read, and an unreadable one is an error, not silence)."""
+    from stetho.profiles import VERSION_COMPONENTS
+
+    pinned = list(n.profile.versions)
+    return [Subject(n, c, c) for c in pinned + [c for c in VERSION_COMPONENTS if c not in pinned]]
 
 
 def _nccl_sizes(n: CheckNode) -> list[Subject]:
+    """Message sizes of the baseline recorded for the run's shape. A run whose shape has no
+    baseline is one skip that says so, never a regression; a failed or cut run is judged (as an
+    error) on the profile's first baseline."""
     from stetho.parsers.nccl_tests import format_size
+    from stetho.profiles import BusbwPoint
 
     spec = n.profile.nccl
     if not spec.enabled:
         raise Unavailable("skip", f"profile {n.profile.name} does not enable nccl-tests")
     if spec.baseline is None:
         raise Unavailable("skip", f"profile {n.profile.name} has no NCCL busbw baseline")
-    sizes = sorted(s for s in spec.baseline.busbw_gbps if s >= spec.min_size_bytes)
-    return [Subject(n, f"allreduce@{format_size(s).replace(' ', '')}", s) for s in sizes]
+    base = spec.baseline
+    try:
+        run = n.facts.nccl_run()
+    except Unavailable:
+        run = None
+    shape = run.shape if run is not None and not (run.failed or run.truncated) else None
+    if shape is not None and shape.ranks is not None:
+        found = spec.baseline_for(shape.collective, shape.ranks, shape.nodes,
+                                  shape.gpus_per_node)
+        if found is None:
+            raise Unavailable("skip", f"no baseline for {shape.describe()} in profile "
+                              f"{n.profile.name} (it has "
+                              + "; ".join(b.shape.describe() for b in spec.baselines)
+                              + "): record one with `stetho baseline record`", "nccl_tests")
+        base = found
+    sizes = sorted(s for s in base.busbw_gbps if s >= spec.min_size_bytes)
+    label = base.shape.collective.replace("_", "")
+    return [Subject(n, f"{label}@{format_size(s).replace(' ', '')}", BusbwPoint(base, s))
+            for s in sizes]
 
 
 #: fixture name -> how to list a node's subjects of that kind.

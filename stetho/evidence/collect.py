@@ -30,7 +30,7 @@ def collect(profile: Profile, env: Environment, node: str) -> Bundle:
     hostlist.validate(node)  # --node, the hostname, a simulated node: one rule for names
     probes = probes_for(profile)
     records = run_all(tuple(p for p in probes if not p.per_device), env)
-    devices = _rdma_devices(records.get("ib_sysfs"))
+    devices = _rdma_devices(records.get("ib_sysfs")) or _ibstat_devices(records.get("ibstat"))
     per_device = [p for p in probes if p.per_device]
     if per_device and devices:
         import shutil
@@ -42,7 +42,8 @@ def collect(profile: Profile, env: Environment, node: str) -> Bundle:
                                               reason=f"{p.argv[0]} not found on PATH")
             else:
                 bound += [P.for_device(p, d) for d in devices]
-        records.update(run_all(tuple(bound), env))
+        # one short command per HCA and tool (mlxlink, perfquery -x, -E): more at once
+        records.update(run_all(tuple(bound), env, workers=16))
     return Bundle(node=node, collected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   stetho_version=__version__, profile=profile.name, probes=records,
                   sysroot=env.sysroot)
@@ -54,6 +55,16 @@ def _rdma_devices(rec: ProbeRecord | None) -> list[str]:
         return []
     names = {p.split("/")[4] for p in rec.files if p.startswith("/sys/class/infiniband/")}
     return sorted(names)
+
+
+def _ibstat_devices(rec: ProbeRecord | None) -> list[str]:
+    """RDMA device names from ibstat's `CA '<dev>'` lines: where /sys/class/infiniband is not
+    visible (a container), the per-device probes still run on the HCAs ibstat lists."""
+    import re
+
+    if rec is None or not rec.stdout:
+        return []
+    return sorted(set(re.findall(r"^CA:? '([^']+)'$", rec.stdout, flags=re.M)))
 
 
 def sim_environment(sim: str) -> tuple[Environment, str]:

@@ -50,9 +50,17 @@ IB_SYSFS = Probe("ib_sysfs", globs=(
     f"{IB}/*/ports/*/state", f"{IB}/*/ports/*/phys_state", f"{IB}/*/ports/*/rate",
     f"{IB}/*/ports/*/link_layer", f"{IB}/*/ports/*/counters/*",
 ), description="HCA firmware, port state, rate and error counters")
-IBSTAT = Probe("ibstat", ("ibstat",), timeout_s=20, description="HCA and port summary")
-PERFQUERY = Probe("perfquery", ("perfquery", "-x"), timeout_s=20,
-                  description="extended port counters of the local port")
+IBSTAT = Probe("ibstat", ("ibstat",), timeout_s=20,
+               description="HCA firmware, port state, rate and link layer: the source where "
+               "sysfs is absent, a cross-check where it is not")
+PERFQUERY = Probe("perfquery", ("perfquery", "-x", "-C", "{device}", "-P", "1"), timeout_s=20,
+                  per_device=True, fallbacks=(("perfquery", "-C", "{device}", "-P", "1"),),
+                  description="per-HCA port error counters, 64-bit (-x; the basic set where "
+                  "-x is refused): the counters' source where sysfs is absent")
+PERFQUERY_RCV_ERRORS = Probe("perfquery_rcv_errors",
+                             ("perfquery", "-E", "-C", "{device}", "-P", "1"), timeout_s=20,
+                             per_device=True,
+                             description="PortRcvErrorDetails: what made PortRcvErrors count")
 CPU_GOVERNOR = Probe("cpu_governor", globs=(
     "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor",
 ), description="cpufreq governor per CPU")
@@ -70,8 +78,9 @@ NCCL_LIBRARY = Probe("nccl_library", globs=(
 ), read=False, description="installed NCCL version, from the library file name")
 
 MLXLINK = Probe("mlxlink", ("mlxlink", "-d", "{device}", "-m", "-c", "--json"), timeout_s=30,
-                per_device=True,
-                description="per-HCA link diagnostics: pre-FEC BER, module power (MFT)")
+                per_device=True, fallbacks=(("mlxlink", "-d", "{device}", "-m", "-c"),),
+                description="per-HCA link diagnostics: pre-FEC BER, module power (MFT; the "
+                "text format where --json is refused)")
 
 HOST_PRESSURE = Probe("host_pressure", globs=("/proc/pressure/io", "/proc/pressure/memory",
                                              "/proc/pressure/cpu", "/proc/meminfo"),
@@ -79,8 +88,9 @@ HOST_PRESSURE = Probe("host_pressure", globs=("/proc/pressure/io", "/proc/pressu
 
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
-    NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, PERFQUERY,
-    CPU_GOVERNOR, BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK,
+    NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
+    BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
+    PERFQUERY_RCV_ERRORS,
 )
 
 
@@ -88,8 +98,11 @@ def for_device(probe: Probe, device: str) -> Probe:
     """A per-device probe bound to one device: its record is named 'mlxlink:mlx5_0'."""
     from dataclasses import replace
 
+    def bind(argv: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(a.replace("{device}", device) for a in argv)
+
     return replace(probe, name=f"{probe.name}:{device}", per_device=False,
-                   argv=tuple(a.replace("{device}", device) for a in probe.argv))
+                   argv=bind(probe.argv), fallbacks=tuple(bind(a) for a in probe.fallbacks))
 
 
 def nccl_probe(argv: tuple[str, ...], timeout_s: float) -> Probe:

@@ -11,16 +11,16 @@ node a skip.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from stetho.evidence.bundle import Bundle, ProbeRecord
+from stetho.facts.base import Expected as Expected
+from stetho.facts.base import Unavailable as Unavailable
 from stetho.parsers import ParseError
 
 if TYPE_CHECKING:
     from stetho.parsers.gpu_model import Gpu, SmiReport
-    from stetho.parsers.ib_common import IbPort
-    from stetho.parsers.ib_sysfs import IbDevice
+    from stetho.parsers.ib_common import IbDevice, IbPort
     from stetho.parsers.ibstat import IbstatReport
     from stetho.parsers.kernel_log import KernelLog
     from stetho.parsers.lspci import PciDevice
@@ -28,37 +28,10 @@ if TYPE_CHECKING:
     from stetho.parsers.nccl_log import NcclLog
     from stetho.parsers.nccl_tests import NcclRun
     from stetho.parsers.nvlink import NvlinkErrorsGpu, NvlinkGpu
+    from stetho.parsers.perfquery import PerfqueryPort
     from stetho.parsers.sysfs_host import BlockDevice, CpuGovernor, Pressure
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Expected:
-    """What a node is supposed to carry, as far as its facts need to know to tell a `skip` (not
-    on this node) from an `error` (should be here, is not). Built from the node's profile by the
-    checking stage; facts know nothing else of profiles."""
-
-    profile: str = "generic"
-    gpus: int | None = None
-    ib_ports: int | None = None
-    ib_link_layer: str = "InfiniBand"
-    nccl: bool = False
-
-
-class Unavailable(Exception):
-    """The facts a check needs are not there. `status` is "skip" or "error"."""
-
-    def __init__(self, status: str, reason: str, probe: str | None = None) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.probe = probe
-
-    def fresh(self) -> Unavailable:
-        """A new copy to raise: a cached exception that is re-raised would collect the frames of
-        every raise in its traceback, and keep the facts they point at alive."""
-        return Unavailable(self.status, self.reason, self.probe)
 
 
 _ABSENT_MEANS = {
@@ -68,6 +41,8 @@ _ABSENT_MEANS = {
     "ib_sysfs": "no InfiniBand/RDMA devices on this node",
     "ibstat": "infiniband-diags is not installed",
     "perfquery": "infiniband-diags is not installed",
+    "perfquery_rcv_errors": "infiniband-diags is not installed",
+    "mlxlink": "NVIDIA MFT (mlxlink) is not installed",
     "cpu_governor": "cpufreq is not exposed (a VM, or the driver is not loaded)",
     "block_queue": "no block devices",
     "lspci": "pciutils is not installed",
@@ -187,47 +162,66 @@ class NodeFacts:
 
         return self.parsed("lspci", lambda: lspci.parse(self.text("lspci")))
 
-    # -- InfiniBand ---------------------------------------------------------------------------
+    # -- InfiniBand (stetho.facts.ib) --------------------------------------------------------
     def ib_devices(self) -> tuple[IbDevice, ...]:
-        from stetho.parsers import ib_sysfs
+        """The HCAs and their ports: /sys/class/infiniband, else ibstat (+ perfquery)."""
+        from stetho.facts import ib
 
-        def load() -> tuple[IbDevice, ...]:
-            try:
-                files = self.files("ib_sysfs")
-            except Unavailable as u:
-                if u.status == "skip" and self.expected.ib_ports:
-                    raise Unavailable("error", f"{u.reason}, but profile {self.expected.profile} "
-                                      f"expects {self.expected.ib_ports} InfiniBand ports",
-                                      "ib_sysfs") from None
-                raise
-            devices = ib_sysfs.parse(files)
-            if not devices:
-                raise Unavailable("skip", "no InfiniBand/RDMA devices on this node", "ib_sysfs")
-            return devices
-
-        return self.parsed("ib_sysfs", load)
+        return self.parsed("ib_sysfs", lambda: ib.load_devices(self))
 
     def ib_ports(self) -> tuple[IbPort, ...]:
         return tuple(p for d in self.ib_devices() for p in d.ports)
 
-    def ibstat(self) -> IbstatReport:
-        from stetho.parsers import ibstat
+    def ib_source(self) -> str:
+        """Where port state, rate, link layer and firmware came from: 'sysfs' or 'ibstat'."""
+        devices = self.ib_devices()
+        return devices[0].source if devices else "sysfs"
 
-        return self.parsed("ibstat", lambda: ibstat.parse(self.text("ibstat")))
+    def ibstat(self) -> IbstatReport:
+        from stetho.facts import ib
+
+        return self.parsed("ibstat", lambda: ib.load_ibstat(self))
+
+    def ibstat_disagreements(self) -> dict[str, list[str]]:
+        from stetho.facts import ib
+
+        return ib.disagreements(self)
+
+    def perfquery(self, device: str) -> PerfqueryPort:
+        """Port 1's counters of one HCA from `perfquery -x` (or plain, where -x is refused)."""
+        from stetho.facts import ib
+
+        return self.parsed(f"perfquery:{device}", lambda: ib.load_perfquery(self, "perfquery",
+                                                                              device))
+
+    def rcv_error_details(self, device: str) -> PerfqueryPort:
+        """`perfquery -E` (PortRcvErrorDetails) of one HCA's port 1."""
+        from stetho.facts import ib
+
+        return self.parsed(f"perfquery_rcv_errors:{device}",
+                           lambda: ib.load_perfquery(self, "perfquery_rcv_errors", device))
 
     def mlxlink(self) -> tuple[MlxlinkReport, ...]:
-        """Per-port mlxlink reports (pre-FEC BER, module power); () when MFT is absent."""
-        from stetho.parsers import mlxlink
+        """The per-port mlxlink reports that parsed; () when MFT is absent. A device whose
+        output did not parse is left out here: `mlxlink_for` names it."""
+        out = []
+        for device in self.mlxlink_devices():
+            try:
+                out.append(self.mlxlink_for(device))
+            except Unavailable:
+                continue
+        return tuple(out)
 
-        def load() -> tuple[MlxlinkReport, ...]:
-            out = []
-            for name, rec in sorted(self.bundle.probes.items()):
-                if not name.startswith("mlxlink:") or rec.status in ("missing", "skipped"):
-                    continue
-                out.append(mlxlink.parse(self.text(name), device=name.split(":", 1)[1], port=1))
-            return tuple(out)
+    def mlxlink_devices(self) -> tuple[str, ...]:
+        return tuple(sorted(name.split(":", 1)[1] for name, rec in self.bundle.probes.items()
+                            if name.startswith("mlxlink:")
+                            and rec.status not in ("missing", "skipped")))
 
-        return self.parsed("mlxlink", load)
+    def mlxlink_for(self, device: str) -> MlxlinkReport:
+        """One HCA's mlxlink report; its unparsable output errors that device only."""
+        from stetho.facts import ib
+
+        return self.parsed(f"mlxlink:{device}", lambda: ib.load_mlxlink(self, device))
 
     # -- host -----------------------------------------------------------------------------------
     def governors(self) -> tuple[CpuGovernor, ...]:
@@ -237,9 +231,16 @@ class NodeFacts:
                            lambda: sysfs_host.parse_governors(self.files("cpu_governor")))
 
     def block_devices(self) -> tuple[BlockDevice, ...]:
-        from stetho.parsers import sysfs_host
+        return self._block()[0]
 
-        return self.parsed("block_queue", lambda: sysfs_host.parse_block(self.files("block_queue")))
+    def unreadable_block_devices(self) -> dict[str, str]:
+        """Block devices whose queue files did not parse, with why: errors of their own."""
+        return self._block()[1]
+
+    def _block(self) -> tuple[tuple[BlockDevice, ...], dict[str, str]]:
+        from stetho.facts import host
+
+        return self.parsed("block_queue", lambda: host.load_block(self))
 
     def pressure(self) -> dict[str, Pressure]:
         from stetho.parsers import sysfs_host
@@ -320,9 +321,19 @@ class NodeFacts:
         if component == "vbios":
             return _distinct(g.vbios_version for g in self.gpus()), "nvidia-smi -q -x"
         if component == "hca_firmware":
-            ib = [d for d in self.ib_devices()
+            devices = self.ib_devices()
+            ib = [d for d in devices
                   if any(p.link_layer == self.expected.ib_link_layer for p in d.ports)]
-            return _distinct(d.fw_ver for d in ib), "/sys/class/infiniband/*/fw_ver"
+            # none on the expected link layer (a RoCE node on an IB profile): the firmware of
+            # the HCAs the profile expects there is still read; ib_link_layer names the mismatch
+            if not ib:
+                import fnmatch
+
+                ib = [d for d in devices if any(fnmatch.fnmatchcase(d.name, g)
+                                                for g in self.expected.ib_devices)]
+            source = "ibstat (Firmware version)" if devices and devices[0].source == "ibstat" \
+                else "/sys/class/infiniband/*/fw_ver"
+            return _distinct(d.fw_ver for d in (ib or devices)), source
         if component == "kernel":
             files = self.files("kernel_release")
             return _one(versions.kernel_release(next(iter(files.values())))), "kernel_release"
@@ -333,20 +344,29 @@ class NodeFacts:
         raise Unavailable("error", f"unknown version component {component}")
 
     def _nccl_version(self) -> tuple[tuple[str, ...], str]:
+        """The NCCL the benchmark reports it ran with wins over the library file: a job may
+        load another libnccl (a container's, LD_LIBRARY_PATH) than the one in /usr/lib."""
         from stetho.parsers import versions
 
-        try:
-            lib = versions.nccl_from_library(self.files("nccl_library"))
-        except Unavailable:
-            lib = None
-        if lib:
-            return (lib,), "libnccl.so.* file name"
         try:
             run = self.nccl_run()
         except Unavailable:
             run = None
         if run is not None and run.nccl_version:
-            return (run.nccl_version,), "nccl-tests output"
+            where = run.nccl_version_source or "version line"
+            return (run.nccl_version,), f"nccl-tests output ({where})"
+        try:
+            files = self.files("nccl_library")
+        except Unavailable as u:
+            if u.status == "error":
+                raise
+            files = {}
+        lib = versions.nccl_from_library(files)
+        if lib:
+            return (lib,), "libnccl.so.* file name"
+        if files:
+            raise Unavailable("error", "NCCL version unknown: no libnccl file names a full "
+                              f"version ({', '.join(sorted(files)[:3])})", "nccl_library")
         raise Unavailable("skip", "NCCL not found: no libnccl.so.<version> in the standard "
                           "library folders and no version in nccl-tests output", "nccl_library")
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from stetho import __version__
 from stetho.errors import ConfigError, EvaluationError
-from stetho.profiles import Profile
+from stetho.profiles import BaselineShape, Profile
 
 #: Metrics whose fleet median becomes a baseline value: check.metric -> kept as a float.
 MEASURED = ("gpu.temperature_c", "gpu.power_w", "gpu.app_sm_clock_mhz", "gpu.app_mem_clock_mhz",
@@ -28,11 +28,16 @@ MEASURED = ("gpu.temperature_c", "gpu.power_w", "gpu.app_sm_clock_mhz", "gpu.app
 
 @dataclass(frozen=True)
 class Measurement:
+    """`shapes`: busbw per message size, per run shape (a baseline is only ever compared
+    with runs of its own shape); `busbw` is the profile's own shape's (its first baseline's),
+    else the shape most nodes ran."""
+
     nodes: int
     busbw: dict[int, float]
     measured: dict[str, float]
     fingerprint: dict[str, str]
     spread: dict[str, str]  # components whose nodes disagree: the values seen
+    shapes: dict[BaselineShape, dict[int, float]] = field(default_factory=dict)
 
 
 def measure(bundle_paths: list[Path], profile: Profile) -> Measurement:
@@ -41,7 +46,8 @@ def measure(bundle_paths: list[Path], profile: Profile) -> Measurement:
     from stetho.facts import metrics
     from stetho.facts.node import Unavailable
 
-    busbw: dict[int, list[float]] = {}
+    busbw: dict[BaselineShape, dict[int, list[float]]] = {}
+    runs: Counter[BaselineShape] = Counter()
     measured: dict[str, list[float]] = {}
     prints: dict[str, list[str]] = {}
     nodes = 0
@@ -50,10 +56,15 @@ def measure(bundle_paths: list[Path], profile: Profile) -> Measurement:
         nodes += 1
         try:
             run = facts.nccl_run()
-            if not run.failed and not run.truncated:
+            shape = run.shape
+            if not run.failed and not run.truncated and shape.collective and shape.ranks:
+                shape_key = BaselineShape(shape.collective, shape.ranks, shape.nodes,
+                                          shape.gpus_per_node)
+                runs[shape_key] += 1
                 for row in run.rows:
                     if row.oop_busbw_gbps is not None:
-                        busbw.setdefault(row.size_bytes, []).append(row.oop_busbw_gbps)
+                        busbw.setdefault(shape_key, {}).setdefault(row.size_bytes, []).append(
+                            row.oop_busbw_gbps)
         except Unavailable:
             pass
         for m in metrics.extract(facts):
@@ -70,11 +81,28 @@ def measure(bundle_paths: list[Path], profile: Profile) -> Measurement:
         fingerprint[comp] = seen.most_common(1)[0][0]
         if len(seen) > 1:
             spread[comp] = ", ".join(f"{v} ({n})" for v, n in seen.most_common())
+    shapes = {key: {size: round(statistics.median(v), 2) for size, v in sorted(sizes.items())}
+              for key, sizes in busbw.items()}
+    own = profile.nccl.baseline.shape if profile.nccl.baseline else None
+    main = next((k for k in shapes if own is not None and _same_shape(own, k)),
+                runs.most_common(1)[0][0] if runs else None)
     return Measurement(
-        nodes=nodes,
-        busbw={size: round(statistics.median(v), 2) for size, v in sorted(busbw.items())},
+        nodes=nodes, shapes=shapes,
+        busbw=shapes.get(main, {}) if main is not None else {},
         measured={k: _round(statistics.median(v)) for k, v in sorted(measured.items())},
         fingerprint=fingerprint, spread=spread)
+
+
+def _same_shape(baseline: BaselineShape, run: BaselineShape) -> bool:
+    return baseline.matches(run.collective, run.ranks, run.nodes, run.gpus_per_node)
+
+
+def shape_label(shape: BaselineShape) -> str:
+    """A baseline's key under `nccl.baselines`: 'all_reduce-2x8' (nodes x GPUs per node),
+    'all_reduce-16r' when the GPUs per node differ."""
+    if shape.nodes and shape.gpus_per_node:
+        return f"{shape.collective}-{shape.nodes}x{shape.gpus_per_node}"
+    return f"{shape.collective}-{shape.ranks}r"
 
 
 def _round(v: float) -> float:
@@ -92,21 +120,30 @@ def record(profile: Profile, m: Measurement, source: str, out: Path | None = Non
         f"profile: {profile.name}\nextends: {profile.name}\n"
     spec = profile.nccl
     min_size = spec.min_size_bytes
-    sizes = {size: v for size, v in m.busbw.items() if size >= min_size}
-    if spec.enabled and not sizes:
-        raise EvaluationError(f"no NCCL busbw at or above {min_size} B in the given evidence: "
-                              "was nccl-tests run (profile nccl.run) on these nodes?")
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     fp = dict(m.fingerprint)
-    if sizes:
-        nccl_block = {
+    shapes = {key: {size: v for size, v in sizes.items() if size >= min_size}
+              for key, sizes in (m.shapes or {}).items()}
+    shapes = {key: sizes for key, sizes in shapes.items() if sizes}
+    if spec.enabled and not shapes:
+        raise EvaluationError(f"no NCCL busbw at or above {min_size} B in the given evidence: "
+                              "was nccl-tests run (profile nccl.run) on these nodes?")
+    own = spec.baseline.shape if spec.baseline else None
+    for key, sizes in sorted(shapes.items(), key=lambda kv: shape_label(kv[0])):
+        block = {
             "source": f"stetho baseline record from {source} ({m.nodes} nodes, median)",
             "measured_on": today,
+            "shape": {"collective": key.collective, "ranks": key.ranks, "nodes": key.nodes,
+                      **({"gpus_per_node": key.gpus_per_node} if key.gpus_per_node else {})},
             "measured_with": {k: fp[k] for k in ("driver", "cuda", "nccl") if k in fp},
             "busbw_gbps": {format_size(s).replace(" ", "").replace("iB", "")
                            .replace("B", ""): v for s, v in sizes.items()},
         }
-        text = yamledit.set_block(text, ("nccl", "baseline"), nccl_block, str(path))
+        where = ("nccl", "baseline") if own is None or _same_shape(own, key) else \
+            ("nccl", "baselines", shape_label(key))
+        if own is None:
+            own = key
+        text = yamledit.set_block(text, where, block, str(path))
     top = {"measured_on": today, "stetho_version": __version__,
            "source": f"{source} ({m.nodes} nodes)", "on_stale": profile.baseline.on_stale,
            "fingerprint": fp, "measured": m.measured}
@@ -136,11 +173,14 @@ def compare(profile: Profile, m: Measurement | None) -> list[Row]:
     from stetho.parsers.nccl_tests import format_size
 
     rows = []
-    base = profile.nccl.baseline
-    for size, want in sorted((base.busbw_gbps if base else {}).items()):
-        got = m.busbw.get(size) if m else None
-        rows.append(_num_row("busbw", f"allreduce@{format_size(size)}", want, got,
-                             higher_is_better=True, tolerance=profile.nccl.tolerance_pct))
+    for base in profile.nccl.baselines:
+        label = "allreduce" if base is profile.nccl.baseline else shape_label(base.shape)
+        got_sizes = (m.shapes.get(_run_key(base.shape, m)) or {}) if m and m.shapes else \
+            (m.busbw if m and base is profile.nccl.baseline else {})
+        for size, want in sorted(base.busbw_gbps.items()):
+            got = got_sizes.get(size)
+            rows.append(_num_row("busbw", f"{label}@{format_size(size)}", want, got,
+                                 higher_is_better=True, tolerance=profile.nccl.tolerance_pct))
     for name, want in sorted(profile.baseline.measured.items()):
         got = m.measured.get(name) if m else None
         rows.append(_num_row("measured", name, want, got, higher_is_better=None, tolerance=5))
@@ -152,6 +192,11 @@ def compare(profile: Profile, m: Measurement | None) -> list[Row]:
                   else "differs") if m else "same"
         rows.append(Row("fingerprint", comp, want_s, got_s, None, status))
     return rows
+
+
+def _run_key(baseline: BaselineShape, m: Measurement) -> BaselineShape:
+    """The measured shape a baseline compares with (its own, when it was measured)."""
+    return next((k for k in m.shapes if _same_shape(baseline, k)), baseline)
 
 
 def _num_row(kind: str, name: str, want: float, got: float | None, *,

@@ -135,6 +135,16 @@ class Gpu:
 
 
 @dataclass(frozen=True)
+class UnreadableGpu:
+    """A GPU section with a value the parser cannot read: left out of `SmiReport.gpus` so the
+    other GPUs are still judged, and named here so this one is an error, never forgotten."""
+
+    index: int
+    pci_bus_id: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
 class SmiReport:
     """A whole `nvidia-smi -q` report. `attached_gpus` can exceed len(gpus) (`-i`, excerpts)."""
 
@@ -143,6 +153,7 @@ class SmiReport:
     cuda_version: str | None
     attached_gpus: int
     gpus: tuple[Gpu, ...]
+    unreadable: tuple[UnreadableGpu, ...] = ()
 
 
 # ---- value helpers shared by the two parsers -------------------------------------------------

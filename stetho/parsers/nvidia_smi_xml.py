@@ -14,7 +14,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from stetho.parsers import ParseError
-from stetho.parsers._text import guarded, integer, quantity
+from stetho.parsers._text import UNEXPECTED, guarded, integer, quantity
 from stetho.parsers.gpu_model import (
     ClockEventCounters,
     ClockEventReasons,
@@ -22,6 +22,7 @@ from stetho.parsers.gpu_model import (
     Gpu,
     RemappedRows,
     SmiReport,
+    UnreadableGpu,
     bus_id,
     deprecated_fields,
     flag,
@@ -80,7 +81,18 @@ def _parse(data: str) -> SmiReport:
         raise ParseError(TOOL, f"root element is <{root.tag}>, not <nvidia_smi_log>")
     # Only newer drivers print the deprecation sentence: skip looking for it everywhere else.
     deprecations = "deprecated" in data
-    gpus = tuple(_gpu(i, el, deprecations) for i, el in enumerate(root.findall("gpu")))
+    found: list[Gpu] = []
+    unreadable: list[UnreadableGpu] = []
+    for i, el in enumerate(root.findall("gpu")):  # one GPU's bad value is that GPU's error
+        try:
+            found.append(_gpu(i, el, deprecations))
+        except ParseError as exc:
+            unreadable.append(UnreadableGpu(i, el.get("id"), exc.reason))
+        except UNEXPECTED as exc:
+            unreadable.append(UnreadableGpu(i, el.get("id"), f"unexpected content: {exc}"))
+    if unreadable and not found:
+        raise ParseError(TOOL, unreadable[0].reason)
+    gpus = tuple(found)
     driver = string(_text(root, "driver_version"))
     if driver is None and not gpus:
         raise ParseError(TOOL, "no driver_version and no <gpu> element")
@@ -89,8 +101,8 @@ def _parse(data: str) -> SmiReport:
         timestamp=string(_text(root, "timestamp")),
         driver_version=driver,
         cuda_version=string(_text(root, "cuda_version")),
-        attached_gpus=len(gpus) if attached is None else attached,
-        gpus=gpus,
+        attached_gpus=len(gpus) + len(unreadable) if attached is None else attached,
+        gpus=gpus, unreadable=tuple(unreadable),
     )
 
 

@@ -58,6 +58,12 @@ class NodeDraft:
         self.truncate_xml = False
         self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
         self.nccl_transport = "ib"  # which recorded NCCL_DEBUG=INFO lines the run prints
+        self.hide_ib_sysfs = False  # a container: no /sys/class/infiniband, ibstat still works
+        self.ibstat_overrides: dict[str, dict[str, str]] = {}  # device -> ibstat field -> text
+        self.nccl_version_line: str | None = None  # an NCCL_DEBUG=INFO `NCCL version` line
+        self.tool_garbage: set[str] = set()  # per-device garbage outputs: "mlxlink:mlx5_3"
+        self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
+        self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.faults: list[str] = []
         self._healthy()
 
@@ -145,6 +151,10 @@ class NodeDraft:
         text = str(smi)
         report = nvidia_smi_text.parse(text)
         xml = smi_xml.render(report)
+        for g in self.unreadable_gpus:  # the g-th <gpu> section: a value no parser reads
+            start = [m.start() for m in re.finditer(r"<gpu id=", xml)][g]
+            xml = xml[:start] + xml[start:].replace("<current_ecc>Enabled</current_ecc>",
+                                                    "<current_ecc>En#bled</current_ecc>", 1)
         if self.truncate_xml:
             xml = xml[: len(xml) // 2]
         gpus = [(g.product_name or "?", g.uuid or "?") for g in report.gpus]
@@ -171,7 +181,7 @@ class NodeDraft:
             "nvlink-s.txt": status,
             "nvlink-e.txt": render.nvlink_errors(gpus),
             "dmesg.log": "\n".join(self.kernel_lines) + "\n",
-            "ibstat.txt": self.real(IBSTAT),
+            **self._ib_tools(),
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
             "all_reduce_perf.txt": nccl,
         }
@@ -180,16 +190,37 @@ class NodeDraft:
             files[f"mlxlink-{dev}.json"] = real_mlx.replace(
                 '"Raw Physical BER" : "5E-10"', f'"Raw Physical BER" : "{ber}"')
         files["mlxlink.json"] = real_mlx
+        for dev in sorted(t.split(":", 1)[1] for t in self.tool_garbage
+                          if t.startswith("mlxlink:")):
+            files[f"mlxlink-{dev}.json"] = '-W- unexpected reply\n{"result": [1, 2\n'
         for name, content in files.items():
             _write(data / name, content)
+        if self.hide_ib_sysfs:
+            import shutil
+
+            shutil.rmtree(self.sysroot / "sys/class/infiniband")
         _write(data / "garbage.bin", "")
         (data / "garbage.bin").write_bytes(random.Random(self.seed).randbytes(4096))
         self._shims()
         meta = {"name": self.name, "faults": self.faults, "built_by": "stetho sim build",
                 "gpus": remaining, "sources": {"nvidia-smi -q": H100_Q, "sysfs": IB_TREE,
-                                               "ibstat": IBSTAT, "lspci": LSPCI,
+                                               "ibstat": "rendered from sysfs", "lspci": LSPCI,
                                                "mlxlink": MLXLINK}}
         _write(self.root / "node.json", json.dumps(meta, indent=1) + "\n")
+
+    def _ib_tools(self) -> dict[str, str]:
+        """ibstat and perfquery -x/-E outputs rendered from the node's sysfs IB tree."""
+        from stetho.sim import ibtools
+
+        devices = ibtools.read_tree(self.sysroot)
+        files = {"ibstat.txt": ibtools.ibstat(devices, self.ibstat_overrides)}
+        for d in devices:
+            files[f"perfquery-x-{d.name}.txt"] = ibtools.perfquery_x(d)
+            files[f"perfquery-E-{d.name}.txt"] = ibtools.perfquery_e(
+                d, self.rcv_error_details.get(d.name))
+            if f"perfquery:{d.name}" in self.tool_garbage:
+                files[f"perfquery-x-{d.name}.txt"] = "# Port weird counters: Lid ?\n~~~\n"
+        return files
 
     def _nccl_info(self) -> list[str]:
         """Recorded NCCL_DEBUG=INFO lines naming the transport, re-hosted on this node."""
@@ -202,7 +233,8 @@ class NodeDraft:
             text = self.real(NCCL_IB_LOG)
             keep = ("NET/IB : Using", "Using network", "NET/Plugin", "P2P plugin")
         lines = [ln for ln in text.splitlines() if "NCCL INFO" in ln and any(k in ln for k in keep)]
-        return [re.sub(r"^[\w.-]+:", f"{self.name}:", ln, count=1) for ln in lines]
+        version = [self.nccl_version_line] if self.nccl_version_line else []
+        return version + [re.sub(r"^[\w.-]+:", f"{self.name}:", ln, count=1) for ln in lines]
 
     def _shims(self) -> None:
         cases = {
@@ -214,6 +246,7 @@ class NodeDraft:
             "lspci": [("*", "lspci.txt")],
             "all_reduce_perf": [("*", "all_reduce_perf.txt")],
             "mlxlink": [],
+            "perfquery": [],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -222,6 +255,11 @@ class NodeDraft:
                 body.append("exec sleep 86400")
             elif tool in self.garbage:
                 body.append('exec cat "$D/garbage.bin"')
+            elif tool == "perfquery":  # perfquery -x|-E -C <device> -P 1
+                body += ['case "$1" in', '  -x) exec cat "$D/perfquery-x-$3.txt" ;;',
+                         '  -E) exec cat "$D/perfquery-E-$3.txt" ;;',
+                         '  *) echo "simulated perfquery: unsupported arguments: $*" >&2; '
+                         'exit 2 ;;', 'esac']
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from stetho.errors import ConfigError
+from stetho.sim import faults_facts as ff
 from stetho.sim.draft import REASONS, NodeDraft
 
 
@@ -255,6 +256,36 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("hang", "a tool hangs until killed (default nvidia-smi)", hang, "tool"),
     Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", garbage, "tool"),
     Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", corrupt_xml),
+    Fault("appclocks-deprecated", "application clocks printed as deprecated (CUDA 13 drivers); "
+          "clocks locked at the target, or idle with `=unlocked`", ff.appclocks_deprecated,
+          "unlocked"),
+    Fault("wrong-model", "every GPU is another model (default NVIDIA A100-SXM4-80GB): a node on "
+          "the wrong profile", ff.wrong_model, "name"),
+    Fault("ecc-unknown", "a GPU's ECC mode, counters and remapped rows read N/A (default gpu2)",
+          ff.ecc_unknown, "gpuN"),
+    Fault("gpu-unreadable", "one GPU's nvidia-smi -q -x section carries a value no driver "
+          "prints (default gpu4)", ff.gpu_unreadable, "gpuN"),
+    Fault("disk-unreadable", "one disk's queue/rotational reads -EIO (default nvme5n1)",
+          ff.disk_unreadable, "device"),
+    Fault("throttle-unknown", "a GPU's clock event reasons read N/A (default gpu5)",
+          ff.throttle_unknown, "gpuN"),
+    Fault("psi-missing", "no /proc/pressure/memory (a kernel without PSI)", ff.psi_missing),
+    Fault("nccl-multinode", "the run is a healthy 2-node x 8 GPU all_reduce (recorded, 16 ranks)",
+          ff.nccl_multinode),
+    Fault("nccl-version", "the run reports NCCL VERSION (default 2.23.4) over the library's "
+          "2.21.5; `=none`: no version anywhere", ff.nccl_version, "VERSION|none"),
+    Fault("mlxlink-garbage", "one HCA's mlxlink output is unreadable (default mlx5_1)",
+          ff.mlxlink_garbage, "device"),
+    Fault("perfquery-garbage", "one HCA's perfquery -x output is unreadable (default mlx5_4)",
+          ff.perfquery_garbage, "device"),
+    Fault("no-ib-sysfs", "no /sys/class/infiniband (a container): ibstat and perfquery only",
+          ff.no_ib_sysfs),
+    Fault("roce", "every ConnectX-7 port runs Ethernet (RoCE) under the InfiniBand profile",
+          ff.roce),
+    Fault("ibstat-disagrees", "ibstat says a port is Down/Polling, sysfs says Active (default "
+          "mlx5_5)", ff.ibstat_disagrees, "device"),
+    Fault("rcv-errors", "512 PortRcvErrors, perfquery -E names them malformed packets (default "
+          "mlx5_6)", ff.rcv_errors, "device"),
 )}
 
 

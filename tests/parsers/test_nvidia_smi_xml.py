@@ -328,3 +328,15 @@ def test_mutated_real_output_raises_only_parse_error(path: Path) -> None:
 
     assert mutation_outcomes(parse, _read(path), "nvidia-smi -q -x", rounds=60) == {
         "parsed", "error"}
+
+
+def test_one_unreadable_gpu_section_leaves_the_others() -> None:
+    """Per-device isolation (issue 11): a bad value in one <gpu> section makes that GPU
+    unreadable, named with its reason; the other GPUs still parse."""
+    path = REAL / "01-nvidia-smi-xml" / "dual-rtx-a5000-drv590-v13-appclocks-deprecated-2gpus.xml"
+    text = _read(path)
+    second = text.index("<gpu id=", text.index("<gpu id=") + 1)
+    bad = text[:second] + text[second:].replace("<current_ecc>", "<current_ecc>Maybe", 1)
+    report = parse(bad)
+    assert [g.index for g in report.gpus] == [0] and report.attached_gpus == 2
+    assert report.unreadable[0].index == 1 and "yes/no" in report.unreadable[0].reason

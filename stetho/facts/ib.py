@@ -1,0 +1,135 @@
+"""InfiniBand facts: where a node's HCAs, ports and counters come from, and whether the sources
+agree.
+
+/sys/class/infiniband is the source of port state, rate, link layer, firmware and counters.
+Where the tree is absent (a container, an older kernel) ibstat gives the ports and firmware and
+each HCA's perfquery its counters, so such a node is judged instead of erroring. Where both
+exist, ibstat is a cross-check: a disagreement warns. Each per-device output (perfquery,
+mlxlink) is parsed on its own, so one bad output errors that device only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from stetho.facts.base import Unavailable
+
+if TYPE_CHECKING:
+    from stetho.facts.base import Facts as NodeFacts
+    from stetho.parsers.ib_common import IbDevice, IbPort
+    from stetho.parsers.ibstat import IbstatReport
+    from stetho.parsers.mlxlink import MlxlinkReport
+    from stetho.parsers.perfquery import PerfqueryPort
+
+
+def load_devices(f: NodeFacts) -> tuple[IbDevice, ...]:
+    from stetho.parsers import ib_sysfs
+
+    try:
+        files = f.files("ib_sysfs")
+    except Unavailable as u:
+        if u.status != "skip":
+            raise
+        from_ibstat = _from_ibstat(f)
+        if from_ibstat:
+            return from_ibstat
+        if f.expected.ib_ports:
+            raise Unavailable("error", f"{u.reason}, but profile {f.expected.profile} expects "
+                              f"{f.expected.ib_ports} InfiniBand ports", "ib_sysfs") from None
+        raise
+    devices = ib_sysfs.parse(files)
+    if not devices:
+        raise Unavailable("skip", "no InfiniBand/RDMA devices on this node", "ib_sysfs")
+    return devices
+
+
+def _from_ibstat(f: NodeFacts) -> tuple[IbDevice, ...]:
+    """ibstat's CAs, each port's counters from that HCA's perfquery where it parsed (a port
+    whose perfquery did not is left without counters: ib_counters names why)."""
+    try:
+        report = f.ibstat()
+    except Unavailable as u:
+        if u.status == "skip":
+            return ()
+        raise
+    out = []
+    for d in report.devices:
+        ports: list[IbPort] = []
+        for port in d.ports:
+            try:
+                pq = f.perfquery(d.name)
+            except Unavailable:
+                pq = None
+            if pq is not None and port.port == pq.port:
+                port = replace(port, counters=dict(pq.counters),
+                               data_words=dict(pq.data_words), packets=dict(pq.packets))
+            ports.append(port)
+        out.append(replace(d, ports=tuple(ports)))
+    return tuple(out)
+
+
+def load_ibstat(f: NodeFacts) -> IbstatReport:
+    from stetho.parsers import ibstat
+
+    rec = f.record("ibstat")
+    if rec.status == "failed" and rec.stdout.strip():
+        return ibstat.parse(rec.stdout + "\n" + rec.stderr)  # ibpanic is printed on stderr
+    return ibstat.parse(f.text("ibstat"))
+
+
+def disagreements(f: NodeFacts) -> dict[str, list[str]]:
+    """Per port id, where ibstat and sysfs disagree (state, physical state, rate, link layer,
+    firmware); {} when only one of them exists. Either may be the wrong one: a disagreement
+    warns, it does not pick a side."""
+    devices = f.ib_devices()
+    if not devices or devices[0].source != "sysfs":
+        return {}
+    try:
+        report = f.ibstat()
+    except Unavailable:
+        return {}
+    theirs = {d.name: d for d in report.devices}
+    out: dict[str, list[str]] = {}
+    for d in devices:
+        other = theirs.get(d.name)
+        for p in d.ports:
+            diffs = out.setdefault(p.id, [])
+            q = None if other is None else next((x for x in other.ports if x.port == p.port),
+                                                None)
+            if other is None or q is None:
+                diffs.append(f"ibstat does not list {p.id}")
+                continue
+            for what, mine, seen in (("state", p.state, q.state),
+                                     ("physical state", p.phys_state, q.phys_state),
+                                     ("rate", p.rate_gbps, q.rate_gbps),
+                                     ("link layer", p.link_layer, q.link_layer),
+                                     ("firmware", d.fw_ver, other.fw_ver)):
+                if mine is not None and seen is not None and mine != seen:
+                    diffs.append(f"{what} {mine:g} in sysfs, {seen:g} in ibstat"
+                                 if isinstance(mine, float) and isinstance(seen, float)
+                                 else f"{what} {mine} in sysfs, {seen} in ibstat")
+    return {k: v for k, v in out.items() if v}
+
+
+def load_perfquery(f: NodeFacts, probe: str, device: str) -> PerfqueryPort:
+    from stetho.parsers import perfquery
+
+    name = f"{probe}:{device}"
+    if f.bundle.probe(name) is None:
+        f.text(probe)  # raises why it did not run (the tool is missing: skip), or that the
+        raise Unavailable("skip", f"{probe} was not run on {device}", name)  # probe is absent
+    blocks = perfquery.parse(f.text(name))
+    if not blocks:
+        raise Unavailable("error", f"{name}: perfquery printed no counter block", name)
+    return blocks[0]
+
+
+def load_mlxlink(f: NodeFacts, device: str) -> MlxlinkReport:
+    from stetho.parsers import mlxlink
+
+    name = f"mlxlink:{device}"
+    if f.bundle.probe(name) is None:
+        f.text("mlxlink")  # raises: MFT is missing (skip), why it did not run, or not collected
+        raise Unavailable("error", f"mlxlink gave no report for {device}", name)
+    return mlxlink.parse(f.text(name), device=device, port=1)

@@ -1,0 +1,138 @@
+"""Faults of how a node's tools report, rather than of its hardware (issue 11): a driver that
+deprecates application clocks, fields nvidia-smi prints as N/A, a node on the wrong profile, a
+RoCE node, a container without the sysfs IB tree, one HCA's unreadable tool output, a run of
+another shape or on another NCCL. Each edits the copies of the real recorded outputs, as the
+faults in stetho.sim.faults do; that module lists them."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from stetho.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stetho.sim.draft import NodeDraft
+
+_NA = "N/A"
+_ECC_FIELDS = (("ECC Mode", "Current"), ("ECC Mode", "Pending"),
+               *(("ECC Errors", group, name) for group in ("Volatile", "Aggregate")
+                  for name in ("SRAM Correctable", "SRAM Uncorrectable Parity",
+                               "SRAM Uncorrectable SEC-DED", "DRAM Correctable",
+                               "DRAM Uncorrectable")),
+               ("Remapped Rows", "Correctable Error"), ("Remapped Rows", "Uncorrectable Error"),
+               ("Remapped Rows", "Pending"), ("Remapped Rows", "Remapping Failure Occurred"))
+_REASON_FIELDS = (("Idle",), ("Applications Clocks Setting",), ("SW Power Cap",),
+                  ("HW Slowdown",), ("HW Slowdown", "HW Thermal Slowdown"),
+                  ("HW Slowdown", "HW Power Brake Slowdown"), ("Sync Boost",),
+                  ("SW Thermal Slowdown",), ("Display Clock Setting",))
+
+
+def _gpu(arg: str | None, default: int, d: NodeDraft) -> int:
+    m = re.fullmatch(r"(?:gpu)?(\d+)", arg or str(default))
+    if not m or int(m.group(1)) >= d.gpu_count:
+        raise ConfigError(f"fault argument {arg!r}: expected gpu0..gpu{d.gpu_count - 1}")
+    return int(m.group(1))
+
+
+def _device(arg: str | None, default: str, d: NodeDraft) -> str:
+    dev = arg or default
+    if not (d.sysroot / "sys/class/infiniband" / dev).is_dir():
+        raise ConfigError(f"fault argument {dev!r}: the simulated node has no RDMA device {dev}")
+    return dev
+
+
+def appclocks_deprecated(d: NodeDraft, arg: str | None) -> None:
+    """Application clocks printed as deprecated (the sentence of the recorded 590/595
+    outputs); locked clocks show as current clocks at the target. `=unlocked`: never locked,
+    the idle GPUs sit at idle clocks."""
+    sentence = "Requested functionality has been deprecated"
+    sm, mem = ("345 MHz", "405 MHz") if arg == "unlocked" else ("1980 MHz", "2619 MHz")
+    for g in range(d.gpu_count):
+        for section in ("Applications Clocks", "Default Applications Clocks"):
+            for name in ("Graphics", "Memory"):
+                d.smi.set(g, (section, name), sentence)
+        for name, value in (("Graphics", sm), ("SM", sm), ("Memory", mem)):
+            d.smi.set(g, ("Clocks", name), value)
+        if arg == "unlocked":
+            d.smi.set(g, ("Clocks Event Reasons", "Idle"), "Active")
+
+
+def wrong_model(d: NodeDraft, arg: str | None) -> None:
+    for g in range(d.gpu_count):
+        d.smi.set(g, ("Product Name",), arg or "NVIDIA A100-SXM4-80GB")
+
+
+def ecc_unknown(d: NodeDraft, arg: str | None) -> None:
+    g = _gpu(arg, 2, d)
+    for path in _ECC_FIELDS:
+        d.smi.set(g, path, _NA)
+
+
+def throttle_unknown(d: NodeDraft, arg: str | None) -> None:
+    g = _gpu(arg, 5, d)
+    for path in _REASON_FIELDS:
+        d.smi.set(g, ("Clocks Event Reasons", *path), _NA)
+
+
+def psi_missing(d: NodeDraft, arg: str | None) -> None:
+    (d.sysroot / "proc/pressure/memory").unlink()
+
+
+def nccl_multinode(d: NodeDraft, arg: str | None) -> None:
+    """A healthy 2-node x 8 GPU all_reduce (the recorded OKE run, 16 ranks)."""
+    d.nccl_output = d.real("03-nccl/allreduce-2node-16xA100-40GB-roce-oke.txt")
+
+
+def nccl_version(d: NodeDraft, arg: str | None) -> None:
+    """The run reports NCCL VERSION (default 2.23.4) while /usr/lib holds 2.21.5: the job
+    loaded another libnccl. `=none`: no version anywhere (no library file, no version line)."""
+    if arg == "none":
+        for lib in (d.sysroot / "usr/lib/x86_64-linux-gnu").glob("libnccl.so*"):
+            lib.unlink()
+        return
+    d.nccl_version_line = f"{d.name}:4100:4100 [0] NCCL INFO NCCL version {arg or '2.23.4'}" \
+        "+cuda12.2"
+
+
+def mlxlink_garbage(d: NodeDraft, arg: str | None) -> None:
+    d.tool_garbage.add(f"mlxlink:{_device(arg, 'mlx5_1', d)}")
+
+
+def perfquery_garbage(d: NodeDraft, arg: str | None) -> None:
+    d.tool_garbage.add(f"perfquery:{_device(arg, 'mlx5_4', d)}")
+
+
+def no_ib_sysfs(d: NodeDraft, arg: str | None) -> None:
+    d.hide_ib_sysfs = True
+
+
+def roce(d: NodeDraft, arg: str | None) -> None:
+    """Every ConnectX-7 port runs Ethernet (RoCE): a RoCE node under an InfiniBand profile."""
+    for layer in (d.sysroot / "sys/class/infiniband").glob("mlx5_[0-9]*/ports/*/link_layer"):
+        layer.write_text("Ethernet\n")
+
+
+def ibstat_disagrees(d: NodeDraft, arg: str | None) -> None:
+    d.ibstat_overrides[_device(arg, "mlx5_5", d)] = {"State": "Down",
+                                                     "Physical state": "Polling"}
+
+
+def rcv_errors(d: NodeDraft, arg: str | None) -> None:
+    """Malformed packets received: PortRcvErrors in sysfs, the cause in perfquery -E."""
+    dev = _device(arg, "mlx5_6", d)
+    (d.sysroot / f"sys/class/infiniband/{dev}/ports/1/counters/port_rcv_errors").write_text(
+        "512\n")
+    d.rcv_error_details[dev] = {"PortMalformedPktErrors": 512}
+
+
+def gpu_unreadable(d: NodeDraft, arg: str | None) -> None:
+    d.unreadable_gpus.add(_gpu(arg, 4, d))
+
+
+def disk_unreadable(d: NodeDraft, arg: str | None) -> None:
+    """One disk's queue/rotational reads something other than 0 or 1."""
+    path = d.sysroot / f"sys/block/{arg or 'nvme5n1'}/queue/rotational"
+    if not path.exists():
+        raise ConfigError(f"fault argument {arg!r}: the simulated node has no such disk")
+    path.write_text("-EIO\n")
