@@ -23,6 +23,8 @@ def bench() -> None:
 @click.option("--suite", type=click.Choice(SUITES), default="quick", show_default=True,
               help="quick: seconds, safe beside a job; nightly: minutes, idle nodes only; "
               "acceptance: everything.")
+@click.option("-b", "--benchmark", "only", multiple=True,
+              help="Only this benchmark of the suite (repeatable).")
 @click.option("--local", is_flag=True, help="On this node (the default).")
 @click.option("--sim", type=click.Path(), help="On a simulated node folder (`stetho sim build`).")
 @click.option("--node", help="Node name (default: the hostname, or the simulated node's name); "
@@ -43,7 +45,7 @@ def bench() -> None:
 @db_option
 @click.option("--history/--no-history", "use_history", default=True,
               help="Record the results in the history database [default: on].")
-def bench_run(suite: str, local: bool, sim: str | None, node: str | None,
+def bench_run(suite: str, only: tuple[str, ...], local: bool, sim: str | None, node: str | None,
               profile_name: str | None, peer: str | None, runtime_s: float | None,
               junit: str | None, json_out: str | None, evidence_out: str | None, quiet: bool,
               db: str | None, use_history: bool) -> None:
@@ -62,7 +64,8 @@ def bench_run(suite: str, local: bool, sim: str | None, node: str | None,
         if not quiet:
             click.echo(f"bench: {line}", err=True)
 
-    request = BenchRequest(suite=suite, peer=peer, runtime_s=runtime_s, progress=progress)
+    request = BenchRequest(suite=suite, peer=peer, runtime_s=runtime_s, progress=progress,
+                           only=only)
     bundle = collect.collect_local(profile=profile_name, sim=sim, node=node, bench=request)
     if evidence_out:
         bundle.save(Path(evidence_out))
@@ -74,7 +77,7 @@ def bench_run(suite: str, local: bool, sim: str | None, node: str | None,
 
         results += recording.after_run("bench", new_run_id(), results, run.summaries, cfg.db,
                                        command=" ".join(sys.argv[1:]))
-    sys.exit(emit(results, junit, json_out, show_all=True, problems=False, quiet=quiet))
+    sys.exit(emit(results, junit, json_out, show_all=False, problems=False, quiet=quiet))
 
 
 @bench.command("list")

@@ -55,14 +55,22 @@ class BenchRequest:
     peer: str | None = None
     runtime_s: float | None = None
     progress: Callable[[str], None] | None = None
+    only: tuple[str, ...] = ()  # just these benchmarks of the suite (names)
 
 
-def suite(name: str) -> tuple[Benchmark, ...]:
-    """The suite's benchmarks: shipped ones plus the configured folders (STETHO_BENCHMARKS)."""
+def suite(name: str, only: tuple[str, ...] = ()) -> tuple[Benchmark, ...]:
+    """The suite's benchmarks: shipped ones plus the configured folders (STETHO_BENCHMARKS);
+    `only` narrows it to some of them by name (an unknown name is a ConfigError)."""
     from stetho import config
     from stetho.benchmarks import spec
+    from stetho.errors import ConfigError
 
-    return spec.select(spec.load_all(config.active().benchmarks).values(), name)
+    chosen = spec.select(spec.load_all(config.active().benchmarks).values(), name)
+    unknown = sorted(set(only) - {b.name for b in chosen})
+    if unknown:
+        raise ConfigError(f"not in the {name} suite: {', '.join(unknown)} (in it: "
+                          f"{', '.join(b.name for b in chosen)})")
+    return tuple(b for b in chosen if not only or b.name in only)
 
 
 @dataclass(frozen=True)

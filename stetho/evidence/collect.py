@@ -32,7 +32,7 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
     from stetho.evidence import bench_run, busy
 
     probes = probes_for(profile)
-    benchmarks = bench_run.suite(bench.suite) if bench else ()
+    benchmarks = bench_run.suite(bench.suite, bench.only) if bench else ()
     records: dict[str, ProbeRecord] = {}
     if any(p.invasive for p in probes) or any("idle" in b.needs for b in benchmarks):
         state, records[busy.PROBE] = busy.detect(node, env)

@@ -15,6 +15,7 @@ from pathlib import Path
 from stetho.benchmarks import spec
 from stetho.benchmarks.measure import Measured, summarize
 from stetho.evidence.bundle import ProbeRecord
+from stetho.facts.metrics import Metric
 from stetho.facts.node import NodeFacts
 
 PLAN = "bench:"
@@ -50,6 +51,19 @@ def tool_versions(facts: NodeFacts) -> dict[str, str]:
     for name, rec in facts.bundle.probes.items():
         if name.startswith(VERSION) and rec.status == "ok" and rec.stdout.strip():
             out[f"tool.{name[len(VERSION):]}"] = rec.stdout.strip().splitlines()[0][:80]
+    return out
+
+
+def metrics(facts: NodeFacts) -> list[Metric]:
+    """Each measured benchmark metric (its median), for history and drift like any other."""
+    out = []
+    for run in runs(facts):
+        if run.measured is None or run.definition is None:
+            continue
+        for m in run.definition.metrics:
+            stat = run.measured.stats.get(m.name)
+            if stat is not None:
+                out.append(Metric("bench_metric", run.key, m.name, stat.median, m.unit))
     return out
 
 
