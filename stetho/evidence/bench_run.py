@@ -11,7 +11,8 @@ Records, all raw (the facts stage parses them, so replays re-measure with newer 
                           shape (argv without the per-run values), repeats, devices, suite
   bench:<name>[:dev]#<i>  repeat i (1-based) of the command, on device dev for per: hca/gpu
   bench-version:<tool>    the tool's `--version`, for the baseline's fingerprint
-A `server` runs on this node for a loopback peer and is stopped after each repeat.
+A `server` runs on this node for a loopback peer and is stopped after each repeat; `{tmpdir}`
+is one fresh folder per benchmark (and device), shared by its repeats, removed after them.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def suite(name: str, only: tuple[str, ...] = ()) -> tuple[Benchmark, ...]:
     from stetho.benchmarks import spec
     from stetho.errors import ConfigError
 
-    chosen = spec.select(spec.load_all(config.active().benchmarks).values(), name)
+    chosen = spec.select(spec.load_all_cached(tuple(config.active().benchmarks)).values(), name)
     unknown = sorted(set(only) - {b.name for b in chosen})
     if unknown:
         raise ConfigError(f"not in the {name} suite: {', '.join(unknown)} (in it: "
@@ -119,12 +120,19 @@ def run_benchmark(bench: Benchmark, ctx: BenchContext,
     out = {name: ProbeRecord(name, "command", "ok", argv=shape_argv,
                              stdout=json.dumps(plan))}
     for device in devices:
-        for i in range(1, bench.repeats + 1):
-            label = f"{PLAN}{bench.name}{':' + device if device else ''}#{i}"
-            if ctx.progress:
-                ctx.progress(f"{bench.name}{' ' + device if device else ''} run {i}/"
-                             f"{bench.repeats}")
-            out[label] = _one_run(bench, label, {**values, "device": device}, env)
+        # One {tmpdir} for all repeats: fio lays its file out once, and the repeats measure
+        # the same file (the first is not the only one paying for the layout).
+        tmp = Path(tempfile.mkdtemp(prefix="stetho-bench-"))
+        try:
+            for i in range(1, bench.repeats + 1):
+                label = f"{PLAN}{bench.name}{':' + device if device else ''}#{i}"
+                if ctx.progress:
+                    ctx.progress(f"{bench.name}{' ' + device if device else ''} run {i}/"
+                                 f"{bench.repeats}")
+                out[label] = _one_run(bench, label, {**values, "device": device,
+                                                     "tmpdir": str(tmp)}, env)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -164,10 +172,9 @@ def _cannot_run(bench: Benchmark, ctx: BenchContext, env: Environment) -> str | 
 
 def _one_run(bench: Benchmark, label: str, values: dict[str, object],
              env: Environment) -> ProbeRecord:
-    tmp = Path(tempfile.mkdtemp(prefix="stetho-bench-"))
     server: subprocess.Popen[bytes] | None = None
     try:
-        run_values = {**values, "tmpdir": str(tmp), "port": _free_port()}
+        run_values = {**values, "port": _free_port()}
         server_argv = bench.server_argv(run_values)
         if server_argv is not None:
             server, why = _start_server(server_argv, int(str(run_values["port"])), env)
@@ -177,7 +184,6 @@ def _one_run(bench: Benchmark, label: str, values: dict[str, object],
     finally:
         if server is not None:
             _stop(server)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _free_port() -> int:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
 from stetho.benchmarks import spec
 from stetho.benchmarks.measure import Measured, summarize
@@ -67,15 +65,10 @@ def metrics(facts: NodeFacts) -> list[Metric]:
     return out
 
 
-@cache
-def _definitions(dirs: tuple[Path, ...]) -> dict[str, spec.Benchmark]:
-    return spec.load_all(dirs)
-
-
 def definitions() -> dict[str, spec.Benchmark]:
     from stetho import config
 
-    return _definitions(tuple(config.active().benchmarks))
+    return spec.load_all_cached(tuple(config.active().benchmarks))
 
 
 def _runs(facts: NodeFacts) -> tuple[BenchRun, ...]:
