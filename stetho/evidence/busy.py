@@ -107,6 +107,8 @@ def interpret(rec: ProbeRecord) -> Busy:
         if err and err[-1] not in why:
             why += f": {err[-1][:200]}"
         return Busy("unknown", method, (), f"{' '.join(rec.argv[:1])} {why}".strip())
+    if rec.binary:
+        return Busy("unknown", method, (), f"{rec.argv[0]} printed binary data, not a job list")
     lines = [ln.strip() for ln in rec.stdout.splitlines() if ln.strip()]
     if method == "gpu":
         lines = [ln for ln in lines if not ln.lower().startswith("no running")]
