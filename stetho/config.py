@@ -51,6 +51,7 @@ class Config:
     gates: tuple[Path, ...] = ()  # STETHO_GATES
     rules: tuple[Path, ...] = ()  # STETHO_RULES
     checks: tuple[Path, ...] = ()  # STETHO_CHECKS
+    benchmarks: tuple[Path, ...] = ()  # STETHO_BENCHMARKS
     #: The knowledge-base repository (`kb_repo`, STETHO_KB_REPO).
     kb_repo: str | None = None
     #: Repeat offenders (`repeat_limit`, STETHO_REPEAT_LIMIT): "COUNT/DAYS", e.g. "3/30": that
@@ -73,6 +74,10 @@ class Config:
     #: Largest evidence bundle a replay reads, MiB (`max_bundle_mb`, STETHO_MAX_BUNDLE_MB): a
     #: bigger file is that node's error, never a process out of memory.
     max_bundle_mb: float = 64.0
+    #: How a node tells it runs a job, before anything invasive (`busy_probe`,
+    #: STETHO_BUSY_PROBE): auto (Slurm's squeue, else GPU compute processes), slurm, gpu,
+    #: none (the node is declared dedicated), or a command whose output lines are the jobs.
+    busy_probe: str = "auto"
     #: Root that node file reads happen under (`sysroot`, STETHO_SYSROOT): a simulated node.
     sysroot: str = "/"
     #: Where probes find their tools (PATH).
@@ -99,7 +104,7 @@ ENVIRONMENT = {
     "STETHO_PROFILE": "profile", "STETHO_DB": "db", "STETHO_CACHE": "cache",
     "STETHO_SPOOL": "spool", "STETHO_VENVS": "venvs", "STETHO_NOTIFY_STATE": "notify_state",
     "STETHO_BASELINES": "baselines", "STETHO_GATES": "gates", "STETHO_RULES": "rules",
-    "STETHO_CHECKS": "checks", "STETHO_KB_REPO": "kb_repo",
+    "STETHO_CHECKS": "checks", "STETHO_BENCHMARKS": "benchmarks", "STETHO_KB_REPO": "kb_repo",
     "STETHO_REPEAT_LIMIT": "repeat_limit",
     "STETHO_OVERRIDE_REPO": "override_repo", "STETHO_SIGNING_KEY": "signing_key",
     "STETHO_WEBHOOK_URL": "webhook_url",
@@ -107,11 +112,11 @@ ENVIRONMENT = {
     "STETHO_HEALTH_TIMEOUT": "health_timeout",
     "STETHO_MAX_BUNDLE_MB": "max_bundle_mb",
     "STETHO_SYSROOT": "sysroot", "PATH": "path", "STETHO_DEBUG": "debug",
-    "STETHO_USER": "user",
+    "STETHO_USER": "user", "STETHO_BUSY_PROBE": "busy_probe",
 }
 _FIELDS = {f.name for f in fields(Config)} - {"files"}
 _PATHS = {"db", "cache", "spool", "venvs", "notify_state", "signing_key"}
-_PATH_LISTS = {"baselines", "gates", "rules", "checks"}
+_PATH_LISTS = {"baselines", "gates", "rules", "checks", "benchmarks"}
 
 
 def load(env: Mapping[str, str] | None = None, files: list[Path] | None = None) -> Config:
@@ -201,6 +206,8 @@ def _convert(name: str, value: object, base: Path, source: str | None = None) ->
         return fmt
     if not isinstance(value, str):
         raise ConfigError(f"{where}: expected text, got {value!r}")
+    if name == "busy_probe" and not value.strip():
+        raise ConfigError(f"{where}: empty; use auto, slurm, gpu, none or a command")
     return value.strip() if name != "path" else value
 
 

@@ -219,6 +219,33 @@ class BaselineSpec:
 
 
 @dataclass(frozen=True)
+class BenchBaseline:
+    """One benchmark metric's healthy value (`stetho bench baseline` writes it): the median of
+    the nodes' medians, on the run shape and versions it was measured with."""
+
+    value: float
+    unit: str
+    shape: str
+    cv_pct: float = 0.0
+    nodes: int = 0
+    fingerprint: dict[str, str] = field(default_factory=dict)
+    measured_on: str = ""
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """How `bench_*` checks judge a metric: its baseline (key `<bench>[:<device>].<metric>`)
+    and the tolerance in percent (per `<bench>.<metric>`, else `tolerance_pct`)."""
+
+    tolerance_pct: float = 10.0
+    tolerance: dict[str, float] = field(default_factory=dict)
+    baseline: dict[str, BenchBaseline] = field(default_factory=dict)
+
+    def tolerance_for(self, bench: str, metric: str) -> float:
+        return self.tolerance.get(f"{bench}.{metric}", self.tolerance_pct)
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -231,6 +258,7 @@ class Profile:
     drift: DriftSpec = field(default_factory=DriftSpec)
     baseline: BaselineSpec = field(default_factory=BaselineSpec)
     fleet: FleetSpec = field(default_factory=FleetSpec)
+    bench: BenchSpec = field(default_factory=BenchSpec)
 
     def reference_fingerprint(self) -> dict[str, str]:
         """What the baseline was measured on: the recorded fingerprint, else the versions the
@@ -285,7 +313,7 @@ def _chain(path: Path, seen: tuple[Path, ...]) -> list[yamlconf.Doc]:
     return _chain(parent_path, seen + (path.resolve(),)) + [doc]
 
 
-_SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "baseline", "fleet")
+_SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "baseline", "fleet", "bench")
 _TOP = {"profile", "extends", "description", *_SECTIONS}
 
 
@@ -306,6 +334,7 @@ def _build(docs: list[yamlconf.Doc]) -> Profile:
         drift=_drift(top.section("drift")),
         baseline=_baseline(top.section("baseline")),
         fleet=_fleet(top.section("fleet")),
+        bench=_bench(top.section("bench")),
     )
 
 
@@ -404,6 +433,30 @@ def _baseline(s: yamlconf.Section) -> BaselineSpec:
         source=str(s.get("source", str, "")), on_stale=str(value))
     s.check_unknown({"on_stale", "fingerprint", "measured", "source", "measured_on",
                      "stetho_version", "nodes"})
+    return spec
+
+
+def _bench(s: yamlconf.Section) -> BenchSpec:
+    tol = s.section("tolerance")
+    base = s.section("baseline")
+    out: dict[str, BenchBaseline] = {}
+    for key in base.data:
+        b = base.section(str(key))
+        fp = b.section("fingerprint")
+        b.check_unknown({"value", "unit", "shape", "cv_pct", "nodes", "fingerprint",
+                         "measured_on", "min", "max", "stetho_version", "source"})
+        out[str(key)] = BenchBaseline(
+            value=b.require("value", float), unit=b.require("unit", str),
+            shape=b.require("shape", str), cv_pct=b.get("cv_pct", float, 0.0),
+            nodes=b.get("nodes", int, 0), measured_on=str(b.get("measured_on", object, "")),
+            fingerprint={str(k): str(fp.get(k, (str, int, float))) for k in fp.data})
+    spec = BenchSpec(tolerance_pct=s.get("tolerance_pct", float, 10.0),
+                     tolerance={str(k): tol.get(k, float) for k in tol.data}, baseline=out)
+    for sec, key, v in [(s, "tolerance_pct", spec.tolerance_pct),
+                        *((tol, k, v) for k, v in spec.tolerance.items())]:
+        if not 0 <= v < 100:
+            sec.fail(f"{key} must be a percentage from 0 to 100, got {v}", key)
+    s.check_unknown({"tolerance_pct", "tolerance", "baseline"})
     return spec
 
 

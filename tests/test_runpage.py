@@ -63,10 +63,12 @@ def test_grid_puts_failing_nodes_first_and_colours_cells(results):
 def test_busbw_chart_against_baseline(results):
     busbw = runpage.busbw_from(results)
     assert busbw is not None and busbw.label == "allreduce@8GiB"
-    assert set(busbw.values) == {"node01", "node02", "node03"} and busbw.baseline == 479.0
+    # node03's nvidia-smi prints garbage: whether a job holds its GPUs cannot be told, so its
+    # live nccl-tests (invasive) did not run and it has no bar (stetho.evidence.busy).
+    assert set(busbw.values) == {"node01", "node02"} and busbw.baseline == 479.0
     page = Page(runpage.render(results, title="t", busbw=busbw))
     bars = {r["data-node"]: r for r in page.find("rect")}
-    assert set(bars) == {"node01", "node02", "node03"}
+    assert set(bars) == {"node01", "node02"}
     assert bars["node02"]["fill"] == runpage.COLOURS["fail"]   # 19% under baseline
     assert bars["node01"]["fill"] == runpage.COLOURS["pass"]
     assert page.find("line", id="baseline")

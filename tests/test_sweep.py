@@ -315,3 +315,49 @@ def test_the_node_install_runs_gate_local_over_ssh(full_sweep, cluster, sshd, no
     assert (root / "etc" / node / "gates" / "pre-job.yml").is_file()
     no_ansible = _ssh(sshd, shlex.join([str(venv / "bin" / "python"), "-c", "import ansible"]))
     assert no_ansible.returncode != 0 and "ModuleNotFoundError" in no_ansible.stderr
+
+
+def test_bench_sweep_runs_nothing_invasive_on_a_busy_node(sshd, tmp_path_factory):
+    """`sweep --bench quick` on two loopback hosts, one with a job's process on a GPU (a real
+    recorded compute process): its live nccl-tests is skipped as busy (never a pass), the
+    summary lists it, and both ran the quick benchmark (safe beside a job)."""
+    from stetho.sim.builder import build_node
+
+    root = tmp_path_factory.mktemp("benchsweep")
+    hosts = {}
+    for name, faults in (("bench01", []), ("bench02", ["gpu-job"])):
+        node = build_node(root / "sim" / name, name, faults)
+        hosts[name] = {
+            "ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(sshd.client_key),
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
+            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "stetho_venv": str(root / "venvs" / name), "stetho_python": "/usr/bin/python3",
+            "stetho_etc": str(root / "etc" / name)}
+    inventory = root / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    proc = _sweep(inventory, root / "runs", "--bench", "quick")
+    run_dir = sorted((root / "runs").glob("2*"))[-1]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["busy_nodes"] == {"bench02": "node busy (GPU process 100477 "
+                                                "/root/src/llama.cpp/build/bin/llama-server)"}, \
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 of 2 nodes busy" in proc.stdout
+    assert json.loads((run_dir / "meta.json").read_text())["timeout_s"] == 300 + 120
+    rows = {(r["node"], r["check"], r["subject"]): r for r in _results(run_dir)}
+    busy_nccl = rows[("bench02", "nccl_run", "")]
+    assert busy_nccl["status"] == "skip" and busy_nccl["message"].startswith("node busy")
+    assert rows[("bench01", "nccl_run", "")]["status"] == "pass"
+    for node in hosts:
+        dcgmi = rows[(node, "bench_metric", "dcgmi-diag-r1.failed_tests")]
+        assert dcgmi["status"] == "skip" and "no baseline" in dcgmi["message"]
+
+
+def test_bench_sweep_refuses_a_timeout_the_benchmarks_outlast(cluster):
+    root, inventory = cluster
+    proc = _sweep(inventory, root / "runs-short", "--bench", "nightly", "--timeout", "600",
+                  "--limit", "node01")
+    assert proc.returncode == 2, proc.stderr
+    assert "node01: per-host timeout 600 s is shorter than the nightly benchmarks" in proc.stderr
+    assert "gpu-burn 300 s" in proc.stderr

@@ -18,6 +18,7 @@ import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dc_field
+from functools import cache
 from pathlib import Path
 
 from stetho.benchmarks.fieldpath import (
@@ -38,7 +39,7 @@ PER = ("node", "hca", "gpu")
 NEEDS = ("gpu", "ib", "idle", "root", "peer")  # plus "tool:<executable>"
 UNITS = ("B/s", "bit/s", "s", "op/s", "flop/s", "count", "B", "ratio")
 PLACEHOLDERS = {
-    "tmpdir": "a fresh empty directory on the node, removed after the run",
+    "tmpdir": "a fresh empty directory on the node, shared by the repeats, removed after them",
     "runtime_s": "how long a timed benchmark runs, in seconds",
     "peer": "address of the other node (the server side of a client/server benchmark)",
     "port": "a free TCP port for the server side",
@@ -155,6 +156,13 @@ def load_all(extra_dirs: Iterable[Path] = (), include_shipped: bool = True
                                   f"in {out[bench.name].source}")
             out[bench.name] = bench
     return out
+
+
+@cache
+def load_all_cached(extra_dirs: tuple[Path, ...] = ()) -> dict[str, Benchmark]:
+    """`load_all` once per process and set of folders: the runner and the checks of one run
+    read the same definitions without parsing and type-checking them twice."""
+    return load_all(extra_dirs)
 
 
 def load_dir(folder: Path) -> tuple[Benchmark, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from stetho.evidence.bundle import Bundle
-from stetho.facts import metrics
+from stetho.facts import bench, metrics
 from stetho.facts.metrics import MetricRow
 from stetho.facts.node import Expected, NodeFacts, Unavailable
 from stetho.profiles import Profile
@@ -55,7 +55,8 @@ def summary(facts: NodeFacts, profile: Profile, with_metrics: bool = True) -> No
         pass
     return {"node": facts.name, "profile": profile.name, "versions": versions,
             "busbw": busbw,
-            "metrics": [m.to_row() for m in metrics.extract(facts)] if with_metrics else [],
+            "metrics": [m.to_row() for m in [*metrics.extract(facts), *bench.metrics(facts)]]
+            if with_metrics else [],
             "collected_at": facts.bundle.collected_at}
 
 

@@ -210,6 +210,7 @@ disk = _subject_fixture("disk")
 pcie_device = _subject_fixture("pcie_device")
 version_component = _subject_fixture("version_component")
 nccl_size = _subject_fixture("nccl_size")
+bench_metric = _subject_fixture("bench_metric")
 
 
 def _node_of(request: pytest.FixtureRequest, fixture: str) -> CheckNode | None:

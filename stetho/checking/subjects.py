@@ -12,7 +12,9 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stetho.benchmarks.spec import Metric
 from stetho.checking.nodes import CheckNode
+from stetho.facts.bench import BenchRun
 from stetho.facts.node import Unavailable
 
 
@@ -135,6 +137,40 @@ def _nccl_sizes(n: CheckNode) -> list[Subject]:
             for s in sizes]
 
 
+@dataclass(frozen=True)
+class BenchMetric:
+    """One metric of one benchmark run: what a `bench_metric` check judges."""
+
+    run: BenchRun
+    metric: Metric
+
+
+def _bench_metrics(n: CheckNode) -> list[Subject]:
+    from stetho.facts import bench
+
+    runs = bench.runs(n.facts)
+    if not runs:
+        raise Unavailable("skip", "no benchmarks in this run (`stetho bench run --suite ...`)")
+    out = []
+    for run in runs:
+        if run.definition is None:
+            out.append(Subject(n, run.key, None, Unavailable(
+                "error", f"benchmark {run.name} ran, but no benchmarks/*.yml defines it now "
+                "(add its folder to STETHO_BENCHMARKS)", PLAN_PROBE + run.name)))
+            continue
+        for m in run.definition.metrics:
+            sid = f"{run.key}.{m.name}"
+            if run.skipped is not None:
+                out.append(Subject(n, sid, None, Unavailable("skip", run.skipped,
+                                                             PLAN_PROBE + run.name)))
+            else:
+                out.append(Subject(n, sid, BenchMetric(run, m)))
+    return out
+
+
+PLAN_PROBE = "bench:"
+
+
 #: fixture name -> how to list a node's subjects of that kind.
 KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "node": _node,
@@ -144,6 +180,7 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "pcie_device": _pcie_devices,
     "version_component": _versions,
     "nccl_size": _nccl_sizes,
+    "bench_metric": _bench_metrics,
 }
 
 

@@ -23,6 +23,7 @@ COMMANDS = {
     "check": "stetho.cli.check:check",
     "collect": "stetho.cli.check:collect",
     "sweep": "stetho.cli.sweep:sweep",
+    "bench": "stetho.cli.bench:bench",
     "history": "stetho.cli.history:history",
     "baseline": "stetho.cli.baseline:baseline",
     "gate": "stetho.cli.gate:gate",
@@ -56,6 +57,7 @@ def cli() -> None:
     stetho check --local                 check this node now
     stetho check --evidence runs/x       replay the checks over saved evidence
     stetho sweep -i inventory.yml        every node, through Ansible
+    stetho bench run --suite nightly     the benchmark suite on this (idle) node
     stetho gate --policy pre-job --nodes 'gpu[01-64]'   go or no-go
     stetho sim build OUT --nodes 4       build simulated H100 nodes to try it on
     stetho localize -i inventory.yml --dry-run   find the bad node, link or switch

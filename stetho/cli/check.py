@@ -31,6 +31,10 @@ if TYPE_CHECKING:
               help="Write the results JSON here.")
 @click.option("--evidence-out", type=click.Path(dir_okay=False),
               help="Write the collected evidence bundle here (with --local).")
+@click.option("--bench", "bench_suite", type=click.Choice(("quick", "nightly", "acceptance")),
+              help="Also run this benchmark suite (with --local/--sim; what `stetho sweep "
+              "--bench` asks every node for). Invasive ones only on an idle node.")
+@click.option("--peer", help="The other end of peer benchmarks (127.0.0.1: this node).")
 @click.option("--checks", "extra_checks", multiple=True, type=click.Path(),
               help="Also run the site checks in this folder (repeatable).")
 @click.option("-k", "select", help="Only checks matching this pytest -k expression.")
@@ -49,7 +53,8 @@ if TYPE_CHECKING:
               "('-': stdout, nothing else printed there). What the sweep reads back.")
 def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | None,
           profile_name: str | None, junit: str | None, json_out: str | None,
-          evidence_out: str | None, extra_checks: tuple[str, ...], select: str | None,
+          evidence_out: str | None, bench_suite: str | None, peer: str | None,
+          extra_checks: tuple[str, ...], select: str | None,
           workers: str | None, show_all: bool, problems: bool, quiet: bool,
           db: str | None, use_history: bool | None, outcome_out: str | None) -> None:
     """Run the health checks on this node (or a simulated one), or replay saved evidence."""
@@ -59,14 +64,16 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     if evidence and (local or sim):
         raise click.UsageError("--evidence replays saved bundles; it cannot be combined with "
                                "--local or --sim")
-    if evidence_out and evidence:
-        raise click.UsageError("--evidence-out writes what --local collects")
+    if (evidence_out or bench_suite) and evidence:
+        raise click.UsageError("--evidence-out and --bench are for what --local collects")
     bundles: list[Bundle] | None = None
     replay = bool(evidence)
     if not evidence:
         from stetho.evidence import collect
+        from stetho.evidence.bench_run import BenchRequest
 
-        bundle = collect.collect_local(profile=profile_name, sim=sim, node=node)
+        request = BenchRequest(bench_suite, peer=peer) if bench_suite else None
+        bundle = collect.collect_local(profile=profile_name, sim=sim, node=node, bench=request)
         if evidence_out:
             bundle.save(Path(evidence_out))
         bundles = [bundle]

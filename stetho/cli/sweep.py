@@ -16,16 +16,21 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width
 @click.option("--limit", help="Only these hosts: a Slurm hostlist, e.g. 'gpu[001-064,100]'.")
 @click.option("--forks", default=50, show_default=True, type=click.IntRange(1, 1000),
               help="Hosts Ansible works on at once.")
-@click.option("--timeout", "timeout_s", default=300, show_default=True,
-              type=click.IntRange(5, 86400), help="Per-host limit for the check, in seconds.")
+@click.option("--timeout", "timeout_s", type=click.IntRange(5, 86400),
+              help="Per-host limit for the check, in seconds [default: 300, plus what the "
+              "--bench suite can take].")
+@click.option("--bench", "bench_suite", type=click.Choice(("quick", "nightly", "acceptance")),
+              help="Also run this benchmark suite on every node; invasive benchmarks only on "
+              "idle nodes (busy nodes are listed, their benchmarks skipped).")
 @click.option("--out", default="runs", show_default=True, type=click.Path(file_okay=False),
               help="Folder for run folders (runs/<UTC time>-<id>/).")
 @click.option("--problems/--all", "problems_only", default=True,
               help="Show only fail/error/warn rows (default), or every row.")
 @db_option
 @click.option("--no-history", is_flag=True, help="Neither drift checks nor recording.")
-def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int, out: str,
-          problems_only: bool, db: str | None, no_history: bool) -> None:
+def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int | None,
+          bench_suite: str | None, out: str, problems_only: bool, db: str | None,
+          no_history: bool) -> None:
     """Run `stetho check --local` on every inventory host through Ansible.
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
@@ -40,7 +45,7 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int, 
     opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
                                   out=Path(out), limit=limit, forks=forks,
                                   timeout_s=timeout_s, progress=progress.update,
-                                  db=None if no_history else cfg.db)
+                                  db=None if no_history else cfg.db, bench=bench_suite)
     try:
         result = sweep_mod.sweep(opts)
     finally:
@@ -48,5 +53,9 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int, 
     show = ("fail", "error", "warn") if problems_only else table.ALL
     click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
                             color=sys.stdout.isatty(), show=show), nl=False)
+    busy = sorted(h for h, st in result.hosts.items() if st.busy and not st.busy.idle)
+    if busy:
+        click.echo(f"{len(busy)} of {len(result.hosts)} nodes busy: nothing invasive ran there "
+                   f"({', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''})")
     click.echo(f"run folder: {result.run_dir}")
     sys.exit(result.exit_code)

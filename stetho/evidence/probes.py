@@ -27,6 +27,7 @@ class Probe:
     max_bytes: int = 4 * 1024 * 1024
     per_device: bool = False  # argv has "{device}": run once per RDMA device found
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the command
+    invasive: bool = False  # disturbs a job beside it: only on an idle node (evidence.busy)
     description: str = field(default="", compare=False)
 
     @property
@@ -108,6 +109,7 @@ def for_device(probe: Probe, device: str) -> Probe:
 def nccl_probe(argv: tuple[str, ...], timeout_s: float) -> Probe:
     """The live nccl-tests run a profile enables (argv from the profile)."""
     return Probe("nccl_tests", argv, timeout_s=timeout_s, env=(("NCCL_DEBUG", "INFO"),),
+                 invasive=True,
                  description="nccl-tests all_reduce_perf on this node's GPUs (NCCL_DEBUG=INFO: "
                  "the transport NCCL chose is in the output)")
 

@@ -29,11 +29,14 @@ from stetho.core import hostlist
 from stetho.core.locks import SweepLock
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError
+from stetho.evidence import busy as busy_mod
+from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
 from stetho.results import Result, counts, exit_code
 
 CHECK_TASKS = ("stetho check", "stetho check (after install)")
+DEFAULT_TIMEOUT_S = 300
 
 
 @dataclass
@@ -42,11 +45,12 @@ class SweepOptions:
     out: Path
     limit: str | None = None
     forks: int = 50
-    timeout_s: int = 300
+    timeout_s: int | None = 300  # None: 300 s, plus the longest the --bench suite can take
     playbook: Path | None = None
     progress: Callable[[str, int, int, int], None] | None = None  # host, done, total, failing
     db: Path | None = None  # history: drift checks and recording (None: neither)
     reports: bool = True  # diagnose failing nodes into run_dir/reports (and alert)
+    bench: str | None = None  # a benchmark suite every node runs too (idle nodes only)
 
 
 @dataclass
@@ -56,6 +60,7 @@ class HostState:
     results: list[Result] = field(default_factory=list)
     error: str | None = None
     install_failed: str | None = None
+    busy: Busy | None = None  # what the node said before anything invasive (None: not asked)
 
 
 @dataclass
@@ -95,10 +100,16 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     hosts = {h: HostState(h) for h in (limit or list(all_hosts))}
     if not hosts:
         raise ConfigError(f"inventory {inventory} has no hosts")
+    if opts.timeout_s is None:
+        opts.timeout_s = DEFAULT_TIMEOUT_S + (max(
+            int(bench_budget(opts.bench, _profile_of(all_hosts.get(h, {})))[0]) for h in hosts)
+            if opts.bench else 0)
+    if opts.bench:
+        _check_bench_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
     house = wheels.build()
     meta = {"run_id": run_id, "stetho_version": __version__, "version_id": house.version_id,
             "inventory": str(inventory), "limit": opts.limit, "hosts": sorted(hosts),
-            "forks": opts.forks, "timeout_s": opts.timeout_s,
+            "forks": opts.forks, "timeout_s": opts.timeout_s, "bench": opts.bench,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     _write_json(run_dir / "meta.json", meta)
 
@@ -123,7 +134,8 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         playbook=opts.playbook or shipped("playbooks") / "stetho-check.yml",
         inventory=inventory, private_data_dir=run_dir / "ansible", ident="sweep",
         limit=sorted(hosts) if limit else None, forks=opts.forks,
-        extravars={**wheels.extra_vars(house), "stetho_default_timeout": opts.timeout_s},
+        extravars={**wheels.extra_vars(house), "stetho_default_timeout": opts.timeout_s,
+                   **({"stetho_bench": opts.bench} if opts.bench else {})},
         on_event=on_event)
     results: list[Result] = []
     for name in sorted(hosts):
@@ -180,6 +192,7 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
             else:
                 _save_host(run_dir, st.name, out)
                 st.results = out.results
+                st.busy = busy_mod.from_bundle(out.evidence) if out.evidence else None
         return True
     if ev.kind == "failed":
         st.done = True
@@ -188,6 +201,44 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
             st.error = f"installing stetho failed at '{ev.task}': {ev.message}"
         return True
     return False
+
+
+def bench_budget(suite: str, profile_name: str) -> tuple[float, list[str]]:
+    """The longest a node can spend in the suite's benchmarks: each one's timeout x repeats
+    (x the profile's GPUs or IB ports, 8 if it does not say, for per: gpu/hca)."""
+    from stetho import profiles
+    from stetho.evidence.bench_run import suite as suite_of
+
+    prof = profiles.load(profile_name)
+    total, parts = 0.0, []
+    for b in suite_of(suite):
+        per = {"gpu": prof.gpu.count, "hca": prof.ib.ports}.get(b.per, 1) or 8
+        seconds = b.timeout_s * b.repeats * per
+        total += seconds
+        parts.append(f"{b.name} {seconds:g} s")
+    return total, parts
+
+
+def _check_bench_budget(suite: str, timeout_s: int, all_hosts: dict[str, dict[str, Any]],
+                        hosts: dict[str, HostState]) -> None:
+    """Refuse a per-host timeout that the benchmarks alone could outlast (it would kill the
+    node's run and lose what it measured), with the numbers."""
+    for name in hosts:
+        hv = all_hosts.get(name, {})
+        profile = _profile_of(hv)
+        need, parts = bench_budget(suite, profile)
+        limit = int(hv.get("stetho_timeout", timeout_s))
+        if limit < need:
+            raise ConfigError(
+                f"{name}: per-host timeout {limit} s is shorter than the {suite} benchmarks can "
+                f"take on profile {profile}: {need:g} s ({', '.join(parts)}); give --timeout "
+                f"{int(need) + 300} or more (or a smaller suite)")
+
+
+def _profile_of(hostvars: dict[str, Any]) -> str:
+    from stetho import config
+
+    return str(hostvars.get("stetho_profile") or config.active().profile or "generic")
 
 
 def _save_host(run_dir: Path, name: str, out: outcome_mod.Outcome) -> None:
@@ -231,11 +282,13 @@ def _write_reports(run_dir: Path, results: list[Result], hosts: dict[str, HostSt
     (run_dir / "junit.xml").write_text(junit.render(results))
     failing = sorted({r.node for r in results if r.status == "fail"})
     errors = sorted({r.node for r in results if r.status == "error"} - set(failing))
+    busy = {h: s.busy for h, s in sorted(hosts.items()) if s.busy and not s.busy.idle}
     summary = {
         "run_id": meta["run_id"], "hosts": len(hosts), "exit_code": exit_code(results),
         "counts": counts(results), "failing_nodes": failing, "error_nodes": errors,
         "unreachable": sorted(h for h, s in hosts.items() if s.error and
                               s.error.startswith("unreachable")),
+        "busy_nodes": {h: b.skip_reason() for h, b in busy.items()},
         "ansible": {"status": run.status, "rc": run.rc, "stats": run.stats},
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -243,7 +296,9 @@ def _write_reports(run_dir: Path, results: list[Result], hosts: dict[str, HostSt
     text = table.render(results, width=160, show=("fail", "error", "warn"))
     (run_dir / "summary.txt").write_text(
         f"stetho sweep {meta['run_id']}: {len(hosts)} hosts, {len(failing)} failing, "
-        f"{len(errors)} could not be evaluated\n" + text, encoding="utf-8")
+        f"{len(errors)} could not be evaluated" + (
+            f", {len(busy)} busy (nothing invasive ran there: {hostlist.compress(list(busy))})"
+            if busy else "") + "\n" + text, encoding="utf-8")
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -260,3 +260,101 @@ def bundles_of(sources: list[str]) -> list[Path]:
     if not paths:
         raise ConfigError("no evidence bundles in " + ", ".join(sources))
     return paths
+
+
+# -- benchmark baselines ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchEntry:
+    """One benchmark metric over the nodes: the median of their medians."""
+
+    key: str  # <bench>[:<device>].<metric>
+    value: float
+    unit: str
+    shape: str
+    cv_pct: float  # the noisiest node's coefficient of variation over its repeats
+    nodes: int
+    noisy_nodes: tuple[str, ...]  # nodes whose CV is over the limit
+
+
+@dataclass(frozen=True)
+class BenchMeasurement:
+    entries: dict[str, BenchEntry]
+    fingerprint: dict[str, str]
+    nodes: int
+    skipped: dict[str, str]  # <node>/<bench> -> why it did not run
+
+
+def measure_bench(bundle_paths: list[Path], profile: Profile) -> BenchMeasurement:
+    """Every benchmark metric the bundles hold (`stetho bench run --evidence-out`)."""
+    from stetho.benchmarks.measure import CV_BASELINE_MAX_PCT
+    from stetho.checking.nodes import node_facts
+    from stetho.evidence.bundle import load
+    from stetho.facts import bench
+
+    seen: dict[str, list[tuple[str, float, float, str, str]]] = {}
+    prints: dict[str, list[str]] = {}
+    skipped: dict[str, str] = {}
+    for path in bundle_paths:
+        facts = node_facts(load(path), profile)
+        for comp, v in {**facts.fingerprint(), **bench.tool_versions(facts)}.items():
+            prints.setdefault(comp, []).append(v)
+        for run in bench.runs(facts):
+            if run.skipped is not None or run.measured is None or run.definition is None:
+                skipped[f"{facts.name}/{run.key}"] = run.skipped or "not defined"
+                continue
+            for metric in run.definition.metrics:
+                stat = run.measured.stats.get(metric.name)
+                if stat is not None:
+                    seen.setdefault(f"{run.key}.{metric.name}", []).append(
+                        (facts.name, stat.median, stat.cv_pct, metric.unit, run.shape))
+    if not seen:
+        raise EvaluationError("no benchmark results in the given evidence" + (
+            ": " + "; ".join(f"{k}: {v}" for k, v in sorted(skipped.items())[:5])
+            if skipped else " (record them with `stetho bench run --evidence-out`)"))
+    entries = {}
+    for key, rows in sorted(seen.items()):
+        shape = Counter(r[4] for r in rows).most_common(1)[0][0]
+        same = [r for r in rows if r[4] == shape]
+        entries[key] = BenchEntry(
+            key=key, value=_round(statistics.median(r[1] for r in same)), unit=same[0][3],
+            shape=shape, cv_pct=round(max(r[2] for r in same), 2), nodes=len(same),
+            noisy_nodes=tuple(r[0] for r in same if r[2] > CV_BASELINE_MAX_PCT))
+    fingerprint = {c: Counter(v).most_common(1)[0][0] for c, v in sorted(prints.items())}
+    return BenchMeasurement(entries, fingerprint, len(bundle_paths), skipped)
+
+
+def record_bench(profile: Profile, m: BenchMeasurement, source: str, out: Path | None = None,
+                 force: bool = False) -> Path:
+    """Write the measurement into the profile's `bench.baseline` (or `out`), keeping the other
+    entries. A metric measured with a CV over 5% on any node is refused unless `force`."""
+    from stetho import profiles as profiles_mod
+    from stetho.benchmarks.measure import CV_BASELINE_MAX_PCT
+    from stetho.core import yamledit
+
+    noisy = [e for e in m.entries.values() if e.noisy_nodes]
+    if noisy and not force:
+        raise EvaluationError(
+            f"refusing to record a baseline from noisy runs (CV over {CV_BASELINE_MAX_PCT:g}% "
+            "between repeats): " + "; ".join(
+                f"{e.key} CV {e.cv_pct:g}% on {', '.join(e.noisy_nodes[:3])}" for e in noisy)
+            + ". Lock clocks, stop what disturbs the nodes, raise `repeats`, or pass --force")
+    path = out or Path(profile.source)
+    text = path.read_text(encoding="utf-8") if path.exists() else \
+        f"profile: {profile.name}\nextends: {profile.name}\n"
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    block: dict[str, Any] = {
+        k: {"value": b.value, "unit": b.unit, "shape": b.shape, "cv_pct": b.cv_pct,
+            "nodes": b.nodes, "measured_on": b.measured_on, "fingerprint": b.fingerprint}
+        for k, b in profile.bench.baseline.items()} if path == Path(profile.source) else {}
+    for key, e in m.entries.items():
+        block[key] = {"value": e.value, "unit": e.unit, "shape": e.shape, "cv_pct": e.cv_pct,
+                      "nodes": e.nodes, "measured_on": today, "stetho_version": __version__,
+                      "source": source, "fingerprint": dict(m.fingerprint)}
+    text = yamledit.set_block(text, ("bench", "baseline"), dict(sorted(block.items())),
+                              str(path))
+    path.write_text(text, encoding="utf-8")
+    profiles_mod._LOADED.clear()
+    profiles_mod.load(str(path))  # what was written must load: fail here, not in a check
+    return path

@@ -21,6 +21,14 @@ LSPCI = "09-lspci/lspci-vvv-h100-gpu-gen5x16-ok.txt"
 MLXLINK = "07-mlxlink-ethtool/mlxlink-json-400g-osfp-dr4-mft4.34.1.json"
 NCCL_IB_LOG = "03-nccl/nccl-debug-info-net-ib-sharp-2node-h100-EXCERPT.log"
 NCCL_SOCKET_LOG = "03-nccl/nccl-debug-info-net-socket-1node-2xA100-80GB.log"
+#: Benchmark tools the simulated node has, each printing one real recorded output.
+DCGMI_R1 = "12-gpu-bench/dcgmi-diag-r1-j-8gpu-dcgm3.1.0-pass-null-entries-warning-prefix.json"
+GPU_BURN = "12-gpu-bench/gpu_burn-8xA100-80GB-doubles-tensorcores-all-ok-EXCERPT.txt"
+NVBANDWIDTH = "12-gpu-bench/nvbandwidth-v0.2-8xH800-drv525-all-testcases.txt"
+#: A real compute process from a recorded `nvidia-smi -q -x` (<process_info> of a T4 node),
+#: as `--query-compute-apps=pid,process_name,used_memory --format=csv,noheader` prints it.
+GPU_JOB = "100477, /root/src/llama.cpp/build/bin/llama-server, 22430 MiB"
+COMPUTE_APPS = "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader"
 PROC = "proc-debian12-vm"  # fixtures/recorded: this project's own recordings
 KERNEL = "5.15.0-105-generic"
 NCCL_VERSION = "2.21.5"
@@ -64,6 +72,7 @@ class NodeDraft:
         self.tool_garbage: set[str] = set()  # per-device garbage outputs: "mlxlink:mlx5_3"
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
+        self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
         self.faults: list[str] = []
         self._healthy()
 
@@ -184,6 +193,10 @@ class NodeDraft:
             **self._ib_tools(),
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
             "all_reduce_perf.txt": nccl,
+            "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),
+            "dcgmi-diag-r1.json": self.real(DCGMI_R1),
+            "gpu_burn.txt": self.real(GPU_BURN),
+            "nvbandwidth.txt": self.real(NVBANDWIDTH),
         }
         real_mlx = self.real(MLXLINK)
         for dev, ber in self.mlxlink_ber.items():
@@ -238,13 +251,17 @@ class NodeDraft:
 
     def _shims(self) -> None:
         cases = {
-            "nvidia-smi": [("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
+            "nvidia-smi": [(COMPUTE_APPS, "compute-apps.csv"),
+                           ("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
                            ("nvlink -s|nvlink --status", "nvlink-s.txt"),
                            ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt")],
             "dmesg": [("*", "dmesg.log")],
             "ibstat": [("*", "ibstat.txt")],
             "lspci": [("*", "lspci.txt")],
             "all_reduce_perf": [("*", "all_reduce_perf.txt")],
+            "dcgmi": [("diag -r 1 -j", "dcgmi-diag-r1.json")],
+            "gpu_burn": [("*", "gpu_burn.txt")],
+            "nvbandwidth": [("*", "nvbandwidth.txt")],
             "mlxlink": [],
             "perfquery": [],
         }

@@ -209,6 +209,12 @@ def garbage(d: NodeDraft, arg: str | None) -> None:
     d.garbage.add(arg or "nvidia-smi")
 
 
+def gpu_job(d: NodeDraft, arg: str | None) -> None:
+    from stetho.sim.draft import GPU_JOB
+
+    d.compute_apps.append(GPU_JOB)
+
+
 def corrupt_xml(d: NodeDraft, arg: str | None) -> None:
     d.truncate_xml = True
 
@@ -255,6 +261,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("nvlink-down", "NVLink 7 of a GPU inactive (default gpu0)", nvlink_down, "gpuN"),
     Fault("hang", "a tool hangs until killed (default nvidia-smi)", hang, "tool"),
     Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", garbage, "tool"),
+    Fault("gpu-job", "a job's process holds a GPU (a real recorded compute process): nothing "
+          "invasive may run", gpu_job),
     Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", corrupt_xml),
     Fault("appclocks-deprecated", "application clocks printed as deprecated (CUDA 13 drivers); "
           "clocks locked at the target, or idle with `=unlocked`", ff.appclocks_deprecated,

@@ -1,0 +1,113 @@
+"""A bundle's benchmark runs (stetho.evidence.bench_run records) -> per-metric statistics.
+
+Each benchmark's plan record says whether it ran (or why not) and its shape; its repeats are
+parsed here with the benchmark's parser, so a replay re-measures old outputs with today's
+parsers. A benchmark whose definition is no longer known is an error, not a silent gap.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from stetho.benchmarks import spec
+from stetho.benchmarks.measure import Measured, summarize
+from stetho.evidence.bundle import ProbeRecord
+from stetho.facts.metrics import Metric
+from stetho.facts.node import NodeFacts
+
+PLAN = "bench:"
+VERSION = "bench-version:"
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One benchmark on one node (one device for per: hca/gpu)."""
+
+    name: str
+    device: str
+    definition: spec.Benchmark | None
+    shape: str
+    suite: str
+    skipped: str | None  # why it did not run (node busy, tool missing, ...), else None
+    measured: Measured | None
+    records: tuple[ProbeRecord, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.device}" if self.device else self.name
+
+
+def runs(facts: NodeFacts) -> tuple[BenchRun, ...]:
+    """The benchmarks this node's bundle holds, in the order they ran (cached on the facts)."""
+    return facts.parsed("bench:runs", lambda: _runs(facts))
+
+
+def tool_versions(facts: NodeFacts) -> dict[str, str]:
+    """`bench-version:fio` -> {'tool.fio': 'fio-3.33'}: the first line each tool printed."""
+    out = {}
+    for name, rec in facts.bundle.probes.items():
+        if name.startswith(VERSION) and rec.status == "ok" and rec.stdout.strip():
+            out[f"tool.{name[len(VERSION):]}"] = rec.stdout.strip().splitlines()[0][:80]
+    return out
+
+
+def metrics(facts: NodeFacts) -> list[Metric]:
+    """Each measured benchmark metric (its median), for history and drift like any other."""
+    out = []
+    for run in runs(facts):
+        if run.measured is None or run.definition is None:
+            continue
+        for m in run.definition.metrics:
+            stat = run.measured.stats.get(m.name)
+            if stat is not None:
+                out.append(Metric("bench_metric", run.key, m.name, stat.median, m.unit))
+    return out
+
+
+def definitions() -> dict[str, spec.Benchmark]:
+    from stetho import config
+
+    return spec.load_all_cached(tuple(config.active().benchmarks))
+
+
+def _runs(facts: NodeFacts) -> tuple[BenchRun, ...]:
+    probes = facts.bundle.probes
+    plans = [(n[len(PLAN):], r) for n, r in probes.items()
+             if n.startswith(PLAN) and "#" not in n]
+    if not plans:
+        return ()
+    known = definitions()
+    out: list[BenchRun] = []
+    for name, plan_rec in plans:
+        try:
+            plan = json.loads(plan_rec.stdout or "{}")
+        except json.JSONDecodeError:
+            plan = {}
+        bench = known.get(name)
+        shape, suite = str(plan.get("shape", "")), str(plan.get("suite", ""))
+        devices = [str(d) for d in plan.get("devices", [""])] or [""]
+        if plan_rec.status == "skipped":
+            out.append(BenchRun(name, "", bench, shape, suite, plan_rec.reason or "skipped",
+                                None))
+            continue
+        for device in devices:
+            prefix = f"{PLAN}{name}{':' + device if device else ''}#"
+            reps = tuple(r for n, r in probes.items() if n.startswith(prefix))
+            measured = None
+            if bench is not None:
+                measured = summarize(bench, [(_label(r), _text(r)) for r in reps])
+            out.append(BenchRun(name, device, bench, shape.replace("{device}", device), suite,
+                                None, measured, reps))
+    return tuple(out)
+
+
+def _label(rec: ProbeRecord) -> str:
+    name = rec.name[len(PLAN):]
+    return name if rec.status == "ok" else f"{name} {rec.status} ({rec.reason})"
+
+
+def _text(rec: ProbeRecord) -> str | None:
+    """The output of a repeat that finished (exit 0), else None: a failed run measures
+    nothing, even if it printed a partial result."""
+    return rec.stdout if rec.status == "ok" and not rec.binary else None
