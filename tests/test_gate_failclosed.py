@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import sqlite3
 import subprocess
@@ -275,7 +276,7 @@ def test_disk_full_check_keeps_its_verdict_and_the_gate_says_why(rot, tmp_path):
     proc = stetho("check", "--sim", str(rot), "--db", str(db), "-q", preexec_fn=full)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the verdict stands
     assert "history unavailable, this run was not recorded" in proc.stderr
-    assert "1 node, 115 results: 1 fail" in proc.stdout
+    assert re.search(r"1 node, \d+ results: 1 fail", proc.stdout), proc.stdout
     prolog = stetho("gate", "--local", "--policy", "pre-job", "--node", "rot", "--no-reports",
                     env=_on_node(rot, db), preexec_fn=full)
     assert prolog.returncode == 3, prolog.stdout + prolog.stderr

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 _FENCE = re.compile(r"^```sh(?P<flags>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
-_EXIT = re.compile(r"^(?P<cmd>.*?)\s+#\s*exit (?P<code>\d+)\b.*$")
+_EXIT = re.compile(r"^(?P<cmd>.*?)\s+#\s*exit (?P<code>\d+)\b.*$", re.S)
 _HEREDOC = re.compile(r"<<-?\s*'?(?P<tag>\w+)'?")
 
 
