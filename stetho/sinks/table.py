@@ -117,8 +117,8 @@ _HEADERS = ("node", "check", "subject", "status", "value / expected", "message")
 #: Widest each column may be before the message; the message gets the rest, at least MIN_MSG.
 _CAPS = (32, 22, 18, 6, 24)
 MIN_MSG = 24
-#: Which column gives up a character first when the terminal is narrow: value, subject,
-#: check, then node (the node's name is what a person acts on), never status.
+#: The columns that give up characters when the terminal is narrow, the widest first among
+#: value, subject and check, then the node (the name a person acts on); never status.
 _SHRINK = (4, 2, 1, 0)
 _FLOOR = (8, 6, 4, 6, 6)
 
@@ -132,9 +132,14 @@ def _widths(cells: list[tuple[str, ...]], width: int) -> list[int]:
     gaps = 2 * (len(_HEADERS) - 1)
     # a node's name up to 30 characters stays whole when the terminal has 80 columns
     floor = (min(cols[0], 30 if width >= 80 else _FLOOR[0]), *_FLOOR[1:])
-    for i in _SHRINK:
-        while width - sum(cols) - gaps < MIN_MSG and cols[i] > floor[i]:
-            cols[i] -= 1
+    while width - sum(cols) - gaps < MIN_MSG:
+        # the widest of value, subject and check gives a character first; the node last
+        open_ = [i for i in _SHRINK[:-1] if cols[i] > floor[i]]
+        if not open_:
+            open_ = [0] if cols[0] > floor[0] else []
+        if not open_:
+            break
+        cols[max(open_, key=lambda i: cols[i])] -= 1
     return cols + [max(16, min(natural[-1], width - sum(cols) - gaps))]
 
 
