@@ -445,7 +445,14 @@ class Records(logging.Handler):
         self.records.append(record)
 
     def __enter__(self) -> Records:
+        # another test in this process (an in-process ansible-runner) may have called
+        # logging.disable(): records below that level are then never even created
+        # (or logging.config with disable_existing_loggers, which marks loggers disabled)
+        self.disabled = logging.root.manager.disable
+        logging.disable(logging.NOTSET)
+        self.off = [lg.disabled for lg in self.loggers]
         for lg in self.loggers:
+            lg.disabled = False
             lg.addHandler(self)
             lg.setLevel(logging.DEBUG)
         return self
@@ -454,6 +461,9 @@ class Records(logging.Handler):
         for lg, level in zip(self.loggers, self.levels, strict=True):
             lg.removeHandler(self)
             lg.setLevel(level)
+        for lg, off in zip(self.loggers, self.off, strict=True):
+            lg.disabled = off
+        logging.disable(self.disabled)
 
     @property
     def text(self) -> str:
