@@ -120,5 +120,5 @@ def test_probe_progress_on_stderr_stdout_stays_clean(tmp_path):
 
 def test_deadline_is_refused_with_a_replay(tmp_path):
     proc = _check("--evidence", str(tmp_path), "--deadline", "5")
-    assert proc.returncode == 2 and "--deadline" in proc.stderr
+    assert proc.returncode == 2 and "--deadline are for what --local" in proc.stderr
 
