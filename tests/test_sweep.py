@@ -31,7 +31,7 @@ def sshd(tmp_path_factory):
 @pytest.fixture(scope="session")
 def cluster(sshd, tmp_path_factory):
     """10 inventory hosts on 127.0.0.1: 5 healthy, 3 faulty, one on a closed port, one whose
-    nvidia-smi hangs past the per-host timeout."""
+    nvidia-smi hangs past its check's deadline."""
     from stetho.sim.builder import build_node
 
     root = tmp_path_factory.mktemp("cluster")
@@ -50,7 +50,7 @@ def cluster(sshd, tmp_path_factory):
             "stetho_etc": str(root / "etc" / name),
         }
     hosts["node09"]["ansible_port"] = sshd_mod.free_port()  # nothing listens: unreachable
-    hosts["node10"]["stetho_timeout"] = 12
+    hosts["node10"]["stetho_deadline"] = 6  # seconds its probes may take, then it reports
     inventory = root / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu": {"hosts": hosts}}}}))
     return root, inventory
@@ -66,7 +66,7 @@ def _sweep(inventory, out, *args, timeout=900):
 @pytest.fixture(scope="session")
 def full_sweep(cluster):
     root, inventory = cluster
-    proc = _sweep(inventory, root / "runs", "--timeout", "120")
+    proc = _sweep(inventory, root / "runs")  # the per-host timeout computed per host
     runs = sorted((root / "runs").glob("2*"))
     assert runs, proc.stderr
     return proc, runs[-1]
@@ -110,8 +110,16 @@ def test_unreachable_and_hung_hosts_are_errors_the_rest_complete(full_sweep):
         by_node.setdefault(r["node"], []).append(r)
     (unreach,) = by_node["node09"]
     assert unreach["status"] == "error" and unreach["message"].startswith("unreachable")
-    (hung,) = by_node["node10"]
-    assert hung["status"] == "error" and "timed out" in hung["message"]
+    # the hung nvidia-smi's checks are errors saying it timed out; the rest keep their verdict
+    hung = {(r["check"], r["subject"]): r for r in by_node["node10"]}
+    assert hung[("gpu_count", "")]["status"] == "error"
+    assert "timed out" in hung[("gpu_count", "")]["message"]
+    assert hung[("cpu_governor", "")]["status"] == "pass"
+    assert not [k for k, r in hung.items() if r["status"] == "pass"
+                and "nvidia-smi" in (r.get("probe") or "")]
+    smi = json.loads((run_dir / "hosts" / "node10" / "evidence.json").read_text())[
+        "probes"]["nvidia_smi"]
+    assert smi["status"] == "timeout" and "6 s deadline" in smi["reason"]
     for node in HEALTHY + sorted(FAULTY):
         rows = [r for r in by_node[node] if not r["check"].startswith("fleet_")]
         assert len(rows) > 90 and all(r["status"] != "error" for r in rows), node
@@ -344,7 +352,10 @@ def test_bench_sweep_runs_nothing_invasive_on_a_busy_node(sshd, tmp_path_factory
                                                 "/root/src/llama.cpp/build/bin/llama-server)"}, \
         proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 of 2 nodes busy" in proc.stdout
-    assert json.loads((run_dir / "meta.json").read_text())["timeout_s"] == 300 + 120
+    from stetho.fleet.budget import host_budget
+
+    limits = json.loads((run_dir / "meta.json").read_text())["host_timeouts"]
+    assert limits == {n: host_budget("h100-sxm-8gpu", "quick")[0] for n in hosts}
     rows = {(r["node"], r["check"], r["subject"]): r for r in _results(run_dir)}
     busy_nccl = rows[("bench02", "nccl_run", "")]
     assert busy_nccl["status"] == "skip" and busy_nccl["message"].startswith("node busy")
@@ -359,5 +370,57 @@ def test_bench_sweep_refuses_a_timeout_the_benchmarks_outlast(cluster):
     proc = _sweep(inventory, root / "runs-short", "--bench", "nightly", "--timeout", "600",
                   "--limit", "node01")
     assert proc.returncode == 2, proc.stderr
-    assert "node01: per-host timeout 600 s is shorter than the nightly benchmarks" in proc.stderr
+    assert "node01: per-host timeout 600 s (--timeout) is shorter than the check can take on " \
+        "profile h100-sxm-8gpu with the nightly benchmarks" in proc.stderr
     assert "gpu-burn 300 s" in proc.stderr
+
+
+def test_a_timeout_shorter_than_the_probes_is_refused(cluster):
+    """The per-host timeout must outlast every probe on the host, one after another (the
+    NCCL run alone may take 600 s): a shorter one is refused with the numbers."""
+    from stetho.fleet.budget import host_budget
+
+    root, inventory = cluster
+    need, _ = host_budget("h100-sxm-8gpu", None)
+    proc = _sweep(inventory, root / "runs-short", "--timeout", "300", "--limit", "node02")
+    assert proc.returncode == 2, proc.stderr
+    assert f"node02: per-host timeout 300 s (--timeout) is shorter than the check can take " \
+        f"on profile h100-sxm-8gpu: {need} s (" in proc.stderr
+    assert "nvidia_smi 60 s" in proc.stderr and "nccl_tests 600 s" in proc.stderr
+    assert "mlxlink 8x2x30 s" in proc.stderr  # per HCA, and its fallback too
+    assert not list((root / "runs-short").glob("2*/ansible/artifacts"))  # nothing ran
+
+
+def test_hosts_sharing_one_venv_keep_their_own_evidence(sshd, tmp_path_factory):
+    """Two hosts whose stetho_venv is one folder (an NFS home): the install cannot race and
+    each brings back its own evidence and verdicts (only node B has powersave CPUs)."""
+    from stetho.sim.builder import build_node
+
+    root = tmp_path_factory.mktemp("sharedvenv")
+    hosts = {}
+    for name, faults in (("sharedA", []), ("sharedB", ["governor-powersave"])):
+        node = build_node(root / "sim" / name, name, faults)
+        hosts[name] = {
+            "ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(sshd.client_key),
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
+            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "stetho_venv": str(root / "shared-venv"), "stetho_python": "/usr/bin/python3",
+            "stetho_etc": str(root / "etc")}
+    inventory = root / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    proc = _sweep(inventory, root / "runs")
+    run_dir = sorted((root / "runs").glob("2*"))[-1]
+    rows = _results(run_dir)
+    assert not [r for r in rows if r["status"] == "error"], proc.stdout[-3000:]
+    gov = {r["node"]: r["status"] for r in rows if r["check"] == "cpu_governor"}
+    assert gov == {"sharedA": "pass", "sharedB": "fail"}
+    assert json.loads((run_dir / "summary.json").read_text())["failing_nodes"] == ["sharedB"]
+    for name in hosts:
+        bundle = json.loads((run_dir / "hosts" / name / "evidence.json").read_text())
+        assert bundle["node"] == name and bundle["sysroot"] == hosts[name]["stetho_sysroot"]
+    (venv,) = [p for p in (root / "shared-venv").iterdir()
+               if (p / "bin" / "stetho").exists() and not p.is_symlink()]
+    on_node = sorted(p.name for p in venv.glob("evidence-*.json"))
+    assert on_node == ["evidence-sharedA.json", "evidence-sharedB.json"]

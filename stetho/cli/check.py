@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from stetho.cli.common import db_option, emit, settings, write
+from stetho.cli.common import ProbeProgress, db_option, emit, settings, write
 
 if TYPE_CHECKING:
     from stetho.evidence.bundle import Bundle
@@ -48,6 +48,10 @@ if TYPE_CHECKING:
 @click.option("--history/--no-history", "use_history", default=None,
               help="Drift checks against the history database, and record this run in it "
               "[default: on for --local, off for --evidence replays].")
+@click.option("--deadline", "deadline_s", type=click.FloatRange(min=0, min_open=True),
+              help="Seconds the probes may take in all (with --local/--sim): then no probe "
+              "starts, running ones are killed, each unfinished one is an `error` (timed out) "
+              "and the checks still run over the rest. The sweep sets it from the host timeout.")
 @click.option("--outcome", "outcome_out", type=click.Path(dir_okay=False, allow_dash=True),
               hidden=True, help="Write results, JUnit and evidence as one JSON document "
               "('-': stdout, nothing else printed there). What the sweep reads back.")
@@ -56,7 +60,8 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
           evidence_out: str | None, bench_suite: str | None, peer: str | None,
           extra_checks: tuple[str, ...], select: str | None,
           workers: str | None, show_all: bool, problems: bool, quiet: bool,
-          db: str | None, use_history: bool | None, outcome_out: str | None) -> None:
+          db: str | None, use_history: bool | None, deadline_s: float | None,
+          outcome_out: str | None) -> None:
     """Run the health checks on this node (or a simulated one), or replay saved evidence."""
     from stetho.checking import run as checkrun
 
@@ -64,16 +69,29 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     if evidence and (local or sim):
         raise click.UsageError("--evidence replays saved bundles; it cannot be combined with "
                                "--local or --sim")
-    if (evidence_out or bench_suite) and evidence:
-        raise click.UsageError("--evidence-out and --bench are for what --local collects")
+    if (evidence_out or bench_suite or deadline_s) and evidence:
+        raise click.UsageError("--evidence-out, --bench and --deadline are for what --local "
+                               "collects")
     bundles: list[Bundle] | None = None
     replay = bool(evidence)
     if not evidence:
         from stetho.evidence import collect
         from stetho.evidence.bench_run import BenchRequest
+        from stetho.evidence.runner import Watch
 
         request = BenchRequest(bench_suite, peer=peer) if bench_suite else None
-        bundle = collect.collect_local(profile=profile_name, sim=sim, node=node, bench=request)
+        # which probe runs, on stderr; never with the machine outcome on stdout, nor --quiet
+        shown = None if quiet or outcome_out == "-" else ProbeProgress()
+        # --evidence-out holds the evidence so far after every probe: a node killed
+        # mid-collection still leaves a bundle to evaluate (unfinished probes timed out)
+        partial = (lambda b: b.save(Path(evidence_out))) if evidence_out else None
+        try:
+            bundle = collect.collect_local(profile=profile_name, sim=sim, node=node,
+                                           bench=request, on_partial=partial,
+                                           watch=Watch.within(deadline_s, progress=shown))
+        finally:
+            if shown is not None:
+                shown.close()
         if evidence_out:
             bundle.save(Path(evidence_out))
         bundles = [bundle]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress as RichProgress
     from rich.progress import TaskID
 
+    from stetho.evidence.runner import ProbeEvent
     from stetho.results import Result
 
 #: --db, the same on every command that reads or writes history.
@@ -122,3 +124,54 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+class ProbeProgress:
+    """Which probes a node's check is running, on stderr (a hung tool is named while it
+    hangs): a live status line on a terminal, a line per start and end in a log."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.tty = sys.stderr.isatty()
+        self.running: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.status: object | None = None
+
+    def __call__(self, event: ProbeEvent) -> None:
+        limit = f"timeout {event.timeout_s:g} s" if event.timeout_s else "file read"
+        with self.lock:
+            if event.record is None:
+                self.running[event.name] = event.timeout_s
+                line = f"probe {event.name} ... ({limit})"
+            else:
+                self.running.pop(event.name, None)
+                rec = event.record
+                line = f"probe {event.name} {'done' if rec.status == 'ok' else rec.status} " \
+                       f"{rec.duration_s:.1f} s"
+            if not self.tty:
+                click.echo(line, err=True)
+                return
+            self._show()
+
+    def _show(self) -> None:
+        from rich.status import Status
+
+        text = "probes running: " + (", ".join(sorted(self.running)) or "(none)")
+        if self.status is None:
+            status = Status(text, console=self.console)
+            status.start()
+            self.status = status
+        else:
+            assert isinstance(self.status, Status)
+            self.status.update(text)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.status is not None:
+                from rich.status import Status
+
+                assert isinstance(self.status, Status)
+                self.status.stop()
+                self.status = None

@@ -17,8 +17,9 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width
 @click.option("--forks", default=50, show_default=True, type=click.IntRange(1, 1000),
               help="Hosts Ansible works on at once.")
 @click.option("--timeout", "timeout_s", type=click.IntRange(5, 86400),
-              help="Per-host limit for the check, in seconds [default: 300, plus what the "
-              "--bench suite can take].")
+              help="Per-host limit for the check, in seconds [default: per host, what its "
+              "profile's probes and the --bench suite can take, plus 120 s; a shorter one is "
+              "refused].")
 @click.option("--bench", "bench_suite", type=click.Choice(("quick", "nightly", "acceptance")),
               help="Also run this benchmark suite on every node; invasive benchmarks only on "
               "idle nodes (busy nodes are listed, their benchmarks skipped).")

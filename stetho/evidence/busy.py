@@ -29,7 +29,7 @@ PROBE = "busy"
 MODES = ("auto", "slurm", "gpu", "none")
 GPU_QUERY = ("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory",
              "--format=csv,noheader")
-_TIMEOUT_S = 15.0
+TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def detect(node: str, env: Environment, mode: str | None = None) -> tuple[Busy, 
     except ValueError as exc:
         rec = ProbeRecord(PROBE, "command", "error", reason=f"busy_probe {mode!r}: {exc}")
         return interpret(rec), rec
-    rec = _ask(Probe(PROBE, argv, timeout_s=_TIMEOUT_S), env)
+    rec = _ask(Probe(PROBE, argv, timeout_s=TIMEOUT_S), env)
     return interpret(rec), rec
 
 
@@ -128,8 +128,8 @@ def from_bundle(bundle: Bundle) -> Busy | None:
 
 def _probe(method: str, node: str) -> Probe:
     if method == "slurm":
-        return Probe(PROBE, ("squeue", "-h", "-w", node, "-o", "%A"), timeout_s=_TIMEOUT_S)
-    return Probe(PROBE, GPU_QUERY, timeout_s=_TIMEOUT_S)
+        return Probe(PROBE, ("squeue", "-h", "-w", node, "-o", "%A"), timeout_s=TIMEOUT_S)
+    return Probe(PROBE, GPU_QUERY, timeout_s=TIMEOUT_S)
 
 
 def _ask(probe: Probe, env: Environment) -> ProbeRecord:

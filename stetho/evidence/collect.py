@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,7 +15,7 @@ from stetho.errors import ConfigError
 from stetho.evidence import probes as P
 from stetho.evidence.bench_run import BenchRequest
 from stetho.evidence.bundle import Bundle, ProbeRecord
-from stetho.evidence.runner import Environment, run_all
+from stetho.evidence.runner import NO_WATCH, Environment, Watch, run_all
 from stetho.profiles import Profile
 
 
@@ -25,10 +28,54 @@ def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
     return P.BASE_PROBES + extra
 
 
-def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest | None = None
+UNFINISHED = "timed out: the check stopped before this probe finished (partial evidence)"
+
+
+class _Partial:
+    """The bundle so far, handed to `sink` after every probe: each probe not finished yet is
+    in it as `timeout` (fail closed: a check over a probe that never finished is an error,
+    never a pass), so a node killed mid-collection still leaves evidence to evaluate."""
+
+    def __init__(self, make: Callable[[dict[str, ProbeRecord]], Bundle],
+                 sink: Callable[[Bundle], None], pending: tuple[P.Probe, ...]) -> None:
+        self.make, self.sink = make, sink
+        self.lock = threading.Lock()
+        self.records: dict[str, ProbeRecord] = {}
+        self.pending = {p.name: p for p in pending}
+        self.closed = False
+
+    def close(self) -> None:
+        """No more writes: a probe left behind at the deadline, finishing late, must not
+        replace the final bundle with a partial one."""
+        with self.lock:
+            self.closed = True
+
+    def expect(self, probes: tuple[P.Probe, ...], instead_of: tuple[str, ...] = ()) -> None:
+        with self.lock:
+            for name in instead_of:
+                self.pending.pop(name, None)
+            self.pending.update((p.name, p) for p in probes if p.name not in self.records)
+
+    def add(self, *records: ProbeRecord) -> None:
+        with self.lock:  # one writer at a time: the sink replaces one file
+            if self.closed:
+                return
+            for rec in records:
+                self.records[rec.name] = rec
+                self.pending.pop(rec.name, None)
+            unfinished = {n: ProbeRecord(n, p.kind, "timeout", argv=p.argv, reason=UNFINISHED)
+                          for n, p in self.pending.items()}
+            self.sink(self.make({**self.records, **unfinished}))
+
+
+def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest | None = None,
+            watch: Watch = NO_WATCH, on_partial: Callable[[Bundle], None] | None = None
             ) -> Bundle:
     """The profile's probes (and a benchmark suite's runs). Nothing invasive runs unless the
-    node is idle (stetho.evidence.busy): an invasive probe is then `skipped` with the reason."""
+    node is idle (stetho.evidence.busy): an invasive probe is then `skipped` with the reason.
+
+    `watch` bounds the collection with a deadline and reports each probe's start and end;
+    `on_partial` receives the bundle so far after every probe (see _Partial)."""
     from stetho.core import hostlist
     from stetho.evidence import bench_run, busy
 
@@ -36,15 +83,29 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
     probes = probes_for(profile)
     benchmarks = bench_run.suite(bench.suite, bench.only) if bench else ()
     records: dict[str, ProbeRecord] = {}
+
+    def make(recs: dict[str, ProbeRecord]) -> Bundle:
+        return Bundle(node=node, profile=profile.name, probes=recs, sysroot=env.sysroot,
+                      collected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      stetho_version=__version__)
+
+    partial = _Partial(make, on_partial, probes) if on_partial is not None else None
+    if partial is not None:
+        watch = replace(watch, on_record=partial.add)
     if any(p.invasive for p in probes) or any("idle" in b.needs for b in benchmarks):
-        state, records[busy.PROBE] = busy.detect(node, env)
+        left = watch.remaining()  # asking (nvidia-smi may hang) leaves the probes half
+        capped = env if left is None else replace(env, timeout_cap=max(0.1, min(
+            left / 2, env.timeout_cap or left)))
+        state, records[busy.PROBE] = busy.detect(node, capped)
         if not state.idle:
             for p in probes:
                 if p.invasive:
                     records[p.name] = ProbeRecord(p.name, "command", "skipped", argv=p.argv,
                                                   reason=state.skip_reason())
             probes = tuple(p for p in probes if not p.invasive)
-    records.update(run_all(tuple(p for p in probes if not p.per_device), env))
+    if partial is not None:
+        partial.add(*records.values())
+    records.update(run_all(tuple(p for p in probes if not p.per_device), env, watch=watch))
     devices = _rdma_devices(records.get("ib_sysfs")) or _ibstat_devices(records.get("ibstat"))
     per_device = [p for p in probes if p.per_device]
     if per_device and devices:
@@ -57,16 +118,21 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
                                               reason=f"{p.argv[0]} not found on PATH")
             else:
                 bound += [P.for_device(p, d) for d in devices]
+        if partial is not None:
+            partial.expect(tuple(bound), instead_of=tuple(p.name for p in per_device))
+            partial.add(*(records[p.name] for p in per_device if p.name in records))
         # one short command per HCA and tool (mlxlink, perfquery -x, -E): more at once
-        records.update(run_all(tuple(bound), env, workers=16))
+        records.update(run_all(tuple(bound), env, workers=16, watch=watch))
+    elif partial is not None:  # no HCA found: the per-device probes have nothing to run on
+        partial.expect((), instead_of=tuple(p.name for p in per_device))
     if bench is not None:
         ctx = bench_run.BenchContext(node=node, suite=bench.suite, gpus=_gpu_count(records),
                                      rdma_devices=tuple(devices), peer=bench.peer,
                                      runtime_s=bench.runtime_s, progress=bench.progress)
         records.update(bench_run.run_suite(benchmarks, ctx, env))
-    return Bundle(node=node, collected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  stetho_version=__version__, profile=profile.name, probes=records,
-                  sysroot=env.sysroot)
+    if partial is not None:
+        partial.close()
+    return make(records)
 
 
 def _gpu_count(records: dict[str, ProbeRecord]) -> int:
@@ -107,11 +173,14 @@ def sim_environment(sim: str) -> tuple[Environment, str]:
 
 
 def collect_local(profile: str | None = None, sim: str | None = None,
-                  node: str | None = None, bench: BenchRequest | None = None) -> Bundle:
+                  node: str | None = None, bench: BenchRequest | None = None,
+                  watch: Watch = NO_WATCH, on_partial: Callable[[Bundle], None] | None = None
+                  ) -> Bundle:
     from stetho import config
 
     prof = profiles.load(profile or config.active().profile or profiles.DEFAULT_PROFILE)
     if sim:
         env, sim_name = sim_environment(sim)
-        return collect(prof, env, node or sim_name, bench)
-    return collect(prof, Environment.configured(), node or socket.gethostname(), bench)
+        return collect(prof, env, node or sim_name, bench, watch, on_partial)
+    return collect(prof, Environment.configured(), node or socket.gethostname(), bench, watch,
+                   on_partial)

@@ -11,8 +11,9 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stetho.evidence.bundle import ProbeRecord
@@ -38,28 +39,118 @@ class Environment:
                    timeout_cap=cfg.probe_timeout)
 
 
-def run_all(probes: tuple[Probe, ...], env: Environment,
-            workers: int = 8) -> dict[str, ProbeRecord]:
-    """Run probes concurrently; the result keeps the probes' order."""
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(probes)))) as pool:
-        records = list(pool.map(lambda p: run(p, env), probes))
+@dataclass(frozen=True)
+class ProbeEvent:
+    """A probe starting (`record` None) or finished (its record), for whoever watches."""
+
+    name: str
+    timeout_s: float
+    record: ProbeRecord | None = None
+
+
+@dataclass(frozen=True)
+class Watch:
+    """How a caller follows and bounds a collection. `deadline` (a time.monotonic() instant):
+    after it no probe starts and a running one is killed; `budget_s` is the whole allowance,
+    for the records' reasons. `progress` is called from the probes' threads; `on_record` after
+    each probe finishes (the collector keeps a partial bundle up to date with it)."""
+
+    deadline: float | None = None
+    budget_s: float = 0.0
+    progress: Callable[[ProbeEvent], None] | None = None
+    on_record: Callable[[ProbeRecord], None] | None = None
+
+    @classmethod
+    def within(cls, seconds: float | None,
+               progress: Callable[[ProbeEvent], None] | None = None) -> Watch:
+        """A watch whose deadline is `seconds` from now (None: no deadline)."""
+        deadline = time.monotonic() + seconds if seconds is not None else None
+        return cls(deadline=deadline, budget_s=seconds or 0.0, progress=progress)
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def timed_out(self, probe: Probe, why: str) -> ProbeRecord:
+        """The record of a probe the deadline stopped: `timeout`, so its checks are errors."""
+        return ProbeRecord(probe.name, probe.kind, "timeout", argv=probe.argv,
+                           reason=f"timed out: {why} the check's {self.budget_s:g} s deadline")
+
+
+NO_WATCH = Watch()
+#: How long past the deadline a running probe may take to be killed and reaped before it is
+#: given up for lost (a file read blocked in the kernel cannot be interrupted).
+GRACE_S = 2.0
+
+
+def run_all(probes: tuple[Probe, ...], env: Environment, workers: int = 8,
+            watch: Watch = NO_WATCH) -> dict[str, ProbeRecord]:
+    """Run probes concurrently; the result keeps the probes' order. Past the watch's deadline,
+    probes not started are not started and one still stuck is recorded as timed out and left
+    behind (daemon threads: a read blocked forever does not keep the process alive)."""
+    todo = list(enumerate(probes))
+    done: dict[int, ProbeRecord] = {}
+    cond = threading.Condition()
+
+    def work() -> None:
+        while True:
+            with cond:
+                if not todo:
+                    return
+                i, probe = todo.pop(0)
+            rec = run(probe, env, watch)
+            with cond:
+                done[i] = rec
+                cond.notify_all()
+            if watch.on_record is not None:
+                watch.on_record(rec)
+
+    for _ in range(max(1, min(workers, len(probes)))):
+        threading.Thread(target=work, daemon=True, name="stetho-probe").start()
+    with cond:
+        while len(done) < len(probes):
+            left = watch.remaining()
+            if left is not None and left + GRACE_S <= 0:
+                break
+            cond.wait(None if left is None else left + GRACE_S)
+        finished = dict(done)
+        todo.clear()
+    records = [finished.get(i) or watch.timed_out(p, "still running at")
+               for i, p in enumerate(probes)]
     return {r.name: r for r in records}
 
 
-def run(probe: Probe, env: Environment) -> ProbeRecord:
+def run(probe: Probe, env: Environment, watch: Watch = NO_WATCH) -> ProbeRecord:
+    left = watch.remaining()
+    if left is not None and left <= 0:
+        return watch.timed_out(probe, "not started, past")
+    timeout = min(probe.timeout_s, env.timeout_cap or probe.timeout_s)
+    if watch.progress is not None:
+        watch.progress(ProbeEvent(probe.name, timeout if probe.argv else 0.0))
+    record = _run(probe, env, watch)
+    if watch.progress is not None:
+        watch.progress(ProbeEvent(probe.name, timeout, record))
+    return record
+
+
+def _run(probe: Probe, env: Environment, watch: Watch) -> ProbeRecord:
     if probe.argv:
-        record = _run_command(probe, probe.argv, env)
+        record = _run_command(probe, probe.argv, env, watch)
         for alt in probe.fallbacks:
             if record.status in ("ok", "timeout") or (record.status == "failed" and record.stdout):
                 break
-            alt_record = _run_command(probe, alt, env)
+            left = watch.remaining()
+            if left is not None and left <= 0:
+                return watch.timed_out(probe, f"{probe.argv[0]} {record.status}, its fallback "
+                                       "not started, past")
+            alt_record = _run_command(probe, alt, env, watch)
             if alt_record.status != "missing":
                 record = alt_record
         return record
     return _read_files(probe, env)
 
 
-def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment) -> ProbeRecord:
+def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment,
+                 watch: Watch = NO_WATCH) -> ProbeRecord:
     exe = shutil.which(argv[0], path=env.path)
     if exe is None:
         return ProbeRecord(probe.name, "command", "missing", argv=argv,
@@ -80,6 +171,10 @@ def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment) -> Probe
     except OSError as exc:
         return ProbeRecord(probe.name, "command", "error", argv=argv, reason=str(exc))
     timeout = min(probe.timeout_s, env.timeout_cap or probe.timeout_s)
+    left = watch.remaining()
+    by_deadline = left is not None and left < timeout
+    if by_deadline:
+        timeout = max(0.0, left or 0.0)
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -90,6 +185,11 @@ def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment) -> Probe
     duration = time.monotonic() - start
     stdout, binary_out = _decode(out[: probe.max_bytes])
     stderr, _ = _decode(err[: probe.max_bytes])
+    if timed_out and by_deadline:
+        return ProbeRecord(probe.name, "command", "timeout", argv=argv, rc=None, stdout=stdout,
+                           stderr=stderr, duration_s=duration, binary=binary_out,
+                           reason=f"timed out: killed after {duration:.1f} s, at the check's "
+                           f"{watch.budget_s:g} s deadline")
     if timed_out:
         return ProbeRecord(probe.name, "command", "timeout", argv=argv, rc=None, stdout=stdout,
                            stderr=stderr, duration_s=duration, binary=binary_out,

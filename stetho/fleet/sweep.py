@@ -30,13 +30,14 @@ from stetho.core.locks import SweepLock
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.evidence import busy as busy_mod
+from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
 from stetho.results import Result, counts, exit_code
 
 CHECK_TASKS = ("stetho check", "stetho check (after install)")
-DEFAULT_TIMEOUT_S = 300
+RECOVER_TASK = "recover the evidence of a killed check"
 
 
 @dataclass
@@ -45,7 +46,7 @@ class SweepOptions:
     out: Path
     limit: str | None = None
     forks: int = 50
-    timeout_s: int | None = 300  # None: 300 s, plus the longest the --bench suite can take
+    timeout_s: int | None = None  # None: per host, what its probes and --bench can take
     playbook: Path | None = None
     progress: Callable[[str, int, int, int], None] | None = None  # host, done, total, failing
     db: Path | None = None  # history: drift checks and recording (None: neither)
@@ -61,6 +62,8 @@ class HostState:
     error: str | None = None
     install_failed: str | None = None
     busy: Busy | None = None  # what the node said before anything invasive (None: not asked)
+    killed: str | None = None  # the hard timeout killed its check: why, while its evidence comes
+    partial: Bundle | None = None  # the evidence a killed check left, evaluated here
 
 
 @dataclass
@@ -100,16 +103,12 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     hosts = {h: HostState(h) for h in (limit or list(all_hosts))}
     if not hosts:
         raise ConfigError(f"inventory {inventory} has no hosts")
-    if opts.timeout_s is None:
-        opts.timeout_s = DEFAULT_TIMEOUT_S + (max(
-            int(bench_budget(opts.bench, _profile_of(all_hosts.get(h, {})))[0]) for h in hosts)
-            if opts.bench else 0)
-    if opts.bench:
-        _check_bench_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
+    limits = _check_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
     house = wheels.build()
     meta = {"run_id": run_id, "stetho_version": __version__, "version_id": house.version_id,
             "inventory": str(inventory), "limit": opts.limit, "hosts": sorted(hosts),
-            "forks": opts.forks, "timeout_s": opts.timeout_s, "bench": opts.bench,
+            "forks": opts.forks, "timeout_s": opts.timeout_s, "host_timeouts": limits,
+            "bench": opts.bench,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     _write_json(run_dir / "meta.json", meta)
 
@@ -134,15 +133,16 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         playbook=opts.playbook or shipped("playbooks") / "stetho-check.yml",
         inventory=inventory, private_data_dir=run_dir / "ansible", ident="sweep",
         limit=sorted(hosts) if limit else None, forks=opts.forks,
-        extravars={**wheels.extra_vars(house), "stetho_default_timeout": opts.timeout_s,
+        extravars={**wheels.extra_vars(house), "stetho_host_timeouts": limits,
                    **({"stetho_bench": opts.bench} if opts.bench else {})},
         on_event=on_event)
+    _evaluate_partial(run_dir, hosts)
     results: list[Result] = []
     for name in sorted(hosts):
         st = hosts[name]
         if not st.done:
             st.done = True
-            st.error = st.install_failed or (
+            st.error = st.install_failed or st.killed or (
                 f"no result from Ansible for this host (playbook {run.status}, rc {run.rc})")
         if st.error:
             st.results = [_host_error(name, st.error)]
@@ -177,10 +177,12 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
         rc = ev.result.get("rc")
         if rc == 127 and ev.task == CHECK_TASKS[0]:
             return False  # not installed yet: the install block runs next
+        if rc in (124, 137):  # killed: the next task brings back the evidence it left
+            st.killed = (f"stetho check was killed at the per-host timeout (rc {rc}): results "
+                         "from the evidence it left")
+            return False
         st.done = True
-        if rc == 124:
-            st.error = "stetho check timed out on the node (per-host timeout) and was killed"
-        elif rc == 127:
+        if rc == 127:
             st.error = f"stetho is not runnable after install: {ev.message}"
         else:
             try:
@@ -194,6 +196,12 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
                 st.results = out.results
                 st.busy = busy_mod.from_bundle(out.evidence) if out.evidence else None
         return True
+    if ev.task == RECOVER_TASK and st.killed:
+        st.done = True
+        st.partial, why = _partial_bundle(ev)
+        if st.partial is None:
+            st.error = f"stetho check was killed at the per-host timeout; {why}"
+        return True
     if ev.kind == "failed":
         st.done = True
         st.error = f"task '{ev.task}' failed: {ev.message}"
@@ -203,36 +211,64 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
     return False
 
 
-def bench_budget(suite: str, profile_name: str) -> tuple[float, list[str]]:
-    """The longest a node can spend in the suite's benchmarks: each one's timeout x repeats
-    (x the profile's GPUs or IB ports, 8 if it does not say, for per: gpu/hca)."""
-    from stetho import profiles
-    from stetho.evidence.bench_run import suite as suite_of
+def _partial_bundle(ev: HostEvent) -> tuple[Bundle | None, str]:
+    """The evidence a killed check left on the node (gzip, base64), or why there is none."""
+    import base64
+    import gzip
 
-    prof = profiles.load(profile_name)
-    total, parts = 0.0, []
-    for b in suite_of(suite):
-        per = {"gpu": prof.gpu.count, "hca": prof.ib.ports}.get(b.per, 1) or 8
-        seconds = b.timeout_s * b.repeats * per
-        total += seconds
-        parts.append(f"{b.name} {seconds:g} s")
-    return total, parts
+    from stetho.evidence.bundle import BundleError
+
+    if ev.kind != "ok" or ev.result.get("rc") != 0:
+        return None, f"it left no evidence ({ev.message or ev.result.get('stderr', '')})"[:400]
+    try:
+        raw = json.loads(gzip.decompress(base64.b64decode(str(ev.result.get("stdout", "")))))
+        return Bundle.from_json(raw, source="the killed check's evidence"), ""
+    except (ValueError, OSError, EOFError, BundleError) as exc:
+        return None, f"its evidence was unreadable: {exc}"
 
 
-def _check_bench_budget(suite: str, timeout_s: int, all_hosts: dict[str, dict[str, Any]],
-                        hosts: dict[str, HostState]) -> None:
-    """Refuse a per-host timeout that the benchmarks alone could outlast (it would kill the
-    node's run and lose what it measured), with the numbers."""
+def _evaluate_partial(run_dir: Path, hosts: dict[str, HostState]) -> None:
+    """Evaluate here what killed checks left: what finished keeps its verdict, each probe that
+    did not is `timeout` in the bundle, so its checks are errors (never a pass)."""
+    from stetho.checking import run as checkrun
+
+    partial = {n: st for n, st in hosts.items() if st.partial is not None}
+    if not partial:
+        return
+    bundles = [st.partial for st in partial.values() if st.partial is not None]
+    run = checkrun.run(bundles)
+    for name, st in partial.items():
+        assert st.partial is not None
+        st.results = [r for r in run.results if r.node == name] + [_host_error(
+            name, st.killed or "killed")]
+        _save_host(run_dir, name, outcome_mod.Outcome.of(st.results, st.partial,
+                                                         run.summaries.get(name)))
+
+
+def _check_budget(bench: str | None, timeout_s: int | None,
+                  all_hosts: dict[str, dict[str, Any]], hosts: dict[str, HostState]
+                  ) -> dict[str, int]:
+    """Each host's per-host timeout: the one configured (--timeout, or its `stetho_timeout`),
+    refused with the numbers where the node's probes and benchmarks could outlast it (the
+    kill would lose what it measured), else what the node needs (stetho.fleet.budget)."""
+    from stetho.fleet.budget import host_budget
+
+    limits = {}
     for name in hosts:
         hv = all_hosts.get(name, {})
         profile = _profile_of(hv)
-        need, parts = bench_budget(suite, profile)
-        limit = int(hv.get("stetho_timeout", timeout_s))
+        need, parts = host_budget(profile, bench)
+        configured = hv.get("stetho_timeout", timeout_s)
+        limit = need if configured is None else int(configured)
         if limit < need:
+            what = "--timeout" if "stetho_timeout" not in hv else "its stetho_timeout"
             raise ConfigError(
-                f"{name}: per-host timeout {limit} s is shorter than the {suite} benchmarks can "
-                f"take on profile {profile}: {need:g} s ({', '.join(parts)}); give --timeout "
-                f"{int(need) + 300} or more (or a smaller suite)")
+                f"{name}: per-host timeout {limit} s ({what}) is shorter than the check can "
+                f"take on profile {profile}{' with the ' + bench + ' benchmarks' if bench else ''}"
+                f": {need} s ({', '.join(parts)}); give {need} or more, or leave it out "
+                f"(computed per host)")
+        limits[name] = limit
+    return limits
 
 
 def _profile_of(hostvars: dict[str, Any]) -> str:
