@@ -107,18 +107,29 @@ def test_fleet_checks_on_the_fault_cluster(fault_results):
     assert {r["status"] for r in healthy} == {"pass"}
 
 
-def test_a_lone_node_skips_fleet_checks_and_keeps_its_exit_code(fault_bundles, tmp_path):
-    out = tmp_path / "one.json"
-    proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--evidence",
-                           str(fault_bundles / "healthy.json"), "--json", str(out), "-q"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+def test_three_nodes_skip_fleet_checks_and_keep_the_exit_code(fault_bundles, tmp_path):
+    few = tmp_path / "few"
+    few.mkdir()
+    for name in ("healthy", "clocks", "hcafw"):  # hcafw's firmware differs: not compared
+        (few / f"{name}.json").write_bytes((fault_bundles / f"{name}.json").read_bytes())
+    out = tmp_path / "few.json"
+    proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--evidence", str(few),
+                           "--json", str(out), "-q"], capture_output=True, text=True,
+                          timeout=300)
     rows = json.loads(out.read_text())["results"]
-    fleet = sorted((r["check"], r["status"], r["message"]) for r in rows
+    fleet = sorted((r["node"], r["check"], r["status"], r["message"]) for r in rows
                    if r["check"].startswith("fleet_"))
-    why = ("1 h100-sxm-8gpu node in this run; fleet comparison needs at least 8 "
+    why = ("3 h100-sxm-8gpu nodes in this run; fleet comparison needs at least 8 "
            "(profile fleet.min_peers)")
-    assert fleet == [("fleet_busbw", "skip", why), ("fleet_versions", "skip", why)]
+    assert fleet == [(n, c, "skip", why) for n in ("clocks", "hcafw", "healthy")
+                     for c in ("fleet_busbw", "fleet_versions")]
+    assert proc.returncode == 1, proc.stderr  # clocks fails on its own; the skips add nothing
+    alone = subprocess.run([sys.executable, "-m", "stetho", "check", "--evidence",
+                            str(few / "healthy.json"), "--json", str(out), "-q"],
+                           capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0, alone.stderr  # one node is no fleet: no fleet rows at all
+    assert not [r for r in json.loads(out.read_text())["results"]
+                if r["check"].startswith("fleet_")]
 
 
 def _check(evidence, out):
