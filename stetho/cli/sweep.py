@@ -28,9 +28,11 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width
               help="Show only fail/error/warn rows (default), or every row.")
 @db_option
 @click.option("--no-history", is_flag=True, help="Neither drift checks nor recording.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="The summary line instead of the table; no progress on stderr.")
 def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int | None,
           bench_suite: str | None, out: str, problems_only: bool, db: str | None,
-          no_history: bool) -> None:
+          no_history: bool, quiet: bool) -> None:
     """Run `stetho check --local` on every inventory host through Ansible.
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
@@ -41,18 +43,22 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
     from stetho.sinks import table
 
     cfg = settings(db=db)
-    progress = Progress()
+    progress = Progress(quiet=quiet)
     opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
                                   out=Path(out), limit=limit, forks=forks,
                                   timeout_s=timeout_s, progress=progress.update,
+                                  steps=progress.step,
                                   db=None if no_history else cfg.db, bench=bench_suite)
     try:
         result = sweep_mod.sweep(opts)
     finally:
         progress.close()
-    show = ("fail", "error", "warn") if problems_only else table.ALL
-    click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
-                            color=sys.stdout.isatty(), show=show), nl=False)
+    if quiet:
+        click.echo(table.summary(result.results))
+    else:
+        show = ("fail", "error", "warn") if problems_only else table.ALL
+        click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
+                                color=sys.stdout.isatty(), show=show), nl=False)
     busy = sorted(h for h, st in result.hosts.items() if st.busy and not st.busy.idle)
     if busy:
         click.echo(f"{len(busy)} of {len(result.hosts)} nodes busy: nothing invasive ran there "

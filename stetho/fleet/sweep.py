@@ -48,6 +48,9 @@ class SweepOptions:
     timeout_s: int | None = 300  # None: 300 s, plus the longest the --bench suite can take
     playbook: Path | None = None
     progress: Callable[[str, int, int, int], None] | None = None  # host, done, total, failing
+    #: What it is doing before the hosts report, a line a step ("wheelhouse: 3/30 dependency
+    #: wheels"): a first wheelhouse build takes minutes.
+    steps: Callable[[str], None] | None = None
     db: Path | None = None  # history: drift checks and recording (None: neither)
     reports: bool = True  # diagnose failing nodes into run_dir/reports (and alert)
     bench: str | None = None  # a benchmark suite every node runs too (idle nodes only)
@@ -106,7 +109,8 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
             if opts.bench else 0)
     if opts.bench:
         _check_bench_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
-    house = wheels.build()
+    say = opts.steps or (lambda _text: None)
+    house = wheels.build(progress=lambda text: say(f"wheelhouse: {text}"))
     meta = {"run_id": run_id, "stetho_version": __version__, "version_id": house.version_id,
             "inventory": str(inventory), "limit": opts.limit, "hosts": sorted(hosts),
             "forks": opts.forks, "timeout_s": opts.timeout_s, "bench": opts.bench,
@@ -130,6 +134,8 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
                     opts.progress(ev.host, sum(h.done for h in hosts.values()), len(hosts),
                                   failing)
 
+    say(f"ansible: checking {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+        f" ({min(opts.forks, len(hosts))} at a time)")
     run = run_playbook(
         playbook=opts.playbook or shipped("playbooks") / "stetho-check.yml",
         inventory=inventory, private_data_dir=run_dir / "ansible", ident="sweep",
