@@ -94,3 +94,69 @@ def test_the_gates_live_checks_show_progress_on_stderr(tmp_path, gone):
     assert quiet.returncode == 1
     assert not _steps(quiet.stderr) and "wheelhouse:" not in quiet.stderr, quiet.stderr
     assert json.loads(out.read_text())["blocked"] == ["gone01"]
+
+
+# -- a sweep stopped from outside leaves no ansible-playbook behind ------------------------------
+
+def _playbooks(marker):
+    """pids of ansible-playbook processes (and their forks) whose command line names marker."""
+    from pathlib import Path
+
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"ansible-playbook") for a in argv) and \
+                any(marker.encode() in a for a in argv):
+            found.append(int(d.name))
+    return found
+
+
+def _poll(what, deadline_s=120):
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.2)
+    return what()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_killed_sweep_takes_its_ansible_playbook_with_it(tmp_path, sig):
+    import signal
+
+    from stetho.sim.builder import build_node
+
+    node = build_node(tmp_path / "sim" / "slow01", "slow01", ["hang=nvidia-smi"])
+    inventory = tmp_path / "inventory.yml"
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
+            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "stetho_venv": str(tmp_path / "venvs"), "stetho_python": sys.executable,
+            "stetho_etc": str(tmp_path / "etc"), "stetho_timeout": 300}
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"slow01": host}}}))
+    marker = str(inventory.resolve())
+    proc = subprocess.Popen([sys.executable, "-m", "stetho", "sweep", "-i", str(inventory),
+                             "--out", str(tmp_path / "runs"), "--no-history"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _poll(lambda: _playbooks(marker)), "ansible-playbook never started"
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=120)
+        left = _poll(lambda: not _playbooks(marker), deadline_s=30)
+        assert left is True, f"still running: {_playbooks(marker)}"
+        assert proc.returncode == 128 + getattr(signal, sig), out + err
+        assert f"stetho: sweep interrupted by {sig}: ansible-playbook and its processes " \
+               "were killed" in err
+        assert "Traceback" not in err
+    finally:
+        proc.kill()
+        for pid in _playbooks(marker):  # what the old code left behind, so it ends here
+            os.kill(pid, 9)

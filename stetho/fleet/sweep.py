@@ -28,7 +28,7 @@ from stetho.checking.nodes import NodeSummary
 from stetho.core import hostlist
 from stetho.core.locks import SweepLock
 from stetho.core.resources import shipped
-from stetho.errors import ConfigError
+from stetho.errors import ConfigError, Interrupted
 from stetho.evidence import busy as busy_mod
 from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
@@ -51,6 +51,9 @@ class SweepOptions:
     #: What it is doing before the hosts report, a line a step ("wheelhouse: 3/30 dependency
     #: wheels"): a first wheelhouse build takes minutes.
     steps: Callable[[str], None] | None = None
+    #: True once the sweep must stop (the CLI got SIGTERM/SIGINT): Ansible's processes are
+    #: killed and the sweep raises Interrupted.
+    cancel: Callable[[], bool] | None = None
     db: Path | None = None  # history: drift checks and recording (None: neither)
     reports: bool = True  # diagnose failing nodes into run_dir/reports (and alert)
     bench: str | None = None  # a benchmark suite every node runs too (idle nodes only)
@@ -134,6 +137,8 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
                     opts.progress(ev.host, sum(h.done for h in hosts.values()), len(hosts),
                                   failing)
 
+    if opts.cancel is not None and opts.cancel():
+        raise Interrupted(f"stopped before Ansible started; run folder {run_dir}")
     say(f"ansible: checking {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
         f" ({min(opts.forks, len(hosts))} at a time)")
     run = run_playbook(
@@ -142,7 +147,10 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         limit=sorted(hosts) if limit else None, forks=opts.forks,
         extravars={**wheels.extra_vars(house), "stetho_default_timeout": opts.timeout_s,
                    **({"stetho_bench": opts.bench} if opts.bench else {})},
-        on_event=on_event)
+        on_event=on_event, cancel=opts.cancel)
+    if run.status == "canceled":
+        raise Interrupted(f"ansible-playbook and its processes were killed; what finished "
+                          f"hosts sent is in {run_dir / 'hosts'}")
     results: list[Result] = []
     for name in sorted(hosts):
         st = hosts[name]
