@@ -19,3 +19,9 @@ class EvaluationError(StethoError):
     """Could not evaluate at all (no evidence, unreadable bundle): exit 3."""
 
     exit_code = 3
+
+
+class Interrupted(StethoError):
+    """Stopped from outside (a signal) before it finished; the CLI exits 128 + the signal."""
+
+    exit_code = 130

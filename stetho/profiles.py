@@ -198,7 +198,9 @@ class DriftSpec:
 class FleetSpec:
     """How a node is compared with its peers of the same profile (stetho.checking.fleet)."""
 
-    min_peers: int = 3  # fewer nodes of the profile than this: no fleet comparison
+    #: Fewer nodes of the profile in a run than this: no fleet comparison, a `skip` per node
+    #: (a median and MAD over a handful of nodes say little).
+    min_peers: int = 8
     busbw_z: float = -3.5  # robust z-score (0.6745 (x - median) / MAD) of an outlier
     busbw_min_drop_pct: float = 3.0  # ...that must also be this far under the fleet median
     #: Version drift in these fails (collectives mix code paths or hang); in others it warns.
@@ -344,13 +346,11 @@ _GPU, _HOST, _IB, _NCCL, _DRIFT, _FLEET = (GpuSpec(), HostSpec(), IbSpec(), Nccl
 
 
 def _fleet(s: yamlconf.Section) -> FleetSpec:
-    spec = FleetSpec(min_peers=s.get("min_peers", int, _FLEET.min_peers, within=(1, None)),
+    spec = FleetSpec(min_peers=s.get("min_peers", int, _FLEET.min_peers, within=(2, None)),
                      busbw_z=s.get("busbw_z", float, _FLEET.busbw_z, within=(None, 0)),
                      busbw_min_drop_pct=s.get("busbw_min_drop_pct", float,
                                               _FLEET.busbw_min_drop_pct, within=(0, 100)),
                      blocking=s.str_list("blocking", _FLEET.blocking))
-    if spec.min_peers < 2:
-        s.fail("min_peers must be at least 2", "min_peers")
     if spec.busbw_z >= 0:
         s.fail("busbw_z must be negative (how far under the median an outlier is)", "busbw_z")
     _positive(s, "busbw_min_drop_pct", spec.busbw_min_drop_pct)

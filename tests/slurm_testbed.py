@@ -83,6 +83,29 @@ def _run(argv: list[str], env: dict[str, str], folder: Path, timeout: float = 15
         raise TestbedError(f"{argv} timed out after {timeout}s\n{logs(folder)}") from e
 
 
+#: The slurm.conf lines the README documents (and quotes from this file).
+HOOK_LINES = Path(__file__).resolve().parent.parent / "contrib" / "slurm" / "slurm.conf"
+
+
+def hook_settings() -> list[tuple[str, str]]:
+    """contrib/slurm/slurm.conf as (key, value) pairs, comments dropped."""
+    pairs = []
+    for line in HOOK_LINES.read_text().splitlines():
+        text = line.split("#", 1)[0].strip()
+        if text:
+            key, _, value = text.partition("=")
+            pairs.append((key, value))
+    return pairs
+
+
+def _hook_lines() -> list[str]:
+    """The documented hook lines, so this slurmctld and slurmd parse and accept exactly them.
+    The programs become /bin/true: the testbed node has no /opt/stetho for the hooks to run
+    (tests run `stetho gate --local --slurm ...` themselves, as the hooks would)."""
+    programs = ("Prolog", "HealthCheckProgram")
+    return [f"{k}={'/bin/true' if k in programs else v}" for k, v in hook_settings()]
+
+
 def _local_node_line(hostname: str, slurmd_port: int) -> str:
     """The local node as `slurmd -C` sees it, so that slurmd's registration matches exactly
     (a config claiming more than the hardware has gets the node drained)."""
@@ -167,6 +190,7 @@ def start(folder: Path) -> Testbed:
             "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/none", "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
+            *_hook_lines(),
             _local_node_line(hostname, slurmd_port),
             "NodeName=gpu[01-04] NodeAddr=127.0.0.2 Port=6899 CPUs=8 RealMemory=64000 "
             "Weight=10 State=DOWN",

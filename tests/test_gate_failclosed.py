@@ -159,6 +159,27 @@ def test_fleet_and_drift_checks_gate_only_when_listed():
     assert policy.load("nightly").counts("drift_shift")  # lists none: every check counts
 
 
+def test_a_listed_fleet_check_that_skipped_is_never_go(tmp_path):
+    """Too few peers in the run: the fleet check skipped, so it did not evaluate the node."""
+    from stetho.checking import fleet
+    from stetho.gate import decision, policy
+
+    nodes = [{"node": f"n{i}", "profile": "p", "versions": {"driver": ["535.161.08"]},
+              "busbw": {}} for i in range(3)]
+    skips = fleet.evaluate(nodes)
+    assert {r.status for r in skips} == {"skip"}
+    listed = tmp_path / "fleet.yml"
+    listed.write_text("policy: fleet\nchecks: [versions, fleet_versions]\nblock_on: [fail]\n")
+    ok = [Result(f"n{i}", "versions", "driver", "pass", "ok") for i in range(3)]
+    d = decision.decide(policy.load(str(listed)), ok + skips)
+    assert d.exit_code == 3 and d.go_nodes == set()
+    assert d.unevaluated["n0"] == ("fleet_versions error: not compared: 3 p nodes in this run; "
+                                   "fleet comparison needs at least 8 (profile fleet.min_peers)")
+    # not listed (pre-job) or every check counting (nightly): a skip blocks nothing
+    for name in ("pre-job", "nightly"):
+        assert decision.decide(policy.load(name), ok + skips).exit_code == 0
+
+
 # -- unevaluated is never go ---------------------------------------------------------------------
 
 def test_act_never_resumes_unevaluated_nodes(tmp_path):

@@ -56,6 +56,8 @@ def _write(tmp_path, text, name="site.yml"):
     ("profile: x\ngpu:\n  temperature: {warn_c: 400}\n", 3, "must be between 0 and 150"),
     ("profile: x\nib:\n  rate_gbps: 0\n", 3, "ib.rate_gbps must be more than 0"),
     ("profile: x\nfleet:\n  busbw_min_drop_pct: 120\n", 3, "between 0 and 100"),
+    # a median over one node is the node itself
+    ("profile: x\nfleet:\n  min_peers: 1\n", 3, "fleet.min_peers must be at least 2, not 1"),
     ("profile: x\ngpu:\n  ecc: maybe\n", 3, "gpu.ecc must be required or any"),
     ("profile: x\nib:\n  port_groups:\n    a: {devices: [mlx5_*], link_layer: RoCE}\n", 3,
      "link layer must be one of InfiniBand, Ethernet"),

@@ -16,15 +16,52 @@ from tests import slurm_testbed as testbed
 slurm_testbed = testbed.slurm_testbed
 
 
+HOOKS = Path(__file__).resolve().parent.parent / "contrib" / "slurm"
+
+
 def _gate(sim: Path, tmp_path: Path, node: str, mode: str, extra: dict[str, str] | None = None,
           path_first: str = "") -> subprocess.CompletedProcess[str]:
+    """The shipped hook itself (contrib/slurm/prolog.sh or healthcheck.sh), as slurmd runs
+    it, with this checkout's stetho: the tests cannot drift from what sites install."""
     env = {**os.environ, "STETHO_SYSROOT": str(sim / "sysroot"),
            "PATH": f"{path_first}{sim / 'bin'}:{os.environ['PATH']}",
            "STETHO_DB": str(tmp_path / "h.db"), "STETHO_PROFILE": "h100-sxm-8gpu",
-           "STETHO_GATE_OUT": str(tmp_path / "runs"), **(extra or {})}
-    return subprocess.run([sys.executable, "-m", "stetho", "gate", "--local", "--slurm", mode,
-                           "--policy", "pre-job", "--node", node, "--quiet", "--no-reports"],
-                          env=env, capture_output=True, text=True, timeout=300)
+           "STETHO_GATE_OUT": str(tmp_path / "runs"),
+           "STETHO": str(Path(sys.executable).parent / "stetho"), "STETHO_POLICY": "pre-job",
+           "SLURMD_NODENAME": node, **(extra or {})}
+    script = HOOKS / {"prolog": "prolog.sh", "health-check": "healthcheck.sh"}[mode]
+    return subprocess.run(["/bin/sh", str(script)], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _readme_block(after: str) -> str:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = text.index("```\n", text.index(after)) + 4
+    return text[start:text.index("```", start)]
+
+
+def test_the_readme_quotes_the_slurm_conf_lines_sites_and_the_testbed_use():
+    lines = (HOOKS / "slurm.conf").read_text()
+    assert _readme_block("Slurm runs the gate on the node itself, in `slurm.conf`:") == lines
+    settings = dict(testbed.hook_settings())
+    for script in ("prolog.sh", "healthcheck.sh"):  # each hook's own header says the same
+        text = (HOOKS / script).read_text()
+        header = text[text.index("# slurm.conf:\n"):].split("\n#\n", 1)[0].splitlines()[1:]
+        pairs = [ln.lstrip("# ").split("#", 1)[0].strip().partition("=") for ln in header]
+        assert pairs and all(settings.get(k) == v for k, _, v in pairs), (script, pairs)
+        assert f"# contrib/slurm/{script}" in lines
+
+
+@pytest.mark.xdist_group("slurm")
+def test_the_testbeds_slurm_accepts_the_documented_lines(slurm_testbed):
+    shown = subprocess.run(["scontrol", "show", "config"], env={**os.environ, **slurm_testbed.env},
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    config = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in
+                                                      shown.splitlines())}
+    assert config["PrologFlags"] == "Alloc"
+    assert config["HealthCheckInterval"].split()[0] == "600"
+    assert config["HealthCheckNodeState"] == "IDLE"
+    assert config["HealthCheckProgram"] == config["Prolog"] == "/bin/true"
 
 
 @pytest.mark.xdist_group("faultsim")

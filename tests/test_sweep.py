@@ -150,6 +150,12 @@ def test_healthy_limit_exit_0_and_install_skipped(full_sweep, cluster):
     stats = json.loads((run_dir / "summary.json").read_text())["ansible"]["stats"]
     assert set(stats["processed"]) == set(HEALTHY)
     assert not stats.get("changed")  # nothing installed: the version's venv was there
+    # five nodes of the profile: no fleet comparison, a skip saying so, and still exit 0
+    fleet = [r for r in _results(run_dir) if r["check"].startswith("fleet_")]
+    assert {(r["status"], r["message"]) for r in fleet} == {(
+        "skip", "5 h100-sxm-8gpu nodes in this run; fleet comparison needs at least 8 "
+                "(profile fleet.min_peers)")}
+    assert {r["node"] for r in fleet} == set(HEALTHY)
 
 
 def test_limit_naming_an_unknown_or_unsafe_host_is_a_usage_error(cluster):

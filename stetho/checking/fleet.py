@@ -4,6 +4,11 @@ A node can pass every check of its own and still be the odd one out: a driver, N
 firmware version its peers do not run (collectives mix code paths, or hang), or an NCCL busbw
 well under the fleet's while above the profile's floor. These compare each node with its peers
 of the same profile, robustly: the majority version, and the median/MAD of busbw.
+
+A median and MAD over a handful of nodes say little (over 3, one slow node moves the median
+itself), so a profile with fewer nodes in the run than its `fleet.min_peers` (default 8) is
+not compared: each of its nodes gets a `skip` per fleet check that says how many there were.
+A skip is not a pass: a gate policy that lists a fleet check cannot call such a node GO.
 """
 
 from __future__ import annotations
@@ -20,16 +25,15 @@ _DEFAULT = FleetSpec()
 
 
 def evaluate(summaries: list[NodeSummary]) -> list[Result]:
-    """Fleet results for every profile with enough nodes; the limits are the profile's
-    `fleet:` section (stetho.profiles.FleetSpec)."""
+    """Fleet results for every profile: a verdict per node where the profile has enough nodes,
+    else a `skip` saying how many; the limits are the profile's `fleet:` section
+    (stetho.profiles.FleetSpec)."""
     by_profile: dict[str, list[NodeSummary]] = {}
     for s in summaries:
         by_profile.setdefault(s["profile"], []).append(s)
     out: list[Result] = []
     for profile, nodes in sorted(by_profile.items()):
         spec = _spec(profile)
-        if len(nodes) < spec.min_peers:
-            continue
         out += versions(profile, nodes, spec)
         out += busbw(profile, nodes, spec)
     return out
@@ -47,6 +51,9 @@ def _spec(profile: str) -> FleetSpec:
 
 def versions(profile: str, nodes: list[NodeSummary], spec: FleetSpec = _DEFAULT
              ) -> list[Result]:
+    if len(nodes) < spec.min_peers:
+        return _too_few("fleet_versions", "versions", profile, [n["node"] for n in nodes],
+                        spec, "")
     comps = sorted({c for n in nodes for c in n["versions"]})
     majority: dict[str, tuple[str, int]] = {}
     for comp in comps:
@@ -87,11 +94,12 @@ def busbw(profile: str, nodes: list[NodeSummary], spec: FleetSpec = _DEFAULT
         return []
     size = largest.most_common(1)[0][0]  # the size most nodes ran up to
     values = {n["node"]: n["busbw"][size] for n in nodes if size in n["busbw"]}
+    label = f"allreduce@{_size(int(size))}"
     if len(values) < spec.min_peers:
-        return []
+        return _too_few("fleet_busbw", label, profile, list(values), spec,
+                        "" if len(values) == len(nodes) else f" with busbw at {label}")
     med = statistics.median(values.values())
     mad = statistics.median(abs(v - med) for v in values.values())
-    label = f"allreduce@{_size(int(size))}"
     out = []
     for node, v in sorted(values.items()):
         drop = (med - v) / med if med else 0.0
@@ -113,6 +121,16 @@ def busbw(profile: str, nodes: list[NodeSummary], spec: FleetSpec = _DEFAULT
                            "nccl-tests, check its NVLink, clocks, PCIe and NCCL transport")
         out.append(base)
     return out
+
+
+def _too_few(check: str, subject: str, profile: str, names: list[str], spec: FleetSpec,
+             which: str) -> list[Result]:
+    """A `skip` per node: too few peers to compare with, and how many there were."""
+    why = (f"{len(names)} {profile} node{'s' if len(names) != 1 else ''}{which} in this run; "
+           f"fleet comparison needs at least {spec.min_peers} (profile fleet.min_peers)")
+    return [Result(n, check, subject, "skip", why, value=len(names), unit="nodes",
+                   expected=f">= {spec.min_peers} nodes", probe="fleet")
+            for n in sorted(names)]
 
 
 def _size(n: int) -> str:

@@ -18,6 +18,7 @@ from stetho.errors import ConfigError, StethoError
 if TYPE_CHECKING:
     from rich.progress import Progress as RichProgress
     from rich.progress import TaskID
+    from rich.status import Status
 
     from stetho.evidence.runner import ProbeEvent
     from stetho.results import Result
@@ -96,15 +97,39 @@ def emit(results: Sequence[Result], junit: str | None, json_out: str | None, *,
 
 
 class Progress:
-    """Hosts done / total and failing so far: a live bar on a terminal, lines in a CI log."""
+    """What a long command is doing, on stderr: its steps (`step`, e.g. the wheelhouse build)
+    and hosts done / total and failing so far (`update`). A spinner and a live bar on a
+    terminal, lines in a CI log, nothing when quiet."""
 
-    def __init__(self, what: str = "sweep") -> None:
+    def __init__(self, what: str = "sweep", *, quiet: bool = False) -> None:
         self.what = what
+        self.quiet = quiet
         self.bar: RichProgress | None = None
         self.task: TaskID | None = None
+        self.spinner: Status | None = None
         self.tty = sys.stderr.isatty()
 
+    def step(self, text: str) -> None:
+        if self.quiet:
+            return
+        if not self.tty:
+            click.echo(text, err=True)
+            return
+        if self.bar is not None:  # one live display at a time on a terminal
+            self.bar.stop()
+            self.bar = None
+        if self.spinner is None:
+            from rich.console import Console
+
+            self.spinner = Console(stderr=True).status(text)
+            self.spinner.start()
+        else:
+            self.spinner.update(text)
+
     def update(self, host: str, done: int, total: int, failing: int) -> None:
+        if self.quiet:
+            return
+        self._stop_spinner()
         if not self.tty:
             click.echo(f"[{done}/{total}] {host} done ({failing} failing so far)", err=True)
             return
@@ -121,7 +146,13 @@ class Progress:
         assert self.task is not None
         self.bar.update(self.task, completed=done, failing=failing)
 
+    def _stop_spinner(self) -> None:
+        if self.spinner is not None:
+            self.spinner.stop()
+            self.spinner = None
+
     def close(self) -> None:
+        self._stop_spinner()
         if self.bar is not None:
             self.bar.stop()
 

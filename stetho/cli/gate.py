@@ -56,14 +56,14 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     cfg = settings(db=db, override_repo=override_repo)
     if bool(nodes) == bool(local):
         raise click.UsageError("give exactly one of --nodes and --local")
-    progress = Progress("gate: live checks")
+    progress = Progress("gate: live checks", quiet=quiet)
     try:
         outcome = gate_lib.run(gate_lib.GateRequest(
             policy=policy_name, nodes=nodes, local=local,
             inventory=Path(inventory) if inventory else None, job=job, profile=profile_name,
             node=node, out=Path(out), act=act, reports=reports,
             override_repo=cfg.override_repo, slurm=slurm_mode), db=cfg.db,
-            progress=None if quiet else progress.update)
+            progress=progress.update, steps=progress.step)
     finally:
         progress.close()
     if not quiet:

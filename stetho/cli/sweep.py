@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
@@ -29,34 +31,76 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width
               help="Show only fail/error/warn rows (default), or every row.")
 @db_option
 @click.option("--no-history", is_flag=True, help="Neither drift checks nor recording.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="The summary line instead of the table; no progress on stderr.")
 def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int | None,
           bench_suite: str | None, out: str, problems_only: bool, db: str | None,
-          no_history: bool) -> None:
+          no_history: bool, quiet: bool) -> None:
     """Run `stetho check --local` on every inventory host through Ansible.
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
     and results, and a summary; shows the failing nodes first. Exit codes as for `check`,
     over the whole fleet. Only one sweep runs at a time per --out folder.
     """
+    from stetho.errors import Interrupted
     from stetho.fleet import sweep as sweep_mod
     from stetho.sinks import table
 
     cfg = settings(db=db)
-    progress = Progress()
+    progress = Progress(quiet=quiet)
+    stop = _StopOnSignal()
     opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
                                   out=Path(out), limit=limit, forks=forks,
                                   timeout_s=timeout_s, progress=progress.update,
+                                  steps=progress.step, cancel=stop.requested,
                                   db=None if no_history else cfg.db, bench=bench_suite)
     try:
-        result = sweep_mod.sweep(opts)
+        with stop:
+            result = sweep_mod.sweep(opts)
+    except Interrupted as exc:
+        progress.close()
+        name = signal.Signals(stop.signum or signal.SIGINT).name
+        click.echo(f"stetho: sweep interrupted by {name}: {exc}", err=True)
+        sys.exit(128 + (stop.signum or signal.SIGINT))
     finally:
         progress.close()
-    show = ("fail", "error", "warn") if problems_only else table.ALL
-    click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
-                            color=sys.stdout.isatty(), show=show), nl=False)
+    if quiet:
+        click.echo(table.summary(result.results))
+    else:
+        show = ("fail", "error", "warn") if problems_only else table.ALL
+        click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
+                                color=sys.stdout.isatty(), show=show), nl=False)
     busy = sorted(h for h, st in result.hosts.items() if st.busy and not st.busy.idle)
     if busy:
         click.echo(f"{len(busy)} of {len(result.hosts)} nodes busy: nothing invasive ran there "
                    f"({', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''})")
     click.echo(f"run folder: {result.run_dir}")
     sys.exit(result.exit_code)
+
+
+class _StopOnSignal:
+    """SIGTERM or SIGINT during the sweep is remembered, not raised: the sweep then kills
+    ansible-playbook's process group (a session of its own, which the signal never reaches)
+    and stops. An exception raised mid-run would leave ansible-playbook running, orphaned.
+    A second signal is an immediate KeyboardInterrupt."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._before: dict[int, object] = {}
+
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _on(self, signum: int, _frame: FrameType | None) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __enter__(self) -> _StopOnSignal:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._before[sig] = signal.signal(sig, self._on)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._before.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]

@@ -77,8 +77,14 @@ def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ide
                  limit: list[str] | None = None, forks: int = 50,
                  extravars: dict[str, Any] | None = None, envvars: dict[str, str] | None = None,
                  timeout_s: int | None = None,
-                 on_event: Callable[[HostEvent], None] | None = None) -> PlaybookRun:
-    """Run one playbook and return its outcome; never raises for a node's failure."""
+                 on_event: Callable[[HostEvent], None] | None = None,
+                 cancel: Callable[[], bool] | None = None) -> PlaybookRun:
+    """Run one playbook and return its outcome; never raises for a node's failure.
+
+    ansible-runner starts ansible-playbook in a session of its own (a pty), so a signal to
+    this process never reaches it: `cancel` is asked about once a second, and when it says
+    True ansible-runner kills ansible-playbook's whole process group (its forks and their
+    connections) and the run's status is "canceled"."""
     try:
         import ansible_runner
     except ImportError as exc:
@@ -117,6 +123,7 @@ def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ide
         inventory=str(inventory.resolve()), limit=",".join(limit) if limit else None,
         forks=forks, extravars=extravars or {}, envvars=env, quiet=True,
         suppress_env_files=True, event_handler=handler, timeout=timeout_s,
+        cancel_callback=cancel, settings={"pexpect_timeout": 1},
     )
     return PlaybookRun(status=str(runner.status), rc=int(runner.rc or 0),
                        stats=dict(runner.stats or {}), events=events,

@@ -28,7 +28,7 @@ from stetho.checking.nodes import NodeSummary
 from stetho.core import hostlist
 from stetho.core.locks import SweepLock
 from stetho.core.resources import shipped
-from stetho.errors import ConfigError
+from stetho.errors import ConfigError, Interrupted
 from stetho.evidence import busy as busy_mod
 from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
@@ -49,6 +49,12 @@ class SweepOptions:
     timeout_s: int | None = None  # None: per host, what its probes and --bench can take
     playbook: Path | None = None
     progress: Callable[[str, int, int, int], None] | None = None  # host, done, total, failing
+    #: What it is doing before the hosts report, a line a step ("wheelhouse: 3/30 dependency
+    #: wheels"): a first wheelhouse build takes minutes.
+    steps: Callable[[str], None] | None = None
+    #: True once the sweep must stop (the CLI got SIGTERM/SIGINT): Ansible's processes are
+    #: killed and the sweep raises Interrupted.
+    cancel: Callable[[], bool] | None = None
     db: Path | None = None  # history: drift checks and recording (None: neither)
     reports: bool = True  # diagnose failing nodes into run_dir/reports (and alert)
     bench: str | None = None  # a benchmark suite every node runs too (idle nodes only)
@@ -104,7 +110,8 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     if not hosts:
         raise ConfigError(f"inventory {inventory} has no hosts")
     limits = _check_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
-    house = wheels.build()
+    say = opts.steps or (lambda _text: None)
+    house = wheels.build(progress=lambda text: say(f"wheelhouse: {text}"))
     meta = {"run_id": run_id, "stetho_version": __version__, "version_id": house.version_id,
             "inventory": str(inventory), "limit": opts.limit, "hosts": sorted(hosts),
             "forks": opts.forks, "timeout_s": opts.timeout_s, "host_timeouts": limits,
@@ -129,13 +136,20 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
                     opts.progress(ev.host, sum(h.done for h in hosts.values()), len(hosts),
                                   failing)
 
+    if opts.cancel is not None and opts.cancel():
+        raise Interrupted(f"stopped before Ansible started; run folder {run_dir}")
+    say(f"ansible: checking {len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+        f" ({min(opts.forks, len(hosts))} at a time)")
     run = run_playbook(
         playbook=opts.playbook or shipped("playbooks") / "stetho-check.yml",
         inventory=inventory, private_data_dir=run_dir / "ansible", ident="sweep",
         limit=sorted(hosts) if limit else None, forks=opts.forks,
         extravars={**wheels.extra_vars(house), "stetho_host_timeouts": limits,
                    **({"stetho_bench": opts.bench} if opts.bench else {})},
-        on_event=on_event)
+        on_event=on_event, cancel=opts.cancel)
+    if run.status == "canceled":
+        raise Interrupted(f"ansible-playbook and its processes were killed; what finished "
+                          f"hosts sent is in {run_dir / 'hosts'}")
     _evaluate_partial(run_dir, hosts)
     results: list[Result] = []
     for name in sorted(hosts):

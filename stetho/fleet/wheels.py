@@ -22,6 +22,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -69,7 +70,12 @@ def cache_root() -> Path:
     return config.active().cache
 
 
-def build(cache: Path | None = None) -> Wheelhouse:
+def build(cache: Path | None = None, progress: Callable[[str], None] | None = None
+          ) -> Wheelhouse:
+    """The wheelhouse for this stetho, from the cache or built now (a first build takes a
+    minute or two). `progress` hears each step ("building stetho 0.1.0 wheel", "3/30
+    dependency wheels", "ready (cached)"): the library never prints, the CLI shows them."""
+    say = progress or (lambda _text: None)
     cache = cache or cache_root() / "wheelhouse"
     deps = _closure(node_requires())
     src = _source_root()
@@ -83,17 +89,23 @@ def build(cache: Path | None = None) -> Wheelhouse:
     folder = cache / version_id
     tarball = folder / "wheels.tgz"
     if tarball.is_file():
+        say(f"ready (cached, {version_id})")
         return _house(version_id, tarball, sorted(p.name for p in folder.glob("*.whl")))
     tmp = Path(tempfile.mkdtemp(prefix="wheelhouse-", dir=_mkdir(cache)))
     try:
+        say(f"building stetho {__version__} wheel"
+            + (f" from {src}" if src is not None else " from its installed files"))
         if src is not None:
             _build_source(src, tmp)
         else:
             repack(metadata.distribution("stetho"), tmp)
-        for d in deps:
+        others = [*deps, *([] if any(_norm(d.metadata["Name"]) == "pip" for d in deps)
+                           else [metadata.distribution("pip")])]
+        for i, d in enumerate(others, 1):
+            say(f"{i}/{len(others)} dependency wheels ({d.metadata['Name']} {d.version})")
             repack(d, tmp)
-        repack(metadata.distribution("pip"), tmp)
         names = sorted(p.name for p in tmp.glob("*.whl"))
+        say(f"packing {len(names)} wheels")
         with tarfile.open(tmp / "wheels.tgz", "w:gz") as tar:
             for n in names:
                 tar.add(tmp / n, arcname=n)
@@ -102,6 +114,7 @@ def build(cache: Path | None = None) -> Wheelhouse:
         tmp.rename(folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    say(f"ready ({version_id})")
     return _house(version_id, tarball, names)
 
 

@@ -75,7 +75,7 @@ def decide(policy: GatePolicy, results: list[Result],
     """Apply a policy (and verified overrides) to results. Pure: no I/O."""
     from stetho.gate.overrides import covers
 
-    kept = [_tighten(policy, r) for r in results if policy.counts(r.check)]
+    kept = [_tighten(policy, _uncompared(policy, r)) for r in results if policy.counts(r.check)]
     final = []
     for r in kept:
         if r.status in policy.block_on:
@@ -89,6 +89,14 @@ def decide(policy: GatePolicy, results: list[Result],
         final.append(r)
     blocking = [r for r in final if r.status in policy.block_on]
     return Decision(policy, final, blocking, sources or {}, ignored or [])
+
+
+def _uncompared(policy: GatePolicy, r: Result) -> Result:
+    """A fleet check the policy lists that skipped (too few peers in the run to compare the
+    node with) did not evaluate the node: an error, so it is never GO on that check."""
+    if r.status != "skip" or not r.check.startswith("fleet_") or r.check not in policy.checks:
+        return r
+    return replace(r, status="error", message=f"not compared: {r.message}")
 
 
 def _tighten(policy: GatePolicy, r: Result) -> Result:

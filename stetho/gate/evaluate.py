@@ -90,8 +90,10 @@ class GateOutcome:
 
 
 def run(req: GateRequest, *, db: Path, now: float | None = None,
-        progress: Callable[[str, int, int, int], None] | None = None) -> GateOutcome:
-    """Decide. `db` is the history the fresh results come from and live ones go to."""
+        progress: Callable[[str, int, int, int], None] | None = None,
+        steps: Callable[[str], None] | None = None) -> GateOutcome:
+    """Decide. `db` is the history the fresh results come from and live ones go to;
+    `progress` and `steps` hear the live checks' sweep (stetho.fleet.sweep.SweepOptions)."""
     from stetho.core import hostlist
     from stetho.gate import policy as policies
 
@@ -109,7 +111,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         results, names, sources, unavailable = _local_hooked(policy, req, db)
     else:
         names = hostlist.expand(req.nodes or "")
-        results, sources, unavailable = _fleet(policy, req, names, db, now, progress)
+        results, sources, unavailable = _fleet(policy, req, names, db, now, progress, steps)
     valid, ignored = load_overrides(policy, req.override_repo, now)
     decision = decide(policy, results, valid, sources, ignored)
     decision.history_unavailable = unavailable
@@ -127,7 +129,8 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
 
 def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now: float,
-           progress: Callable[[str, int, int, int], None] | None
+           progress: Callable[[str, int, int, int], None] | None,
+           steps: Callable[[str], None] | None = None
            ) -> tuple[list[Result], dict[str, str], str | None]:
     """Fresh history per node and check; the nodes lacking any required check run live
     through the sweep (all their checks), or cannot be evaluated."""
@@ -142,7 +145,7 @@ def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now
 
         swept = sweep_mod.sweep(sweep_mod.SweepOptions(
             inventory=req.inventory, out=req.out, limit=hostlist.compress(live), db=db,
-            progress=progress))
+            progress=progress, steps=steps))
         results += swept.results
         sources.update({n: f"live (sweep {swept.run_dir.name})" for n in live})
     else:
