@@ -140,7 +140,7 @@ def test_a_killed_sweep_takes_its_ansible_playbook_with_it(tmp_path, sig):
             "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
             "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "stetho_venv": str(tmp_path / "venvs"), "stetho_python": sys.executable,
-            "stetho_etc": str(tmp_path / "etc"), "stetho_timeout": 300}
+            "stetho_etc": str(tmp_path / "etc")}
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"slow01": host}}}))
     marker = str(inventory.resolve())
     proc = subprocess.Popen([sys.executable, "-m", "stetho", "sweep", "-i", str(inventory),
