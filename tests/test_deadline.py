@@ -122,3 +122,46 @@ def test_deadline_is_refused_with_a_replay(tmp_path):
     proc = _check("--evidence", str(tmp_path), "--deadline", "5")
     assert proc.returncode == 2 and "--deadline are for what --local" in proc.stderr
 
+
+
+def test_a_sweep_keeps_what_a_killed_check_left(tmp_path):
+    """The hard per-host timeout fires before the node's deadline (a check stuck past it): the
+    playbook brings back the evidence written so far and the controller judges it. What finished
+    keeps its verdict, the probe that never did errors, and the host says it was killed.
+    The shipped playbook runs with only its hard limit lowered to 10 s, since a sweep refuses a
+    limit shorter than the node's probes (the case this recovery exists for is a check that
+    outruns a long enough limit)."""
+    import yaml
+
+    from stetho.core.resources import shipped
+    from stetho.fleet.sweep import SweepOptions, sweep
+    from stetho.sim.builder import build_node
+
+    node = build_node(tmp_path / "sim" / "stuck01", "stuck01", ["hang=nvidia-smi"])
+    text = (shipped("playbooks") / "stetho-check.yml").read_text()
+    limit = '    stetho_limit_s: "{{ stetho_timeout'
+    assert limit in text  # the playbook still sets its hard limit where this test lowers it
+    head, tail = text.split(limit, 1)
+    playbook = tmp_path / "stetho-check.yml"
+    playbook.write_text(head + '    stetho_limit_s: "10"\n    unused_limit: "{{ stetho_timeout'
+                        + tail)
+    inventory = tmp_path / "inventory.yml"
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "stetho_profile": "generic", "stetho_sysroot": str(node / "sysroot"),
+            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "stetho_venv": str(tmp_path / "venvs"), "stetho_python": sys.executable,
+            "stetho_etc": str(tmp_path / "etc"), "stetho_deadline": 600}
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"stuck01": host}}}))
+    result = sweep(SweepOptions(inventory=inventory, out=tmp_path / "runs", playbook=playbook,
+                                reports=False))
+    rows = {(r.check, r.subject): r for r in result.results if r.node == "stuck01"}
+    killed = rows[("sweep", "")]
+    assert killed.status == "error" and "killed at the per-host timeout" in killed.message
+    assert rows[("gpu_count", "")].status == "error"
+    assert "timed out" in rows[("gpu_count", "")].message
+    disks = [r for (check, _), r in rows.items() if check == "disk_rotational"]
+    assert disks and all(r.status == "pass" for r in disks)  # finished before the kill
+    smi = [r for r in rows.values() if "nvidia-smi" in (r.probe or "")]
+    assert smi and all(r.status == "error" for r in smi)  # never a pass on what never came
+    assert (result.run_dir / "hosts" / "stuck01" / "evidence.json").is_file()
+    assert result.exit_code == 3

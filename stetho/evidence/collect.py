@@ -92,6 +92,7 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
     partial = _Partial(make, on_partial, probes) if on_partial is not None else None
     if partial is not None:
         watch = replace(watch, on_record=partial.add)
+        partial.add()  # on disk before anything can hang (the busy check asks nvidia-smi)
     if any(p.invasive for p in probes) or any("idle" in b.needs for b in benchmarks):
         left = watch.remaining()  # asking (nvidia-smi may hang) leaves the probes half
         capped = env if left is None else replace(env, timeout_cap=max(0.1, min(
