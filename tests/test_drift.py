@@ -130,7 +130,7 @@ def test_check_records_history_and_runs_drift(fault_cluster, tmp_path):
         assert proc.returncode == 0, proc.stderr
     rows = {r["check"]: r for r in json.loads(out.read_text())["results"]
             if r["check"].startswith("drift_")}
-    assert rows["drift_counter"]["status"] == "pass"
+    assert rows["drift_counter"]["status"] == "pass", rows["drift_counter"]["message"]
     assert rows["drift_shift"]["status"] == "skip"
     with History(db) as h:
         assert h.conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 2

@@ -73,7 +73,7 @@ def evaluate(history: History, node: str, profile: Profile, current: Iterable[li
     lookback = max(spec.window_days, spec.trend_days,
                    spec.weekly_weeks * 7 if weekly else 0.0) * DAY
     samples = history.samples(node, sorted(series.values()), since=now - lookback,
-                              until=now - 1)
+                              until=now)
     past = {k: samples.get(sid, []) for k, sid in series.items()}
     declared = [(c, k) for c in cur if (k := kind_of[c.metric]) is not None]
     out: list[Result] = []
