@@ -57,7 +57,7 @@ def shard(args: tuple[int, list[str], list[MetricRow], int, bool, str]) -> dict[
             evals.append(time.perf_counter() - s)
             s = time.perf_counter()
             ids = [sid for sid, *_ in h.series_of(node)]
-            h.samples(node, ids, since=now - prof.drift.trend_days * nights.DAY, until=now - 1)
+            h.samples(node, ids, since=now - prof.drift.trend_days * nights.DAY, until=now)
             reads.append(time.perf_counter() - s)
     return {"runs": out.runs, "healthy_runs": out.healthy_runs,
             "warnings": [(r.node, r.check, r.subject, r.message) for r in out.healthy_warnings],
