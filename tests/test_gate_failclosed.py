@@ -180,6 +180,21 @@ def test_a_listed_fleet_check_that_skipped_is_never_go(tmp_path):
         assert decision.decide(policy.load(name), ok + skips).exit_code == 0
 
 
+def test_a_listed_drift_check_without_history_is_never_go(tmp_path):
+    """Too little history: drift skipped, so the comparison the policy asks for was not made."""
+    from stetho.gate import decision, policy
+
+    listed = tmp_path / "drift.yml"
+    listed.write_text("policy: drift\nchecks: [versions, drift_counter]\nblock_on: [fail]\n")
+    ok = [Result("n1", "versions", "driver", "pass", "ok")]
+    skip = [Result("n1", "drift_counter", "", "skip",
+                   "needs 1 earlier run with these counters; the history has none")]
+    d = decision.decide(policy.load(str(listed)), ok + skip)
+    assert d.exit_code == 3 and d.go_nodes == set()
+    assert "not compared: needs 1 earlier run" in d.unevaluated["n1"]
+    assert decision.decide(policy.load("nightly"), ok + skip).exit_code == 0
+
+
 # -- unevaluated is never go ---------------------------------------------------------------------
 
 def test_act_never_resumes_unevaluated_nodes(tmp_path):

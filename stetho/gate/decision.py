@@ -92,9 +92,11 @@ def decide(policy: GatePolicy, results: list[Result],
 
 
 def _uncompared(policy: GatePolicy, r: Result) -> Result:
-    """A fleet check the policy lists that skipped (too few peers in the run to compare the
-    node with) did not evaluate the node: an error, so it is never GO on that check."""
-    if r.status != "skip" or not r.check.startswith("fleet_") or r.check not in policy.checks:
+    """A fleet or drift check the policy lists that skipped (too few peers in the run, too
+    little history) did not evaluate the node: an error, so it is never GO on that check.
+    These are opt-in comparisons; a policy that names one wants it made."""
+    if (r.status != "skip" or not r.check.startswith(("fleet_", "drift_"))
+            or r.check not in policy.checks):
         return r
     return replace(r, status="error", message=f"not compared: {r.message}")
 
