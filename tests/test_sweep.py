@@ -28,27 +28,30 @@ def sshd(tmp_path_factory):
     sshd_mod.stop(server)
 
 
+def _sim_host(sshd, root, name, faults, venv=None):
+    """A loopback inventory host over the test sshd with its own simulated H100 node."""
+    from stetho.sim.builder import build_node
+
+    node = build_node(root / "sim" / name, name, faults)
+    return {
+        "ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": "root",
+        "ansible_ssh_private_key_file": str(sshd.client_key),
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
+        "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "stetho_venv": str(venv or root / "venvs" / name), "stetho_python": "/usr/bin/python3",
+        "stetho_etc": str(root / "etc" / (name if venv is None else "shared")),
+    }
+
+
 @pytest.fixture(scope="session")
 def cluster(sshd, tmp_path_factory):
     """10 inventory hosts on 127.0.0.1: 5 healthy, 3 faulty, one on a closed port, one whose
     nvidia-smi hangs past its check's deadline."""
-    from stetho.sim.builder import build_node
-
     root = tmp_path_factory.mktemp("cluster")
     faults = {**{n: [f] for n, f in FAULTY.items()}, "node10": ["hang=nvidia-smi"]}
-    hosts = {}
-    for i in range(1, 11):
-        name = f"node{i:02d}"
-        node = build_node(root / "sim" / name, name, faults.get(name, []))
-        hosts[name] = {
-            "ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": "root",
-            "ansible_ssh_private_key_file": str(sshd.client_key),
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
-            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-            "stetho_venv": str(root / "venvs" / name), "stetho_python": "/usr/bin/python3",
-            "stetho_etc": str(root / "etc" / name),
-        }
+    hosts = {f"node{i:02d}": _sim_host(sshd, root, f"node{i:02d}", faults.get(f"node{i:02d}", []))
+             for i in range(1, 11)}
     hosts["node09"]["ansible_port"] = sshd_mod.free_port()  # nothing listens: unreachable
     hosts["node10"]["stetho_deadline"] = 6  # seconds its probes may take, then it reports
     inventory = root / "inventory.yml"
@@ -335,20 +338,9 @@ def test_bench_sweep_runs_nothing_invasive_on_a_busy_node(sshd, tmp_path_factory
     """`sweep --bench quick` on two loopback hosts, one with a job's process on a GPU (a real
     recorded compute process): its live nccl-tests is skipped as busy (never a pass), the
     summary lists it, and both ran the quick benchmark (safe beside a job)."""
-    from stetho.sim.builder import build_node
-
     root = tmp_path_factory.mktemp("benchsweep")
-    hosts = {}
-    for name, faults in (("bench01", []), ("bench02", ["gpu-job"])):
-        node = build_node(root / "sim" / name, name, faults)
-        hosts[name] = {
-            "ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": "root",
-            "ansible_ssh_private_key_file": str(sshd.client_key),
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
-            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-            "stetho_venv": str(root / "venvs" / name), "stetho_python": "/usr/bin/python3",
-            "stetho_etc": str(root / "etc" / name)}
+    hosts = {name: _sim_host(sshd, root, name, faults)
+             for name, faults in (("bench01", []), ("bench02", ["gpu-job"]))}
     inventory = root / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     proc = _sweep(inventory, root / "runs", "--bench", "quick")
@@ -400,20 +392,9 @@ def test_a_timeout_shorter_than_the_probes_is_refused(cluster):
 def test_hosts_sharing_one_venv_keep_their_own_evidence(sshd, tmp_path_factory):
     """Two hosts whose stetho_venv is one folder (an NFS home): the install cannot race and
     each brings back its own evidence and verdicts (only node B has powersave CPUs)."""
-    from stetho.sim.builder import build_node
-
     root = tmp_path_factory.mktemp("sharedvenv")
-    hosts = {}
-    for name, faults in (("sharedA", []), ("sharedB", ["governor-powersave"])):
-        node = build_node(root / "sim" / name, name, faults)
-        hosts[name] = {
-            "ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": "root",
-            "ansible_ssh_private_key_file": str(sshd.client_key),
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
-            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-            "stetho_venv": str(root / "shared-venv"), "stetho_python": "/usr/bin/python3",
-            "stetho_etc": str(root / "etc")}
+    hosts = {name: _sim_host(sshd, root, name, faults, venv=root / "shared-venv")
+             for name, faults in (("sharedA", []), ("sharedB", ["governor-powersave"]))}
     inventory = root / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     proc = _sweep(inventory, root / "runs")
