@@ -158,3 +158,25 @@ def test_batch_groups_are_bounded_however_many_nodes():
         groups = s.groups()
         assert max(map(len, groups)) == biggest
         assert [name for g in groups for name in g] == [f"n{i}" for i in range(n)]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_replay_shows_how_far_it_is_on_stderr(fault_bundles, tmp_path, workers):
+    """A fleet's replay runs for a minute: its progress goes to stderr, a line at each tenth
+    of the check items in a log (never on stdout), and nothing under --quiet."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    healthy = json.loads((fault_bundles / "healthy.json").read_text())
+    for i in range(3):
+        (folder / f"n{i}.json").write_text(json.dumps(dict(healthy, node=f"n{i}")))
+    argv = [sys.executable, "-m", "stetho", "check", "--evidence", str(folder), "-n", workers]
+    shown = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    lines = [ln for ln in shown.stderr.splitlines() if ln.startswith("replay of 3 nodes: ")]
+    assert lines[0].startswith("replay of 3 nodes: 0% of the checks done (1/")
+    assert lines[-1].startswith("replay of 3 nodes: 100% of the checks done (")
+    done, total = lines[-1].rsplit("(", 1)[1].rstrip(")").split("/")
+    assert done == total and int(total) > 10 and len(lines) == 11
+    assert "replay of" not in shown.stdout
+    quiet = subprocess.run([*argv, "-q"], capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0 and "replay of" not in quiet.stderr + quiet.stdout

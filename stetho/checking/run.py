@@ -8,18 +8,18 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pytest
 
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError, EvaluationError
 from stetho.results import Result
 
 if TYPE_CHECKING:
-    import pytest
-
     from stetho.checking.nodes import NodeSummary
     from stetho.evidence.bundle import Bundle
 
@@ -47,12 +47,28 @@ _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexce
 
 
 class _Inject:
-    """Hands the already-loaded bundles to the plugin's session state."""
+    """Hands the already-loaded bundles to the plugin's session state, and tells `progress`
+    how many check items are done of how many (a fleet's replay runs for a minute)."""
 
-    def __init__(self, bundles: list[Bundle] | None, profile: str | None) -> None:
+    def __init__(self, bundles: list[Bundle] | None, profile: str | None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.bundles = bundles
         self.profile = profile
         self.config: pytest.Config | None = None
+        self.progress = progress
+        self.total = self.done = 0
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.total = max(self.total, len(session.items))  # serial: the items run here
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        self.total = max(self.total, len(ids))  # xdist: each worker collects every item
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.progress is not None and report.when == "teardown":
+            self.done += 1
+            self.progress(self.done, self.total)
 
     def pytest_configure(self, config: pytest.Config) -> None:
         from stetho.checking.plugin import session
@@ -75,14 +91,14 @@ class CheckRun:
 def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = None,
         profile: str | None = None, extra_checks: tuple[str, ...] = (),
         select: str | None = None, workers: int | str | None = None,
-        verbose: bool = False, metrics: bool = True) -> CheckRun:
+        verbose: bool = False, metrics: bool = True,
+        progress: Callable[[int, int], None] | None = None) -> CheckRun:
     """Evaluate the checks over in-memory `bundles` or bundle files/folders `evidence`.
 
     `workers` spreads the checks over processes with pytest-xdist (replay of many nodes).
     `metrics=False` drops the nodes' metrics from their summaries (nothing records them).
+    `progress(done, total)` hears each check item finish.
     """
-    import pytest
-
     from stetho import config
 
     args = [str(d) for d in check_dirs(extra_checks)]
@@ -103,7 +119,7 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         # A group's items all on one worker, so each node is parsed once, not once per worker.
         args += ["-p", "xdist.plugin", "-n", str(workers), "--dist", "loadgroup",
                  "--stetho-batch"]
-    inject = _Inject(bundles, profile)
+    inject = _Inject(bundles, profile, progress)
     sink = io.StringIO()
     # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
     # a node check does not need, and keeps a site's unrelated plugins out of the verdict.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from stetho.cli.common import ProbeProgress, db_option, emit, settings, write
+from stetho.cli.common import ProbeProgress, ReplayProgress, db_option, emit, settings, write
 
 if TYPE_CHECKING:
     from stetho.evidence.bundle import Bundle
@@ -74,6 +74,7 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
                                "collects")
     bundles: list[Bundle] | None = None
     replay = bool(evidence)
+    count = 0  # bundles a replay finds
     if not evidence:
         from stetho.evidence import collect
         from stetho.evidence.bench_run import BenchRequest
@@ -100,12 +101,18 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
 
         # Only that there are bundles is checked here (exit 3 naming the path); a bundle that
         # cannot be read is its node's error inside the run, the same serial and parallel.
-        for e in evidence:
-            find_bundles(Path(e))
+        count = sum(len(find_bundles(Path(e))) for e in evidence)
     record = use_history if use_history is not None else not replay
-    run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
-                       extra_checks=extra_checks, select=select, workers=workers,
-                       metrics=record or bool(outcome_out))  # the sweep records outcomes
+    # a replay of many nodes takes a while: how far it is, on stderr (never with --quiet)
+    shown_replay = ReplayProgress(count) if replay and count > 1 and not quiet else None
+    try:
+        run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
+                           extra_checks=extra_checks, select=select, workers=workers,
+                           metrics=record or bool(outcome_out),  # the sweep records outcomes
+                           progress=shown_replay)
+    finally:
+        if shown_replay is not None:
+            shown_replay.close()
     results = run.results
     if record:
         from stetho.history import recording

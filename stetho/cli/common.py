@@ -206,3 +206,41 @@ class ProbeProgress:
                 assert isinstance(self.status, Status)
                 self.status.stop()
                 self.status = None
+
+
+class ReplayProgress:
+    """A fleet replay's check items done of all, on stderr: a bar on a terminal, a line at
+    each tenth in a log (a 10,000-node replay has thousands of items)."""
+
+    def __init__(self, nodes: int) -> None:
+        self.what = f"replay of {nodes} nodes"
+        self.tty = sys.stderr.isatty()
+        self.bar: RichProgress | None = None
+        self.task: TaskID | None = None
+        self.shown = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if total <= 0:
+            return
+        if not self.tty:
+            tenth = min(10, done * 10 // total)
+            if tenth > self.shown:
+                self.shown = tenth
+                click.echo(f"{self.what}: {tenth * 10}% of the checks done ({done}/{total})",
+                           err=True)
+            return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as RichProgress
+
+            self.bar = RichProgress(TextColumn(self.what), BarColumn(), MofNCompleteColumn(),
+                                    console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.what, total=total)
+        assert self.task is not None
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
