@@ -51,7 +51,9 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy is the hot spot of a thousand-node replay.
-        return {name: getattr(self, name) for name in _FIELDS}
+        # The instance dict holds exactly the fields, in their order (a frozen dataclass's
+        # __init__ sets them so, and nothing else can): copied in C, a million times a replay.
+        return self.__dict__.copy()
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Result:

@@ -69,3 +69,15 @@ def test_table_summary_of_spilled_results():
     assert table.summary(Results(kept, spill_at=10)) == table.summary(kept)
     text = table.render(Results(kept, spill_at=10), show=("fail",))
     assert text == table.render(kept, show=("fail",))
+
+
+def test_a_rows_document_is_every_field_in_order_as_before():
+    """row() copies the instance dict and reuses one encoder: the document must stay what
+    dataclasses.asdict + json.dumps made (every field, declared order, str() for the odd)."""
+    import dataclasses
+    from pathlib import Path
+
+    r = Result(node="n1", check="c", subject="gpu0", status="fail", message="m",
+               value=Path("/x"), override={"by": "me"}, limit=1.5, limit_op="<=")
+    assert row(r)[4] == json.dumps(dataclasses.asdict(r), default=str, separators=(",", ":"))
+    assert list(r.to_json()) == [f.name for f in dataclasses.fields(Result)]

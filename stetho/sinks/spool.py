@@ -29,8 +29,11 @@ Row = tuple[str, str, str, str, str]
 
 
 def row(r: Result) -> Row:
-    return (r.node, r.check, r.subject, r.status, json.dumps(r.to_json(), default=str,
-                                                     separators=(",", ":")))
+    return (r.node, r.check, r.subject, r.status, _ENCODE(r.to_json()))
+
+
+#: json.dumps with options builds a new encoder per call; one built once encodes the same.
+_ENCODE = json.JSONEncoder(default=str, separators=(",", ":")).encode
 
 
 class Results(Sequence[Result]):
