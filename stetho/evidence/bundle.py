@@ -170,7 +170,8 @@ def _too_deep(data: object, limit: int) -> bool:
             continue
         if depth > limit:
             return True
-        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+        # a list, not a generator: run once per bundle member, the generator's frame cost more
+        todo.extend([(c, depth + 1) for c in children if isinstance(c, (dict, list))])
     return False
 
 
