@@ -8,6 +8,7 @@ evidence with newer parsers or policies (`stetho check --evidence`).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,12 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
         max_bytes = int(config.active().max_bundle_mb * 2**20)
     try:
         with path.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)  # never more than the cap, even if the file grows
+            # Never more than the cap, even if the file grows; sized to the file first, since
+            # read(cap) allocates the whole cap (64 MiB) for a 300 KiB bundle.
+            want, size = max_bytes + 1, os.fstat(fh.fileno()).st_size
+            raw = fh.read(min(size + 1, want))
+            if len(raw) == size + 1 < want:  # it grew since: read on, up to the cap
+                raw += fh.read(want - len(raw))
     except OSError as exc:
         raise BundleError(f"{path}: cannot read evidence bundle: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:
