@@ -81,3 +81,16 @@ def test_a_rows_document_is_every_field_in_order_as_before():
                value=Path("/x"), override={"by": "me"}, limit=1.5, limit_op="<=")
     assert row(r)[4] == json.dumps(dataclasses.asdict(r), default=str, separators=(",", ":"))
     assert list(r.to_json()) == [f.name for f in dataclasses.fields(Result)]
+
+
+def test_rows_travel_packed_as_they_were():
+    """A report carries its rows packed (documents one per line, not re-escaped): unpacked,
+    they are the rows sent, a message with newlines and non-ASCII text included."""
+    from stetho.sinks.spool import pack, unpack
+
+    rs = [Result(node="n1", check="c", subject="gpu0", status="fail",
+                 message="line one\nline two \u00b5s \"quoted\""),
+          Result(node="n2", check="c", subject="", status="pass", value={"a": [1, 2.5]})]
+    rows = [row(r) for r in rs]
+    assert unpack(pack(rows)) == rows
+    assert unpack(pack([])) == []

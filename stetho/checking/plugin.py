@@ -29,7 +29,7 @@ from stetho.checking.verdict import CheckError, Verdict
 from stetho.facts.node import NodeFacts
 from stetho.profiles import Profile
 from stetho.results import Result
-from stetho.sinks.spool import row
+from stetho.sinks.spool import pack, row
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
@@ -318,7 +318,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                                     call, report) for n in p.names]
     else:
         results = [_item_result(item, p, call, report)]
-    report.user_properties.append((RESULT_KEY, json.dumps([row(r) for r in results])))
+    report.user_properties.append((RESULT_KEY, pack([row(r) for r in results])))
 
 
 @pytest.hookimpl(trylast=True)
