@@ -78,12 +78,12 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
             bundle.save(Path(evidence_out))
         bundles = [bundle]
     else:
-        from stetho.evidence.bundle import find_bundles
+        from stetho.evidence.bundle import require_bundles
 
         # Only that there are bundles is checked here (exit 3 naming the path); a bundle that
         # cannot be read is its node's error inside the run, the same serial and parallel.
         for e in evidence:
-            find_bundles(Path(e))
+            require_bundles(Path(e))
     record = use_history if use_history is not None else not replay
     run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
                        extra_checks=extra_checks, select=select, workers=workers,

@@ -189,9 +189,24 @@ def find_bundles(path: Path) -> list[Path]:
         raise BundleError(f"{path}: no such file or folder")
     found = sorted(p for p in path.rglob("*.json") if _looks_like_bundle(p))
     if not found:
-        raise BundleError(f"{path}: no evidence bundles found (looked for *.json with "
-                          f"schema {SCHEMA!r})")
+        raise _none_found(path)
     return found
+
+
+def require_bundles(path: Path) -> None:
+    """Raise what find_bundles raises where `path` holds no bundle, without listing them all:
+    the first bundle ends the search (a fleet's folder is read once, by the replay itself)."""
+    if path.is_file():
+        return
+    if not path.is_dir():
+        raise BundleError(f"{path}: no such file or folder")
+    if not any(_looks_like_bundle(p) for p in path.rglob("*.json")):
+        raise _none_found(path)
+
+
+def _none_found(path: Path) -> BundleError:
+    return BundleError(f"{path}: no evidence bundles found (looked for *.json with "
+                       f"schema {SCHEMA!r})")
 
 
 def _looks_like_bundle(p: Path) -> bool:
