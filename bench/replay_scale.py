@@ -75,8 +75,10 @@ def replay(code: Path | None, folder: Path, out: Path,
             "--json", str(out), "-q"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    # Run from inside the other checkout: `python -m` puts the working directory ahead of
+    # PYTHONPATH, so run from this one it silently measured this checkout twice.
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env)
+                            env=env, cwd=code)
     peak = 0
     done = threading.Event()
 

@@ -10,6 +10,7 @@ a single-node baseline.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from stetho.core.versioning import Version
@@ -121,10 +122,15 @@ def _stale(facts: NodeFacts, reference: dict[str, str]) -> tuple[str, list[str]]
         if v is None:
             unknown.append(comp)
             continue
-        try:
-            same = Version(v) == Version(base_v)
-        except ValueError:
-            same = v == base_v
-        if not same:
+        if not _same_version(v, base_v):
             diffs.append(f"{comp} {base_v} (baseline) vs {v} (node)")
     return "; ".join(diffs), unknown
+
+
+@lru_cache(maxsize=1024)
+def _same_version(found: str, baseline: str) -> bool:
+    """Asked for every message size of every node, of the same few version pairs."""
+    try:
+        return Version(found) == Version(baseline)
+    except ValueError:
+        return found == baseline

@@ -18,7 +18,7 @@ RESULTS_SCHEMA = "stetho.results"
 RESULTS_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Result:
     node: str
     check: str
@@ -40,6 +40,23 @@ class Result:
     limit: float | None = None
     limit_op: str | None = None
 
+    def __init__(self, node: str, check: str, subject: str, status: str, message: str = "",
+                 value: Any = None, unit: str | None = None, expected: Any = None,
+                 threshold: Any = None, remediation: str | None = None,
+                 evidence: str | None = None, probe: str | None = None,
+                 duration_s: float = 0.0, reference: float | None = None,
+                 override: dict[str, Any] | None = None, limit: float | None = None,
+                 limit_op: str | None = None) -> None:
+        # The dataclass's own __init__ sets a frozen instance's fields one object.__setattr__
+        # at a time (4.7 us a Result, 125 Results a node); one dict in field order is 1.4 us.
+        # Same fields, same defaults (tests/test_spool.py holds this signature to the fields).
+        object.__setattr__(self, "__dict__", {
+            "node": node, "check": check, "subject": subject, "status": status,
+            "message": message, "value": value, "unit": unit, "expected": expected,
+            "threshold": threshold, "remediation": remediation, "evidence": evidence,
+            "probe": probe, "duration_s": duration_s, "reference": reference,
+            "override": override, "limit": limit, "limit_op": limit_op})
+
     @property
     def display_status(self) -> str:
         """'passed-with-override' for a result that passes only through an override."""
@@ -51,7 +68,9 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         # Not dataclasses.asdict: its deep copy is the hot spot of a thousand-node replay.
-        return {name: getattr(self, name) for name in _FIELDS}
+        # The instance dict holds exactly the fields, in their order (a frozen dataclass's
+        # __init__ sets them so, and nothing else can): copied in C, a million times a replay.
+        return self.__dict__.copy()
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Result:

@@ -192,3 +192,18 @@ def test_find_bundles_in_a_run_folder(tmp_path):
     with pytest.raises(B.BundleError, match="no evidence bundles found"):
         B.find_bundles(tmp_path / "a" / "empty") if (tmp_path / "a" / "empty").mkdir() \
             is None else None
+
+
+def test_require_bundles_raises_what_find_bundles_raises(tmp_path):
+    """`stetho check --evidence` checks up front that there is a bundle without listing the
+    whole folder: where there is none, it says exactly what find_bundles says."""
+    from stetho.evidence.bundle import BundleError, find_bundles, require_bundles
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "other.json").write_text("{}")
+    for path in (tmp_path / "missing", tmp_path / "empty"):
+        with pytest.raises(BundleError) as want:
+            find_bundles(path)
+        with pytest.raises(BundleError) as got:
+            require_bundles(path)
+        assert str(got.value) == str(want.value)

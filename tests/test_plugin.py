@@ -88,3 +88,33 @@ def test_other_suites_are_left_alone(tmp_path):
         "def test_mine(node):\n    assert node in 'ab'\n")
     proc = _pytest(str(tmp_path), "-q")
     assert proc.returncode == 0 and "2 passed" in proc.stdout
+
+
+def test_a_batched_run_keeps_no_results_on_its_items_or_reports(fault_bundles, tmp_path):
+    """pytest keeps every item and (in its terminal reporter) every report to the end of the
+    session: results left on them grew a replay's memory with every node. Once read, they go."""
+    (tmp_path / "probe_held.py").write_text(
+        "import json, pathlib\n"
+        "from stetho.checking.plugin import _BATCH_RESULTS\n"
+        "from stetho.checking.session import RESULT_KEY, SUMMARY_KEY\n"
+        "def pytest_sessionfinish(session):\n"
+        "    tr = session.config.pluginmanager.get_plugin('terminalreporter')\n"
+        "    reports = [r for v in tr.stats.values() for r in v\n"
+        "               if hasattr(r, 'user_properties')]\n"
+        "    pathlib.Path('held.json').write_text(json.dumps({\n"
+        "        'items': len(session.items), 'reports': len(reports),\n"
+        "        'stashed': sum(_BATCH_RESULTS in i.stash for i in session.items),\n"
+        "        'attached': sum(k in (RESULT_KEY, SUMMARY_KEY)\n"
+        "                        for r in reports for k, _ in r.user_properties)}))\n")
+    results = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "probe_held",
+         str(shipped("checks")), "--stetho-evidence", str(fault_bundles), "--stetho-batch",
+         "--stetho-results", str(results), "-q"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    held = json.loads((tmp_path / "held.json").read_text())
+    assert held["items"] > 0 and held["reports"] >= held["items"]
+    assert held["stashed"] == 0 and held["attached"] == 0
+    assert len(json.loads(results.read_text())["results"]) > held["items"]

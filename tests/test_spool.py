@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from stetho.results import Result, counts, exit_code
 from stetho.sinks import json_out, junit, table
 from stetho.sinks.spool import Results, row
@@ -69,3 +71,46 @@ def test_table_summary_of_spilled_results():
     assert table.summary(Results(kept, spill_at=10)) == table.summary(kept)
     text = table.render(Results(kept, spill_at=10), show=("fail",))
     assert text == table.render(kept, show=("fail",))
+
+
+def test_a_rows_document_is_every_field_in_order_as_before():
+    """row() copies the instance dict and reuses one encoder: the document must stay what
+    dataclasses.asdict + json.dumps made (every field, declared order, str() for the odd)."""
+    import dataclasses
+    from pathlib import Path
+
+    r = Result(node="n1", check="c", subject="gpu0", status="fail", message="m",
+               value=Path("/x"), override={"by": "me"}, limit=1.5, limit_op="<=")
+    assert row(r)[4] == json.dumps(dataclasses.asdict(r), default=str, separators=(",", ":"))
+    assert list(r.to_json()) == [f.name for f in dataclasses.fields(Result)]
+
+
+def test_rows_travel_packed_as_they_were():
+    """A report carries its rows packed (documents one per line, not re-escaped): unpacked,
+    they are the rows sent, a message with newlines and non-ASCII text included."""
+    from stetho.sinks.spool import pack, unpack
+
+    rs = [Result(node="n1", check="c", subject="gpu0", status="fail",
+                 message="line one\nline two \u00b5s \"quoted\""),
+          Result(node="n2", check="c", subject="", status="pass", value={"a": [1, 2.5]})]
+    rows = [row(r) for r in rs]
+    assert unpack(pack(rows)) == rows
+    assert unpack(pack([])) == []
+
+
+def test_result_init_takes_exactly_its_fields():
+    """Result's hand-written __init__ (faster than the dataclass's) keeps the fields' names,
+    order and defaults, and its instance dict (to_json's source) holds them in that order."""
+    import dataclasses
+    import inspect
+
+    params = list(inspect.signature(Result).parameters.values())
+    fields = dataclasses.fields(Result)
+    assert [p.name for p in params] == [f.name for f in fields]
+    assert [p.default for p in params] == [
+        inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+        for f in fields]
+    r = Result("n", "c", "s", "pass")
+    assert list(r.to_json()) == [f.name for f in fields]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.status = "fail"  # type: ignore[misc]

@@ -29,7 +29,7 @@ from stetho.checking.verdict import CheckError, Verdict
 from stetho.facts.node import NodeFacts
 from stetho.profiles import Profile
 from stetho.results import Result
-from stetho.sinks.spool import row
+from stetho.sinks.spool import pack, row
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
@@ -308,13 +308,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if p is None or call.when == "teardown" or (call.when == "setup" and report.passed):
         return
     if isinstance(p, Batch):
+        # Taken, not read: an item outlives its run (pytest keeps every item to the end), and
+        # a group's Results left in its stash grew a worker's memory with every node.
         results = item.stash.get(_BATCH_RESULTS, None)
-        if results is None:  # the batch could not start (a fixture error, a skip)
+        if results is not None:
+            del item.stash[_BATCH_RESULTS]
+        else:  # the batch could not start (a fixture error, a skip)
             results = [_item_result(item, Subject(s.node(n), p.kind.replace("_", "-")),
                                     call, report) for n in p.names]
     else:
         results = [_item_result(item, p, call, report)]
-    report.user_properties.append((RESULT_KEY, json.dumps([row(r) for r in results])))
+    report.user_properties.append((RESULT_KEY, pack([row(r) for r in results])))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Once a report has been sent on (an xdist worker) or read (Session, on the controller),
+    its results are dropped from it: pytest's terminal reporter keeps every report to the end,
+    and with a group's results attached that grew memory with every node replayed."""
+    if any(key in _PAYLOAD for key, _ in report.user_properties):
+        report.user_properties = [p for p in report.user_properties if p[0] not in _PAYLOAD]
+
+
+_PAYLOAD = (RESULT_KEY, SUMMARY_KEY)
 
 
 def _check_name(item: pytest.Item) -> str:

@@ -20,7 +20,7 @@ import pytest
 from stetho.checking.nodes import CheckNode, NodeSummary
 from stetho.evidence.bundle import Bundle
 from stetho.results import Result
-from stetho.sinks.spool import Results
+from stetho.sinks.spool import Results, unpack
 
 #: More nodes than this are checked in batches (one item per check x group of nodes).
 BATCH_ABOVE = 16
@@ -147,7 +147,7 @@ class Session:
             return  # an xdist worker: its reports (and their results) belong to the controller
         for key, value in report.user_properties:
             if key == RESULT_KEY:
-                self.results.add_rows(tuple(r) for r in json.loads(str(value)))
+                self.results.add_rows(unpack(str(value)))
             elif key == SUMMARY_KEY:
                 for s in json.loads(str(value)):
                     if not self.keep_metrics:

@@ -74,7 +74,6 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
                                "collects")
     bundles: list[Bundle] | None = None
     replay = bool(evidence)
-    count = 0  # bundles a replay finds
     if not evidence:
         from stetho.evidence import collect
         from stetho.evidence.bench_run import BenchRequest
@@ -97,14 +96,16 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
             bundle.save(Path(evidence_out))
         bundles = [bundle]
     else:
-        from stetho.evidence.bundle import find_bundles
+        from stetho.evidence.bundle import require_bundles
 
         # Only that there are bundles is checked here (exit 3 naming the path); a bundle that
         # cannot be read is its node's error inside the run, the same serial and parallel.
-        count = sum(len(find_bundles(Path(e))) for e in evidence)
+        for e in evidence:
+            require_bundles(Path(e))
     record = use_history if use_history is not None else not replay
     # a replay of many nodes takes a while: how far it is, on stderr (never with --quiet)
-    shown_replay = ReplayProgress(count) if replay and count > 1 and not quiet else None
+    many = replay and (len(evidence) > 1 or Path(evidence[0]).is_dir())
+    shown_replay = ReplayProgress() if many and not quiet else None
     try:
         run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
                            extra_checks=extra_checks, select=select, workers=workers,

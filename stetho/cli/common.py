@@ -212,8 +212,8 @@ class ReplayProgress:
     """A fleet replay's check items done of all, on stderr: a bar on a terminal, a line at
     each tenth in a log (a 10,000-node replay has thousands of items)."""
 
-    def __init__(self, nodes: int) -> None:
-        self.what = f"replay of {nodes} nodes"
+    def __init__(self) -> None:
+        self.what = "replay"
         self.tty = sys.stderr.isatty()
         self.bar: RichProgress | None = None
         self.task: TaskID | None = None

@@ -15,6 +15,8 @@ _SPLIT = re.compile(r"[.\-_~]")
 _DIGITS = re.compile(r"^\d+$")
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _LEADING_NUM = re.compile(r"^(\d+)(.*)$")
+_V_PREFIX = re.compile(r"^[vV](?=\d)")
+_ANY_DIGIT = re.compile(r"\d")
 _Piece = tuple[int, int | str]
 
 
@@ -23,8 +25,8 @@ class Version:
     def __init__(self, text: str) -> None:
         self.text = text.strip()
         core = self.text.split("+", 1)[0]
-        core = re.sub(r"^[vV](?=\d)", "", core)
-        if not core or not re.search(r"\d", core):
+        core = _V_PREFIX.sub("", core)
+        if not core or not _ANY_DIGIT.search(core):
             raise ValueError(f"not a version: {text!r}")
         self.parts = tuple(p for p in _SPLIT.split(core) if p != "")
 

@@ -8,6 +8,7 @@ evidence with newer parsers or policies (`stetho check --evidence`).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,12 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
         max_bytes = int(config.active().max_bundle_mb * 2**20)
     try:
         with path.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)  # never more than the cap, even if the file grows
+            # Never more than the cap, even if the file grows; sized to the file first, since
+            # read(cap) allocates the whole cap (64 MiB) for a 300 KiB bundle.
+            want, size = max_bytes + 1, os.fstat(fh.fileno()).st_size
+            raw = fh.read(min(size + 1, want))
+            if len(raw) == size + 1 < want:  # it grew since: read on, up to the cap
+                raw += fh.read(want - len(raw))
     except OSError as exc:
         raise BundleError(f"{path}: cannot read evidence bundle: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:
@@ -170,7 +176,8 @@ def _too_deep(data: object, limit: int) -> bool:
             continue
         if depth > limit:
             return True
-        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+        # a list, not a generator: run once per bundle member, the generator's frame cost more
+        todo.extend([(c, depth + 1) for c in children if isinstance(c, (dict, list))])
     return False
 
 
@@ -182,9 +189,24 @@ def find_bundles(path: Path) -> list[Path]:
         raise BundleError(f"{path}: no such file or folder")
     found = sorted(p for p in path.rglob("*.json") if _looks_like_bundle(p))
     if not found:
-        raise BundleError(f"{path}: no evidence bundles found (looked for *.json with "
-                          f"schema {SCHEMA!r})")
+        raise _none_found(path)
     return found
+
+
+def require_bundles(path: Path) -> None:
+    """Raise what find_bundles raises where `path` holds no bundle, without listing them all:
+    the first bundle ends the search (a fleet's folder is read once, by the replay itself)."""
+    if path.is_file():
+        return
+    if not path.is_dir():
+        raise BundleError(f"{path}: no such file or folder")
+    if not any(_looks_like_bundle(p) for p in path.rglob("*.json")):
+        raise _none_found(path)
+
+
+def _none_found(path: Path) -> BundleError:
+    return BundleError(f"{path}: no evidence bundles found (looked for *.json with "
+                       f"schema {SCHEMA!r})")
 
 
 def _looks_like_bundle(p: Path) -> bool:

@@ -183,9 +183,13 @@ class NodeFacts:
         return self.parsed("ibstat", lambda: ib.load_ibstat(self))
 
     def ibstat_disagreements(self) -> dict[str, list[str]]:
-        from stetho.facts import ib
+        """Computed once per node (each port's check asks): callers only read it."""
+        cached = self._cache.get("ibstat_disagreements")
+        if cached is None:
+            from stetho.facts import ib
 
-        return ib.disagreements(self)
+            cached = self._cache["ibstat_disagreements"] = ib.disagreements(self)
+        return cached  # type: ignore[return-value]
 
     def perfquery(self, device: str) -> PerfqueryPort:
         """Port 1's counters of one HCA from `perfquery -x` (or plain, where -x is refused)."""

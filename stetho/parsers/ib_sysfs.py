@@ -69,7 +69,9 @@ def parse(files: Mapping[str, str]) -> tuple[IbDevice, ...]:
         parts = path.split("/")
         if len(parts) < 2 or not all(parts):
             continue
-        dev = devices.setdefault(parts[0], _Device())
+        dev = devices.get(parts[0])  # not setdefault(_Device()): a new one per file read
+        if dev is None:
+            dev = devices[parts[0]] = _Device()
         _add(dev, parts, path, content.strip())
     devices = {n: d for n, d in devices.items() if d.files or d.ports}
     if not devices:
@@ -97,7 +99,10 @@ def _add(dev: _Device, parts: list[str], path: str, value: str) -> None:
         return
     if not parts[2].isdigit():
         raise ParseError(TOOL, f"{path}: port directory {parts[2]!r} is not a number")
-    port = dev.ports.setdefault(int(parts[2]), _Port())
+    number = int(parts[2])
+    port = dev.ports.get(number)
+    if port is None:
+        port = dev.ports[number] = _Port()
     if len(parts) == 4:
         if parts[3] in _PORT_FILES:
             port.files[parts[3]] = (path, value)

@@ -168,6 +168,8 @@ def _load(data: str, start: int) -> dict[str, object]:
 
 def _json_start(data: str) -> int | None:
     """Offset of the JSON object: the first line whose first non-blank character is '{'."""
+    if data[:1] == "{":  # the usual --json output: no need to split it into lines
+        return 0
     offset = 0
     for line in data.splitlines(keepends=True):
         stripped = line.lstrip()

@@ -34,6 +34,8 @@ def _norm(key: str) -> str:
 
 
 def _clean(text: str) -> str:
+    if "\x1b" not in text:  # nearly always: no colour codes to remove
+        return text.strip()
     return _ANSI.sub("", text).strip()
 
 

@@ -153,11 +153,14 @@ def _parse(data: str) -> NcclRun:
 
 
 def _line(st: _State, raw: str) -> None:
-    line = _SRUN_LABEL.sub("", _LEADING_TAGS.sub("", raw)).strip()
+    # Each regex is tried only where the text it needs is there (a '[' for tags, 'NCCL ' for
+    # NCCL's own lines, ...): most lines are table rows that need none of them.
+    line = _SRUN_LABEL.sub("", _LEADING_TAGS.sub("", raw) if "[" in raw else raw).strip()
     if not line:
         return
-    log = _NCCL_LOG.search(line)
-    version = _NCCL_VERSION.search(line)
+    nccl = "NCCL " in line
+    log = _NCCL_LOG.search(line) if nccl else None
+    version = _NCCL_VERSION.search(line) if nccl else None
     if version and st.nccl_version is None:
         st.nccl_version, st.nccl_cuda = version.group(1), version.group(2)
     if log:
@@ -166,10 +169,11 @@ def _line(st: _State, raw: str) -> None:
         return
     if version:
         return
-    if _FAILURE.search(line):
+    if ("Test " in line or "Invalid" in line) and _FAILURE.search(line):
         st.reasons.append(line)
         return
-    line = _TAG.sub(" ", line).strip()
+    if "[" in line:
+        line = _TAG.sub(" ", line).strip()
     if line.startswith("#"):
         _comment(st, line)
         return

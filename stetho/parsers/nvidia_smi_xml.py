@@ -111,10 +111,15 @@ def _text(el: ET.Element | None, path: str) -> str | None:
 
     Walked one tag at a time: a plain tag is found in C, a path with '/' goes through
     ElementPath in Python (a third of this parser's time on a thousand-node replay)."""
-    for tag in path.split("/"):
-        if el is None:
-            return None
-        el = el.find(tag)
+    if el is None:
+        return None
+    if "/" not in path:  # most paths: one find, no split
+        el = el.find(path)
+    else:
+        for tag in path.split("/"):
+            if el is None:
+                return None
+            el = el.find(tag)
     if el is None or el.text is None:
         return None
     return el.text.strip()

@@ -59,6 +59,9 @@ _COUNTER = re.compile(r"^(?P<name>[A-Za-z][\w ./-]*?): (?P<value>\S+)$")
 # Indented lines under a GPU that say it has no usable NVLink rather than listing links.
 _NO_NVLINK = re.compile(r"not supported|inactive|no nvlink|unable to", re.IGNORECASE)
 _ELISION = re.compile(r"^\[\s*(?:\.\.\.|…)\s*\]$")
+# `Link k: <counter>: <digits>`, the line nearly all of `-e` is: read in one match. Anything
+# else (N/A, inactive, odd spacing, garbage) takes the general path, which says what is wrong.
+_PLAIN_COUNTER = re.compile(r"Link (\d+): ([A-Za-z][\w ./-]*?): (\d+)\Z")
 
 
 def _blocks(tool: str, text: str) -> list[tuple[re.Match[str], list[tuple[int, str]]]]:
@@ -66,9 +69,9 @@ def _blocks(tool: str, text: str) -> list[tuple[re.Match[str], list[tuple[int, s
     blocks: list[tuple[re.Match[str], list[tuple[int, str]]]] = []
     for number, raw in enumerate(text.replace("\r\n", "\n").split("\n"), 1):
         line = raw.strip()
-        if not line or _ELISION.match(line):
+        if not line or (line[0] == "[" and _ELISION.match(line)):
             continue
-        header = _GPU.match(raw)
+        header = _GPU.match(raw) if raw[:4] == "GPU " else None
         if header is not None:
             blocks.append((header, []))
         elif not blocks:
@@ -135,6 +138,11 @@ def parse_errors(data: str | bytes) -> tuple[NvlinkErrorsGpu, ...]:
         for header, lines in _blocks(TOOL_ERRORS, text):
             links: dict[int, dict[str, int]] = {}
             for number, line in lines:
+                plain = _PLAIN_COUNTER.match(line)
+                if plain is not None and "inactive" not in line.lower():
+                    link, name, digits = plain.groups()
+                    links.setdefault(int(link), {})[name] = int(digits)
+                    continue
                 m = _link_line(TOOL_ERRORS, number, line)
                 if m is None:
                     continue

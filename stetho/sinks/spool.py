@@ -29,8 +29,29 @@ Row = tuple[str, str, str, str, str]
 
 
 def row(r: Result) -> Row:
-    return (r.node, r.check, r.subject, r.status, json.dumps(r.to_json(), default=str,
-                                                     separators=(",", ":")))
+    return (r.node, r.check, r.subject, r.status, _ENCODE(r.to_json()))
+
+
+#: json.dumps with options builds a new encoder per call; one built once encodes the same.
+#: ensure_ascii (the default) also makes every document one line: `pack` relies on it.
+_ENCODE = json.JSONEncoder(default=str, separators=(",", ":")).encode
+
+
+def pack(rows: Sequence[Row]) -> str:
+    """Rows as one string for a report: a JSON line of their (node, check, subject, status),
+    then each result's document on a line of its own. The documents are not JSON-encoded a
+    second time as strings: escaping and unescaping them cost both the worker and the
+    controller (which reads every result of a fleet) more than anything else in transit."""
+    return "\n".join([json.dumps([r[:4] for r in rows]), *(r[4] for r in rows)])
+
+
+def unpack(text: str) -> list[Row]:
+    head, _, body = text.partition("\n")
+    heads = json.loads(head)
+    docs = body.split("\n") if heads else []
+    if len(docs) != len(heads):
+        raise ValueError(f"{len(heads)} results announced, {len(docs)} documents sent")
+    return [(n, c, s, st, d) for (n, c, s, st), d in zip(heads, docs, strict=True)]
 
 
 class Results(Sequence[Result]):
