@@ -180,3 +180,29 @@ def test_a_replay_shows_how_far_it_is_on_stderr(fault_bundles, tmp_path, workers
     assert "replay:" not in shown.stdout
     quiet = subprocess.run([*argv, "-q"], capture_output=True, text=True, timeout=300)
     assert quiet.returncode == 0 and "replay:" not in quiet.stderr + quiet.stdout
+
+
+def test_a_fleet_replay_table_shows_its_problems_unless_all(fault_bundles, tmp_path):
+    """Past 16 nodes the table lists only fail/error/warn rows (10,240 nodes' passes took as
+    long to lay out as to check); --all still shows every row, and nothing else changes."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    healthy = json.loads((fault_bundles / "healthy.json").read_text())
+    for i in range(17):
+        (folder / f"n{i:02d}.json").write_text(json.dumps(dict(healthy, node=f"n{i:02d}")))
+    powersave = json.loads((fault_bundles / "governor.json").read_text())
+    (folder / "slow.json").write_text(json.dumps(dict(powersave, node="slow")))
+    argv = [sys.executable, "-m", "stetho", "check", "--evidence", str(folder), "-k",
+            "cpu_governor"]
+    fleet = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert fleet.returncode == 1, fleet.stderr
+    rows = [ln for ln in fleet.stdout.splitlines() if " cpu_governor " in ln]
+    assert rows and all(ln.startswith("slow ") and " FAIL " in ln for ln in rows)
+    import re
+
+    m = re.search(r"18 nodes, \d+ results: 1 fail, 0 error, 0 warn, 0 skip, (\d+) pass "
+                  r"\((\d+) not shown\)", fleet.stdout)
+    assert m and m.group(1) == m.group(2) and int(m.group(1)) >= 17, fleet.stdout[-500:]
+    every = subprocess.run([*argv, "--all"], capture_output=True, text=True, timeout=300)
+    assert every.returncode == 1
+    assert sum(" PASS " in ln for ln in every.stdout.splitlines()) == int(m.group(1))

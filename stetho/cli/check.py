@@ -11,6 +11,9 @@ import click
 
 from stetho.cli.common import ProbeProgress, ReplayProgress, db_option, emit, settings, write
 
+#: A replay of more nodes than this shows only its problems unless --all.
+FLEET_TABLE_NODES = 16
+
 if TYPE_CHECKING:
     from stetho.evidence.bundle import Bundle
 
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
 @click.option("--all", "show_all", is_flag=True,
               help="A row for every check x subject (default: passes and skips of a check "
               "are grouped per node).")
-@click.option("--problems", is_flag=True, help="Only fail, error and warn rows.")
+@click.option("--problems", is_flag=True, help="Only fail, error and warn rows (the default "
+              "for a replay of more than 16 nodes; --all shows every row).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
 @db_option
 @click.option("--history/--no-history", "use_history", default=None,
@@ -135,6 +139,12 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         write(outcome_out, Outcome.of(list(results), one, run.summaries.get(one.node) if one
                                       else None).render())
         quiet = quiet or outcome_out == "-"
+    if replay and not show_all and not quiet:
+        from stetho.sinks import table
+
+        # a fleet's table: its problems (the passes of thousands of nodes are no table to
+        # read, and laying them out took as long as checking them)
+        problems = problems or table.node_count(results) > FLEET_TABLE_NODES
     sys.exit(emit(results, junit, json_out, show_all=show_all, problems=problems, quiet=quiet,
                   summary_to_stderr=outcome_out == "-"))
 

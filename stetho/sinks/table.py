@@ -158,9 +158,13 @@ def _escape(text: str) -> str:
     return text.replace("[", r"\[")
 
 
+def node_count(results: Sequence[Result]) -> int:
+    return (results.node_count() if isinstance(results, Results)
+            else len({r.node for r in results if r.node != "*"}))
+
+
 def summary(results: Sequence[Result]) -> str:
     c = counts(results)
-    nodes = (results.node_count() if isinstance(results, Results)
-             else len({r.node for r in results if r.node != "*"}))
+    nodes = node_count(results)
     parts = [f"{c[s]} {s}" for s in ALL]
     return f"{nodes} node{'s' if nodes != 1 else ''}, {len(results)} results: " + ", ".join(parts)
