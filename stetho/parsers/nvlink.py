@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from stetho.parsers import ParseError
 from stetho.parsers._text import is_na, require_text
@@ -76,6 +77,7 @@ _FAST_STATUS_LINE = (_FAST_HEADER + r"|[ \t]+Link (\d+): ((\d+(?:\.\d+)?) GB/s|<
                      + _FAST_BLANK)
 _FAST_ERRORS = re.compile(_FAST_ERRORS_LINE)
 _FAST_STATUS = re.compile(_FAST_STATUS_LINE)
+_FAST_GPU_SPLIT = re.compile(r"^(GPU [^\n]*)\n", re.MULTILINE)
 
 
 def _fast_text(text: str) -> str | None:
@@ -188,42 +190,47 @@ def parse_status(data: str | bytes) -> tuple[NvlinkGpu, ...]:
 
 
 def _fast_errors(text: str) -> tuple[NvlinkErrorsGpu, ...] | None:
-    """`parse_errors` of a plain text in one regex pass; None when the general path must read it."""
+    """`parse_errors` of a plain text, a GPU's block at a time; None when the general path must
+    read it."""
     full = _fast_text(text)
     # A counter whose name says inactive is read as an inactive link by the general path.
     if full is None or "inactive" in full.lower():
         return None
-    parts = _FAST_ERRORS.split(full)
-    if any(parts[::5]):  # text no fast-path line took
+    parts = _FAST_GPU_SPLIT.split(full)  # [before, header, block, header, block, ...]
+    if len(parts) < 3 or parts[0].strip(" \t\n"):
         return None
     gpus: list[NvlinkErrorsGpu] = []
-    header: re.Match[str] | None = None
+    for head, block in zip(parts[1::2], parts[2::2], strict=True):
+        header = _GPU.match(head)
+        links = _fast_error_block(block)
+        if header is None or links is None:
+            return None
+        gpus.append(NvlinkErrorsGpu(
+            *_header(header),
+            links=tuple(NvlinkLinkErrors(k, dict(v)) for k, v in links),
+        ))
+    return tuple(gpus)
+
+
+# A healthy GPU's block (every counter 0) is the same text on every GPU of a fleet: read once.
+# The cached counters are copied into each result, never handed out.
+@lru_cache(maxsize=256)
+def _fast_error_block(block: str) -> tuple[tuple[int, tuple[tuple[str, int], ...]], ...] | None:
+    """One GPU's link lines as ((link, ((counter, count), ...)), ...); None when not plain."""
+    parts = _FAST_ERRORS.split(block)
+    if any(parts[::5]):  # text no fast-path line took
+        return None
     links: dict[int, dict[str, int]] = {}
     try:
         for head, link, name, digits in zip(parts[1::5], parts[2::5], parts[3::5], parts[4::5],
                                                  strict=True):
             if head:
-                if header is not None:
-                    gpus.append(NvlinkErrorsGpu(
-                        *_header(header),
-                        links=tuple(NvlinkLinkErrors(k, v) for k, v in links.items()),
-                    ))
-                header = _GPU.match(head)
-                if header is None:
-                    return None
-                links = {}
-            elif link:
-                if header is None:
-                    return None
+                return None
+            if link:
                 links.setdefault(int(link), {})[name] = int(digits)
     except ValueError:
         return None
-    if header is None:
-        return None
-    gpus.append(NvlinkErrorsGpu(
-        *_header(header), links=tuple(NvlinkLinkErrors(k, v) for k, v in links.items()),
-    ))
-    return tuple(gpus)
+    return tuple((k, tuple(v.items())) for k, v in links.items())
 
 
 def parse_errors(data: str | bytes) -> tuple[NvlinkErrorsGpu, ...]:
