@@ -123,39 +123,46 @@ def _link_line(tool: str, number: int, line: str) -> re.Match[str] | None:
 
 
 def _fast_status(text: str) -> tuple[NvlinkGpu, ...] | None:
-    """`parse_status` of a plain text in one regex pass; None when the general path must read it."""
+    """`parse_status` of a plain text, a GPU's block at a time; None when the general path must
+    read it."""
     full = _fast_text(text)
     if full is None:
         return None
-    parts = _FAST_STATUS.split(full)
-    if any(parts[::5]):  # text no fast-path line took
+    parts = _FAST_GPU_SPLIT.split(full)  # [before, header, block, header, block, ...]
+    if len(parts) < 3 or parts[0].strip(" \t\n"):
         return None
     gpus: list[NvlinkGpu] = []
-    header: re.Match[str] | None = None
+    for head, block in zip(parts[1::2], parts[2::2], strict=True):
+        header = _GPU.match(head)
+        links = _fast_status_block(block)
+        if header is None or links is None:
+            return None
+        gpus.append(NvlinkGpu(*_header(header), links=links))
+    return tuple(gpus)
+
+
+# Every GPU of a healthy fleet prints the same block: read once. NvlinkLink is immutable
+# (ints, floats, bools, strings), so the cached tuple itself is handed out.
+@lru_cache(maxsize=256)
+def _fast_status_block(block: str) -> tuple[NvlinkLink, ...] | None:
+    """One GPU's link lines; None when not plain."""
+    parts = _FAST_STATUS.split(block)
+    if any(parts[::5]):  # text no fast-path line took
+        return None
     links: list[NvlinkLink] = []
     try:
         for head, link, value, speed in zip(parts[1::5], parts[2::5], parts[3::5], parts[4::5],
                                                  strict=True):
             if head:
-                if header is not None:
-                    gpus.append(NvlinkGpu(*_header(header), links=tuple(links)))
-                header = _GPU.match(head)
-                if header is None:
-                    return None
-                links = []
-            elif link:
-                if header is None:
-                    return None
+                return None
+            if link:
                 if speed:
                     links.append(NvlinkLink(int(link), float(speed), True, value))
                 else:
                     links.append(NvlinkLink(int(link), None, False, value))
     except ValueError:
         return None
-    if header is None:
-        return None
-    gpus.append(NvlinkGpu(*_header(header), links=tuple(links)))
-    return tuple(gpus)
+    return tuple(links)
 
 
 def parse_status(data: str | bytes) -> tuple[NvlinkGpu, ...]:
