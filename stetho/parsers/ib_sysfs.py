@@ -31,6 +31,9 @@ __all__ = ["IbDevice", "parse"]
 TOOL = "/sys/class/infiniband"
 
 _PREFIX = "sys/class/infiniband/"
+_ABSOLUTE = "/" + _PREFIX
+_ABSOLUTE_LEN = len(_ABSOLUTE)
+_PERFQUERY_NAME = SYSFS_TO_PERFQUERY
 _COUNT = re.compile(r"^\d+$")
 _LID = re.compile(r"^(?:0x[0-9a-fA-F]+|\d+)$")
 _DATA = frozenset(p for p, _ in DATA_COUNTERS)
@@ -61,7 +64,11 @@ def parse(files: Mapping[str, str]) -> tuple[IbDevice, ...]:
         return ()
     devices: dict[str, _Device] = {}
     for raw_path, content in files.items():
-        path = _relative(raw_path)
+        # The collector's absolute form, read without _relative's general steps.
+        if raw_path.startswith(_ABSOLUTE) and not raw_path[-1].isspace():
+            path = raw_path[_ABSOLUTE_LEN:].removeprefix("./")
+        else:
+            path = _relative(raw_path)
         if not isinstance(content, str):
             raise ParseError(TOOL, f"{path}: content is not text")
         if "\x00" in content:
@@ -72,7 +79,18 @@ def parse(files: Mapping[str, str]) -> tuple[IbDevice, ...]:
         dev = devices.get(parts[0])  # not setdefault(_Device()): a new one per file read
         if dev is None:
             dev = devices[parts[0]] = _Device()
-        _add(dev, parts, path, content.strip())
+        value = content.strip()
+        # Most files are ports/N/counters/<name> holding a count: added here, not in _add.
+        if len(parts) == 5 and parts[1] == "ports" and parts[3] == "counters" \
+                and parts[2].isdigit() and _COUNT.match(value):
+            port = dev.ports.get(int(parts[2]))
+            if port is not None:
+                pq = _PERFQUERY_NAME.get(parts[4], parts[4])
+                target = port.data_words if pq in _DATA \
+                    else port.packets if pq in _PACKETS else port.counters
+                target[pq] = int(value)
+                continue
+        _add(dev, parts, path, value)
     devices = {n: d for n, d in devices.items() if d.files or d.ports}
     if not devices:
         raise ParseError(TOOL, f"no InfiniBand device files among {len(files)} paths "

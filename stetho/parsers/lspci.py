@@ -158,7 +158,10 @@ def _parse(text: str) -> tuple[PciDevice, ...]:
         if raw[:1] in (" ", "\t"):
             if current is None:
                 raise ParseError(TOOL, f"line {number}: indented line before any device header")
-            current.feed(raw)
+            # feed reads only Capabilities, LnkCap, LnkSta and LnkCtl2 and does nothing with
+            # any other line: most of -vvv's lines are skipped by two substring tests.
+            if "Lnk" in raw or "Capabilities" in raw:
+                current.feed(raw)
             continue
         header = _HEADER.match(raw)
         if header is not None:

@@ -44,6 +44,9 @@ def _scalar(section: Mapping[str, object], key: str) -> str | None:
     value = section.get(_norm(key))
     if value is None:
         return None
+    if type(value) is str:  # nearly always: no type checks, no str(), no colour codes
+        text = value.strip() if "\x1b" not in value else _clean(value)
+        return None if is_na(text) else text
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ParseError(TOOL, f"field {key!r} is not a scalar: {str(value)[:80]}")
     text = _clean(str(value))

@@ -12,6 +12,7 @@ onto the same `Gpu` fields here.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from functools import lru_cache
 
 from stetho.parsers import ParseError
 from stetho.parsers._text import UNEXPECTED, guarded, integer, quantity
@@ -125,12 +126,35 @@ def _text(el: ET.Element | None, path: str) -> str | None:
     return el.text.strip()
 
 
+# Values repeat across GPUs and nodes ('0', 'N/A', '1980 MHz', 'Enabled'): each text is read
+# once. A text that does not read raises every time (exceptions are not cached).
+@lru_cache(maxsize=8192)
+def _int_of(text: str) -> int | None:
+    return integer(unbracket(text))
+
+
+@lru_cache(maxsize=8192)
+def _num_of(text: str) -> float | None:
+    return quantity(unbracket(text))
+
+
+@lru_cache(maxsize=1024)
+def _flag_of(text: str) -> bool | None:
+    return flag(text)
+
+
 def _int(el: ET.Element | None, path: str) -> int | None:
-    return integer(unbracket(_text(el, path)))
+    text = _text(el, path)
+    return None if text is None else _int_of(text)
 
 
 def _num(el: ET.Element | None, path: str) -> float | None:
-    return quantity(unbracket(_text(el, path)))
+    text = _text(el, path)
+    return None if text is None else _num_of(text)
+
+
+def _flag(text: str | None) -> bool | None:
+    return None if text is None else _flag_of(text)
 
 
 def _first_num(el: ET.Element | None, *paths: str) -> float | None:
@@ -165,8 +189,8 @@ def _gpu(index: int, el: ET.Element, deprecations: bool = True) -> Gpu:
         uuid=string(_text(el, "uuid")),
         serial=string(_text(el, "serial")),
         vbios_version=string(_text(el, "vbios_version")),
-        persistence_mode=flag(_text(el, "persistence_mode")),
-        mig_enabled=flag(_text(el, "mig_mode/current_mig")),
+        persistence_mode=_flag(_text(el, "persistence_mode")),
+        mig_enabled=_flag(_text(el, "mig_mode/current_mig")),
         pcie_gen_current=_int(link, "pcie_gen/current_link_gen"),
         pcie_gen_max=_int(link, "pcie_gen/max_link_gen"),
         pcie_width_current=_int(link, "link_widths/current_link_width"),
@@ -193,7 +217,7 @@ def _gpu(index: int, el: ET.Element, deprecations: bool = True) -> Gpu:
         power_limit_w=_first_num(
             power, "current_power_limit", "enforced_power_limit", "power_limit"
         ),
-        ecc_enabled=flag(_text(el, "ecc_mode/current_ecc")),
+        ecc_enabled=_flag(_text(el, "ecc_mode/current_ecc")),
         ecc_volatile=_ecc(None if errors is None else errors.find("volatile")),
         ecc_aggregate=_ecc(None if errors is None else errors.find("aggregate")),
         retired_single_bit=_int(retired, "multiple_single_bit_retirement/retired_count"),
@@ -231,7 +255,7 @@ def _reasons(el: ET.Element) -> ClockEventReasons:
         block = el.find(section)
         if block is not None:
             return ClockEventReasons(
-                **{name: flag(_text(block, prefix + tag)) for name, tag in _REASONS.items()}
+                **{name: _flag(_text(block, prefix + tag)) for name, tag in _REASONS.items()}
             )
     return ClockEventReasons()
 
@@ -260,8 +284,8 @@ def _ecc(block: ET.Element | None) -> EccCounts:
 
 
 def _retired_pending(block: ET.Element | None) -> bool | None:
-    retirement = flag(_text(block, "pending_retirement"))
-    return flag(_text(block, "pending_blacklist")) if retirement is None else retirement
+    retirement = _flag(_text(block, "pending_retirement"))
+    return _flag(_text(block, "pending_blacklist")) if retirement is None else retirement
 
 
 def _remapped(block: ET.Element | None) -> RemappedRows | None:
@@ -271,6 +295,6 @@ def _remapped(block: ET.Element | None) -> RemappedRows | None:
     return RemappedRows(
         correctable=_int(block, "remapped_row_corr"),
         uncorrectable=_int(block, "remapped_row_unc"),
-        pending=flag(_text(block, "remapped_row_pending")),
-        failure=flag(_text(block, "remapped_row_failure")),
+        pending=_flag(_text(block, "remapped_row_pending")),
+        failure=_flag(_text(block, "remapped_row_failure")),
     )

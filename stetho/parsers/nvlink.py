@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from stetho.parsers import ParseError
 from stetho.parsers._text import is_na, require_text
@@ -62,6 +63,28 @@ _ELISION = re.compile(r"^\[\s*(?:\.\.\.|…)\s*\]$")
 # `Link k: <counter>: <digits>`, the line nearly all of `-e` is: read in one match. Anything
 # else (N/A, inactive, odd spacing, garbage) takes the general path, which says what is wrong.
 _PLAIN_COUNTER = re.compile(r"Link (\d+): ([A-Za-z][\w ./-]*?): (\d+)\Z")
+# The fast path: a text made only of `GPU n: ...` headers, blank lines and plain link lines
+# (tab/space indents, `\n` line ends) is cut by one `split` into its lines' groups, with nothing
+# between them, instead of a few regexes per line. A counter name has no colon, so the greedy
+# name here ends where `_PLAIN_COUNTER`'s lazy one does. Any other text (and any header `_GPU`
+# does not take) goes the general per-line path, so what either path returns or raises stays
+# the same.
+_FAST_HEADER = r"(GPU [^\n]*)\n"
+_FAST_BLANK = r"[ \t]*\n"
+_FAST_ERRORS_LINE = (_FAST_HEADER + r"|[ \t]+Link (\d+): ([A-Za-z][\w ./-]*): (\d+)[ \t]*\n|"
+                     + _FAST_BLANK)
+_FAST_STATUS_LINE = (_FAST_HEADER + r"|[ \t]+Link (\d+): ((\d+(?:\.\d+)?) GB/s|<inactive>)[ \t]*\n|"
+                     + _FAST_BLANK)
+_FAST_ERRORS = re.compile(_FAST_ERRORS_LINE)
+_FAST_STATUS = re.compile(_FAST_STATUS_LINE)
+_FAST_GPU_SPLIT = re.compile(r"^(GPU [^\n]*)\n", re.MULTILINE)
+
+
+def _fast_text(text: str) -> str | None:
+    """The text with a final newline, when the fast path may read it."""
+    if "\r" in text:
+        return None
+    return text if text.endswith("\n") else text + "\n"
 
 
 def _blocks(tool: str, text: str) -> list[tuple[re.Match[str], list[tuple[int, str]]]]:
@@ -99,9 +122,55 @@ def _link_line(tool: str, number: int, line: str) -> re.Match[str] | None:
     raise ParseError(tool, f"line {number}: not a 'Link n: ...' line: {line[:80]!r}")
 
 
+def _fast_status(text: str) -> tuple[NvlinkGpu, ...] | None:
+    """`parse_status` of a plain text, a GPU's block at a time; None when the general path must
+    read it."""
+    full = _fast_text(text)
+    if full is None:
+        return None
+    parts = _FAST_GPU_SPLIT.split(full)  # [before, header, block, header, block, ...]
+    if len(parts) < 3 or parts[0].strip(" \t\n"):
+        return None
+    gpus: list[NvlinkGpu] = []
+    for head, block in zip(parts[1::2], parts[2::2], strict=True):
+        header = _GPU.match(head)
+        links = _fast_status_block(block)
+        if header is None or links is None:
+            return None
+        gpus.append(NvlinkGpu(*_header(header), links=links))
+    return tuple(gpus)
+
+
+# Every GPU of a healthy fleet prints the same block: read once. NvlinkLink is immutable
+# (ints, floats, bools, strings), so the cached tuple itself is handed out.
+@lru_cache(maxsize=256)
+def _fast_status_block(block: str) -> tuple[NvlinkLink, ...] | None:
+    """One GPU's link lines; None when not plain."""
+    parts = _FAST_STATUS.split(block)
+    if any(parts[::5]):  # text no fast-path line took
+        return None
+    links: list[NvlinkLink] = []
+    try:
+        for head, link, value, speed in zip(parts[1::5], parts[2::5], parts[3::5], parts[4::5],
+                                                 strict=True):
+            if head:
+                return None
+            if link:
+                if speed:
+                    links.append(NvlinkLink(int(link), float(speed), True, value))
+                else:
+                    links.append(NvlinkLink(int(link), None, False, value))
+    except ValueError:
+        return None
+    return tuple(links)
+
+
 def parse_status(data: str | bytes) -> tuple[NvlinkGpu, ...]:
     """Parse `nvidia-smi nvlink -s` (`--status`)."""
     text = require_text(TOOL_STATUS, data)
+    fast = _fast_status(text)
+    if fast is not None:
+        return fast
     try:
         gpus = []
         for header, lines in _blocks(TOOL_STATUS, text):
@@ -127,12 +196,59 @@ def parse_status(data: str | bytes) -> tuple[NvlinkGpu, ...]:
         raise ParseError(TOOL_STATUS, f"unexpected content: {exc}") from None
 
 
+def _fast_errors(text: str) -> tuple[NvlinkErrorsGpu, ...] | None:
+    """`parse_errors` of a plain text, a GPU's block at a time; None when the general path must
+    read it."""
+    full = _fast_text(text)
+    # A counter whose name says inactive is read as an inactive link by the general path.
+    if full is None or "inactive" in full.lower():
+        return None
+    parts = _FAST_GPU_SPLIT.split(full)  # [before, header, block, header, block, ...]
+    if len(parts) < 3 or parts[0].strip(" \t\n"):
+        return None
+    gpus: list[NvlinkErrorsGpu] = []
+    for head, block in zip(parts[1::2], parts[2::2], strict=True):
+        header = _GPU.match(head)
+        links = _fast_error_block(block)
+        if header is None or links is None:
+            return None
+        gpus.append(NvlinkErrorsGpu(
+            *_header(header),
+            links=tuple(NvlinkLinkErrors(k, dict(v)) for k, v in links),
+        ))
+    return tuple(gpus)
+
+
+# A healthy GPU's block (every counter 0) is the same text on every GPU of a fleet: read once.
+# The cached counters are copied into each result, never handed out.
+@lru_cache(maxsize=256)
+def _fast_error_block(block: str) -> tuple[tuple[int, tuple[tuple[str, int], ...]], ...] | None:
+    """One GPU's link lines as ((link, ((counter, count), ...)), ...); None when not plain."""
+    parts = _FAST_ERRORS.split(block)
+    if any(parts[::5]):  # text no fast-path line took
+        return None
+    links: dict[int, dict[str, int]] = {}
+    try:
+        for head, link, name, digits in zip(parts[1::5], parts[2::5], parts[3::5], parts[4::5],
+                                                 strict=True):
+            if head:
+                return None
+            if link:
+                links.setdefault(int(link), {})[name] = int(digits)
+    except ValueError:
+        return None
+    return tuple((k, tuple(v.items())) for k, v in links.items())
+
+
 def parse_errors(data: str | bytes) -> tuple[NvlinkErrorsGpu, ...]:
     """Parse `nvidia-smi nvlink -e` (`--errorcounters`).
 
     N/A counters are left out; an inactive link is listed with no counters.
     """
     text = require_text(TOOL_ERRORS, data)
+    fast = _fast_errors(text)
+    if fast is not None:
+        return fast
     try:
         gpus = []
         for header, lines in _blocks(TOOL_ERRORS, text):

@@ -146,7 +146,53 @@ def parse(text: str | bytes) -> tuple[PerfqueryPort, ...]:
     return guarded(TOOL, text, _parse)
 
 
+# The fast path: a text made only of `#` headers, unindented `Name:....value` lines and blank
+# lines, `\n` line ends, no ibwarn/iberror/ibpanic anywhere, is cut by one `split` into its
+# lines' groups instead of three or four regexes per line. Anything else, and any text whose
+# reading would raise, goes the general per-line path, so what is returned or raised is the same.
+_FAST_LINE = re.compile(r"(#[^\n]*)\n|([A-Za-z][A-Za-z0-9_]*):\.*(\d+|0x[0-9a-fA-F]+)\n|[ \t]*\n")
+# Line breaks of str.splitlines other than \n, which the fast path does not expect.
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _fast(data: str) -> tuple[PerfqueryPort, ...] | None:
+    """`_parse` of a plain text in one regex pass; None when the general path must read it."""
+    lowered = data.lower()
+    if "ibwarn" in lowered or "iberror" in lowered or "ibpanic" in lowered \
+            or _OTHER_BREAKS.search(data):
+        return None
+    parts = _FAST_LINE.split(data if data.endswith("\n") else data + "\n")
+    if any(parts[::4]):  # text no fast-path line took
+        return None
+    blocks: list[_Block] = []
+    try:
+        for head, name, value in zip(parts[1::4], parts[2::4], parts[3::4], strict=True):
+            if head:
+                blocks.append(_header(head.strip(), 0))
+            elif name:
+                if not blocks:
+                    return None
+                _add(blocks[-1], name, value, 0)
+    except ParseError:
+        return None
+    if not blocks or any(not (b.counters or b.data_words or b.packets) for b in blocks):
+        return None
+    return _ports(blocks)
+
+
+def _ports(blocks: list[_Block]) -> tuple[PerfqueryPort, ...]:
+    return tuple(
+        PerfqueryPort(b.lid, b.port, b.counters, b.data_words, b.packets,
+                      extended=b.counter_set == EXTENDED, cap_mask=b.cap_mask,
+                      counter_set=b.counter_set, legacy_names=b.legacy)
+        for b in blocks
+    )
+
+
 def _parse(data: str) -> tuple[PerfqueryPort, ...]:
+    fast = _fast(data)
+    if fast is not None:
+        return fast
     blocks: list[_Block] = []
     for lineno, raw in enumerate(data.splitlines(), 1):
         line = raw.strip()
@@ -169,12 +215,7 @@ def _parse(data: str) -> tuple[PerfqueryPort, ...]:
     for b in blocks:
         if not (b.counters or b.data_words or b.packets):
             raise ParseError(TOOL, f"lid {b.lid} port {b.port}: block has no counters")
-    return tuple(
-        PerfqueryPort(b.lid, b.port, b.counters, b.data_words, b.packets,
-                      extended=b.counter_set == EXTENDED, cap_mask=b.cap_mask,
-                      counter_set=b.counter_set, legacy_names=b.legacy)
-        for b in blocks
-    )
+    return _ports(blocks)
 
 
 def _header(line: str, lineno: int) -> _Block:

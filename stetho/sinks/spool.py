@@ -16,8 +16,10 @@ import sqlite3
 import tempfile
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
+from json.encoder import c_make_encoder as _C_MAKE_ENCODER  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import overload
+from typing import Any, overload
 
 from stetho.results import STATUSES, Result
 
@@ -29,12 +31,23 @@ Row = tuple[str, str, str, str, str]
 
 
 def row(r: Result) -> Row:
-    return (r.node, r.check, r.subject, r.status, _ENCODE(r.to_json()))
+    return (r.node, r.check, r.subject, r.status, _encode(r.to_json()))
 
 
 #: json.dumps with options builds a new encoder per call; one built once encodes the same.
 #: ensure_ascii (the default) also makes every document one line: `pack` relies on it.
 _ENCODE = json.JSONEncoder(default=str, separators=(",", ":")).encode
+
+
+def _encode(doc: dict[str, Any]) -> str:
+    """`_ENCODE(doc)` without its per-call setup in Python (two closures and an encoder object,
+    0.4 us of 3 for each of ~200 results a node): the same C encoder with the same options
+    (check_circular's markers, default=str, ensure_ascii, ',' ':', no sort, allow_nan)."""
+    if _C_MAKE_ENCODER is None:
+        return _ENCODE(doc)
+    encoder = _C_MAKE_ENCODER({}, str, encode_basestring_ascii, None, ":", ",", False, False,
+                              True)
+    return "".join(encoder(doc, 0))
 
 
 def pack(rows: Sequence[Row]) -> str:
