@@ -125,20 +125,32 @@ def _link_line(tool: str, number: int, line: str) -> re.Match[str] | None:
 def _fast_status(text: str) -> tuple[NvlinkGpu, ...] | None:
     """`parse_status` of a plain text, a GPU's block at a time; None when the general path must
     read it."""
-    full = _fast_text(text)
+    blocks = _fast_blocks(_fast_text(text))
+    if blocks is None:
+        return None
+    gpus: list[NvlinkGpu] = []
+    for header, block in blocks:
+        links = _fast_status_block(block)
+        if links is None:
+            return None
+        gpus.append(NvlinkGpu(*_header(header), links=links))
+    return tuple(gpus)
+
+
+def _fast_blocks(full: str | None) -> list[tuple[re.Match[str], str]] | None:
+    """A plain text's GPUs as (header match, block of link lines); None when it is not plain."""
     if full is None:
         return None
     parts = _FAST_GPU_SPLIT.split(full)  # [before, header, block, header, block, ...]
     if len(parts) < 3 or parts[0].strip(" \t\n"):
         return None
-    gpus: list[NvlinkGpu] = []
+    out = []
     for head, block in zip(parts[1::2], parts[2::2], strict=True):
         header = _GPU.match(head)
-        links = _fast_status_block(block)
-        if header is None or links is None:
+        if header is None:
             return None
-        gpus.append(NvlinkGpu(*_header(header), links=links))
-    return tuple(gpus)
+        out.append((header, block))
+    return out
 
 
 # Every GPU of a healthy fleet prints the same block: read once. NvlinkLink is immutable
@@ -201,16 +213,13 @@ def _fast_errors(text: str) -> tuple[NvlinkErrorsGpu, ...] | None:
     read it."""
     full = _fast_text(text)
     # A counter whose name says inactive is read as an inactive link by the general path.
-    if full is None or "inactive" in full.lower():
-        return None
-    parts = _FAST_GPU_SPLIT.split(full)  # [before, header, block, header, block, ...]
-    if len(parts) < 3 or parts[0].strip(" \t\n"):
+    blocks = None if full is None or "inactive" in full.lower() else _fast_blocks(full)
+    if blocks is None:
         return None
     gpus: list[NvlinkErrorsGpu] = []
-    for head, block in zip(parts[1::2], parts[2::2], strict=True):
-        header = _GPU.match(head)
+    for header, block in blocks:
         links = _fast_error_block(block)
-        if header is None or links is None:
+        if links is None:
             return None
         gpus.append(NvlinkErrorsGpu(
             *_header(header),
