@@ -52,7 +52,8 @@ def test_pcie_link(pcie_device: PciDevice, profile: Profile, verdict: Verdict) -
     verdict.ok(f"Gen{sta.gen} x{sta.width}")
 
 
-def test_pcie_aer(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
+def test_pcie_aer(node: NodeFacts, facts: NodeFacts, profile: Profile,
+                  verdict: Verdict) -> None:
     log = facts.kernel_log()
     fatal = [e for e in log.aer if e.severity == "uncorrected-fatal"]
     nonfatal = [e for e in log.aer if e.severity == "uncorrected-nonfatal"]
@@ -72,7 +73,13 @@ def test_pcie_aer(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
         verdict.warn(f"uncorrected non-fatal PCIe errors on "
                      f"{', '.join(sorted({e.device for e in nonfatal}))}", remediation=fix)
         return
-    if len(corrected) > 100:
-        verdict.warn(f"{len(corrected)} corrected PCIe errors: a marginal link", remediation=fix)
+    # corrected errors count since boot (the kernel log's lines): their growth within the
+    # counter window where history has an earlier count, a time base either way
+    w = facts.windows()
+    limit = profile.counters.aer_corrected_max
+    counted = w.count(("kernel", "", "aer_corrected"), len(corrected))
+    if counted.amount > limit:
+        verdict.warn(f"{counted.describe('corrected PCIe errors')} (max {limit}): a marginal "
+                     f"link; {w.basis()}", remediation=fix)
         return
-    verdict.ok("no uncorrected PCIe errors")
+    verdict.ok(f"no uncorrected PCIe errors; {counted.describe('corrected')} ({w.basis()})")

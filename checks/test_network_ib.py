@@ -153,19 +153,25 @@ def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
     for k, v in pq.items():
         errors.setdefault(k, v)  # -E details, and everything where sysfs had no counters
     checked = {k: v for k, v in errors.items() if k in limits}
-    over = {k: v for k, v in checked.items() if v > limits[k]}
-    verdict.measure(sum(checked.values()), "errors", expected="under per-counter thresholds",
+    # a time base: each counter's growth within the window where history has an earlier
+    # reading (a reset starts a new epoch), else its count since the last reset
+    w = facts.windows()
+    counted = {k: w.count(("ib", p.id, k), v) for k, v in checked.items()}
+    over = {k: c for k, c in counted.items() if c.amount > limits[k]}
+    verdict.measure(sum(c.amount for c in counted.values()), "errors",
+                    expected="under per-counter thresholds",
                     threshold=", ".join(f"{k}<={limits[k]}" for k in checked))
     verdict.cite(", ".join(f"{k}={v}" for k, v in errors.items())
-                 + "".join(f"\n{n}" for n in notes + behind), facts.ib_source())
+                 + "".join(f"\n{n}" for n in notes + behind) + f"\n{w.basis()}",
+                 facts.ib_source())
     if not checked:
         if notes:
             verdict.error(f"port {p.id}: no counters the profile thresholds: " + "; ".join(notes))
         pytest.skip(f"port {p.id} exposes none of the counters the profile thresholds")
     if over:
         first = next(iter(over))
-        verdict.fail(f"port {p.id}: " + ", ".join(f"{k}={v} (max {limits[k]})"
-                                                  for k, v in over.items()),
+        verdict.fail(f"port {p.id}: " + ", ".join(f"{c.describe(k)} (max {limits[k]})"
+                                                  for k, c in over.items()) + f"; {w.basis()}",
                      remediation=f"{_COUNTER_FIX.get(first, 'check the link')}; reset the "
                      f"counters after the fix: `perfquery -R -x <lid> {p.port}`")
     if notes or behind:
@@ -174,7 +180,7 @@ def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
                      f"infiniband/{p.device}/ports/1/counters; update infiniband-diags if "
                      "it cannot read this HCA")
         return
-    verdict.ok("error counters under thresholds")
+    verdict.ok(f"error counters under thresholds ({w.basis()})")
 
 
 def test_ib_port_count(node: NodeFacts,

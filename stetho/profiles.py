@@ -195,6 +195,21 @@ class DriftSpec:
 
 
 @dataclass(frozen=True)
+class CounterSpec:
+    """How cumulative error counters are given a time base (stetho.facts.window): their growth
+    within the window, from the node's own history. The limits themselves stay with their
+    hardware (`ib.counter_max`, `gpu.nvlink.error_max`) and here for the host-wide ones."""
+
+    window_h: float = 24.0
+    #: Corrected PCIe AER lines in the kernel log within the window: above this, a marginal link.
+    aer_corrected_max: int = 100
+    #: Correctable (single-bit) GPU memory ECC errors within the window: above this, warn.
+    ecc_correctable_max: int = 1000
+    #: Seconds of hardware (thermal, power brake) clock slowdown within the window that fail.
+    hw_throttle_max_s: float = 1.0
+
+
+@dataclass(frozen=True)
 class FleetSpec:
     """How a node is compared with its peers of the same profile (stetho.checking.fleet)."""
 
@@ -258,6 +273,7 @@ class Profile:
     versions: dict[str, VersionRule]
     nccl: NcclSpec
     drift: DriftSpec = field(default_factory=DriftSpec)
+    counters: CounterSpec = field(default_factory=CounterSpec)
     baseline: BaselineSpec = field(default_factory=BaselineSpec)
     fleet: FleetSpec = field(default_factory=FleetSpec)
     bench: BenchSpec = field(default_factory=BenchSpec)
@@ -315,7 +331,8 @@ def _chain(path: Path, seen: tuple[Path, ...]) -> list[yamlconf.Doc]:
     return _chain(parent_path, seen + (path.resolve(),)) + [doc]
 
 
-_SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "baseline", "fleet", "bench")
+_SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "counters", "baseline", "fleet",
+             "bench")
 _TOP = {"profile", "extends", "description", *_SECTIONS}
 
 
@@ -334,6 +351,7 @@ def _build(docs: list[yamlconf.Doc]) -> Profile:
         versions=_versions(top.section("versions")),
         nccl=_nccl(top.section("nccl"), top.section("gpu").get("count", int)),
         drift=_drift(top.section("drift")),
+        counters=_counters(top.section("counters")),
         baseline=_baseline(top.section("baseline")),
         fleet=_fleet(top.section("fleet")),
         bench=_bench(top.section("bench")),
@@ -358,6 +376,19 @@ def _fleet(s: yamlconf.Section) -> FleetSpec:
         if comp not in VERSION_COMPONENTS:
             s.fail(f"unknown version component {comp!r} (known: "
                    f"{', '.join(VERSION_COMPONENTS)})", "blocking")
+    s.check_unknown()
+    return spec
+
+
+def _counters(s: yamlconf.Section) -> CounterSpec:
+    d = CounterSpec()
+    spec = CounterSpec(
+        window_h=s.get("window_h", float, d.window_h, above=0),
+        aer_corrected_max=s.get("aer_corrected_max", int, d.aer_corrected_max, within=(0, None)),
+        ecc_correctable_max=s.get("ecc_correctable_max", int, d.ecc_correctable_max,
+                                  within=(0, None)),
+        hw_throttle_max_s=s.get("hw_throttle_max_s", float, d.hw_throttle_max_s,
+                                within=(0, None)))
     s.check_unknown()
     return spec
 

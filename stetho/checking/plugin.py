@@ -61,6 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 "16 nodes)")
     g.addoption("--stetho-no-metrics", action="store_true", default=False,
                 help="summarise nodes without their metrics (nothing records them)")
+    g.addoption("--stetho-history", metavar="DB", help="judge counters by their growth within "
+                "the profile's window, from the nodes' earlier readings in this history "
+                "database (read only)")
     g.addoption("--stetho-no-fleet", action="store_true", default=False,
                 help="skip the fleet checks (version drift, busbw outliers)")
 

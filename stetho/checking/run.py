@@ -92,12 +92,14 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         profile: str | None = None, extra_checks: tuple[str, ...] = (),
         select: str | None = None, workers: int | str | None = None,
         verbose: bool = False, metrics: bool = True,
-        progress: Callable[[int, int], None] | None = None) -> CheckRun:
+        progress: Callable[[int, int], None] | None = None,
+        history: Path | None = None) -> CheckRun:
     """Evaluate the checks over in-memory `bundles` or bundle files/folders `evidence`.
 
     `workers` spreads the checks over processes with pytest-xdist (replay of many nodes).
     `metrics=False` drops the nodes' metrics from their summaries (nothing records them).
     `progress(done, total)` hears each check item finish.
+    `history`: the database whose earlier readings give counters their window (read only).
     """
     from stetho import config
 
@@ -112,6 +114,8 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["-k", select]
     if not metrics:
         args += ["--stetho-no-metrics"]
+    if history is not None:
+        args += ["--stetho-history", str(history)]
     args += ["-p", "stetho.checking.plugin"]
     if workers:
         # Spread over processes in batches: per-subject items would cost more in xdist's

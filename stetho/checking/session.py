@@ -126,6 +126,11 @@ class Session:
         else:
             prof = profiles.load(self.override() or bundle.profile or profiles.DEFAULT_PROFILE)
             node = CheckNode.of(bundle, prof)
+            db = self.config.getoption("stetho_history", None)
+            if db:
+                from stetho.checking import counter_history as window
+
+                node.facts.window_loader = window.loader(Path(db), prof.counters.window_h)
             self.pending.append(node.summary(metrics=self.keep_metrics))
         self._nodes[name] = node
         return node

@@ -114,7 +114,7 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
                            extra_checks=extra_checks, select=select, workers=workers,
                            metrics=record or bool(outcome_out),  # the sweep records outcomes
-                           progress=shown_replay)
+                           progress=shown_replay, history=cfg.db if record else None)
     finally:
         if shown_replay is not None:
             shown_replay.close()

@@ -70,8 +70,10 @@ BLOCK_QUEUE = Probe("block_queue", globs=(
 ), description="rotational flag and I/O scheduler per block device")
 LSPCI = Probe("lspci", ("lspci", "-vvv"), timeout_s=30,
               description="PCIe link capability and status of GPUs and HCAs")
-KERNEL_RELEASE = Probe("kernel_release", globs=("/proc/sys/kernel/osrelease",),
-                       description="running kernel version")
+KERNEL_RELEASE = Probe("kernel_release", globs=("/proc/sys/kernel/osrelease",
+                                                "/proc/sys/kernel/random/boot_id"),
+                       description="running kernel version, and this boot's id (a reboot "
+                       "starts a new epoch for every counter)")
 OFED = Probe("ofed", ("ofed_info", "-s"), timeout_s=20, description="MLNX_OFED / DOCA-OFED")
 NCCL_LIBRARY = Probe("nccl_library", globs=(
     "/usr/lib/x86_64-linux-gnu/libnccl.so.*", "/usr/lib/aarch64-linux-gnu/libnccl.so.*",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-KINDS = ("counter", "gauge")
+KINDS = ("counter", "gauge", "epoch")
 RHYTHMS = ("none", "daily", "weekly")
 
 
@@ -76,10 +76,20 @@ TABLE: dict[str, MetricKind] = {
     "LocalLinkIntegrityErrors": _counter(),
     "ExcessiveBufferOverrunErrors": _counter(),
     "PortXmitDiscards": _counter(),
+    "PortLocalPhysicalErrors": _counter(),
+    "PortMalformedPktErrors": _counter(),
+    "PortBufferOverrunErrors": _counter(),
     # Events in the kernel log since boot: cumulative, and a reboot (or a rotated ring buffer)
     # reads as a reset. Each Xid is the static check's to judge.
     "xid_events": _counter(),
     "aer_corrected": _counter(),
+    # Microseconds of clock slowdown since the driver loaded (550+ drivers): judged by their
+    # growth within the counter window by the throttle check.
+    "throttle_hw_thermal_us": _counter(),
+    "throttle_hw_power_brake_us": _counter(),
+    "throttle_sw_thermal_us": _counter(),
+    # The boot id as a number: no level to compare, it marks the counters' epochs.
+    "boot_id": MetricKind("epoch"),
 }
 
 

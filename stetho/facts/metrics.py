@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stetho.facts import kinds
+from stetho.facts import kinds, window
 from stetho.facts.node import NodeFacts, Unavailable
 
 
@@ -38,7 +38,9 @@ COUNTERS = kinds.COUNTERS
 FLAT = kinds.FLAT
 IB_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
                "PortRcvErrors", "PortRcvRemotePhysicalErrors", "LocalLinkIntegrityErrors",
-               "ExcessiveBufferOverrunErrors", "PortXmitDiscards")
+               "ExcessiveBufferOverrunErrors", "PortXmitDiscards",
+               # perfquery -E (PortRcvErrorDetails), where collected
+               "PortLocalPhysicalErrors", "PortMalformedPktErrors", "PortBufferOverrunErrors")
 
 
 def is_counter(metric: str) -> bool:
@@ -55,8 +57,17 @@ def is_gauge(metric: str) -> bool:
     return k is not None and k.kind == "gauge"
 
 
+#: The clock-event counters (microseconds held back since the driver loaded), by metric name.
+THROTTLE_COUNTERS = {"throttle_hw_thermal_us": "hw_thermal_slowdown_us",
+                     "throttle_hw_power_brake_us": "hw_power_brake_us",
+                     "throttle_sw_thermal_us": "sw_thermal_slowdown_us"}
+
+
 def extract(facts: NodeFacts) -> list[Metric]:
     out: list[Metric] = []
+    boot = window.boot_id(facts)
+    if boot is not None:  # marks the epoch of every counter below (stetho.facts.window)
+        out.append(Metric("host", "", "boot_id", boot))
     for part in (_gpus, _nvlink, _ib, _nccl, _kernel):
         try:
             out.extend(part(facts))
@@ -84,6 +95,10 @@ def _gpus(f: NodeFacts) -> list[Metric]:
         ):
             if value is not None:
                 out.append(Metric("gpu", s, name, float(value), unit))
+        for name, attr in THROTTLE_COUNTERS.items():
+            us = getattr(g.clock_event_counters, attr)
+            if us is not None:
+                out.append(Metric("gpu", s, name, float(us), "us"))
     return out
 
 
@@ -92,10 +107,14 @@ def _sum(*xs: int | None) -> int | None:
     return sum(vals) if vals else None
 
 
+#: `nvidia-smi nvlink -e` counter names -> the per-GPU totals history keeps of them.
+NVLINK_METRICS = {"Replay Errors": "nvlink_replay", "Recovery Errors": "nvlink_recovery",
+                  "CRC Errors": "nvlink_crc"}
+
+
 def _nvlink(f: NodeFacts) -> list[Metric]:
     out = []
-    names = {"Replay Errors": "nvlink_replay", "Recovery Errors": "nvlink_recovery",
-             "CRC Errors": "nvlink_crc"}
+    names = NVLINK_METRICS
     for g in f.nvlink_errors():
         totals: dict[str, int] = {}
         for link in g.links:

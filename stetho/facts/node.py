@@ -19,6 +19,7 @@ from stetho.facts.base import Unavailable as Unavailable
 from stetho.parsers import ParseError
 
 if TYPE_CHECKING:
+    from stetho.facts.window import CounterWindow, Windows
     from stetho.parsers.gpu_model import Gpu, SmiReport
     from stetho.parsers.ib_common import IbDevice, IbPort
     from stetho.parsers.ibstat import IbstatReport
@@ -59,6 +60,9 @@ class NodeFacts:
         self.name = bundle.node
         self._cache: dict[str, object] = {}
         self._fp: dict[str, str] | None = None
+        #: Loads the node's earlier counter readings (stetho.checking.counter_history), set
+        #: by a run that has a history database; None: no history in this run.
+        self.window_loader: Callable[[NodeFacts], CounterWindow] | None = None
 
     def fingerprint(self) -> dict[str, str]:
         if self._fp is None:
@@ -264,6 +268,24 @@ class NodeFacts:
 
         return self.parsed("meminfo", load)
 
+    # -- history --------------------------------------------------------------------------------
+    def windows(self) -> Windows:
+        """A per-check view of this node's counter window (stetho.facts.window), its earlier
+        readings loaded once (one query); without history, the reason, for the messages."""
+        from stetho.facts.window import Windows
+
+        if "counter_window" not in self._cache:
+            try:
+                if self.window_loader is None:
+                    raise Unavailable("skip", "this run reads no history (a replay without "
+                                      "--history, or a sweep's node side, where the controller"
+                                      " judges the window)", "history")
+                self._cache["counter_window"] = self.window_loader(self)
+            except Unavailable as u:
+                self._cache["counter_window"] = u.reason
+        found = self._cache["counter_window"]
+        return Windows(None, found) if isinstance(found, str) else Windows(found)  # type: ignore[arg-type]
+
     # -- NCCL ---------------------------------------------------------------------------------
     def nccl_run(self) -> NcclRun:
         from stetho.parsers import nccl_tests
@@ -340,7 +362,11 @@ class NodeFacts:
             return _distinct(d.fw_ver for d in (ib or devices)), source
         if component == "kernel":
             files = self.files("kernel_release")
-            return _one(versions.kernel_release(next(iter(files.values())))), "kernel_release"
+            text = files.get("/proc/sys/kernel/osrelease")
+            if text is None:
+                raise Unavailable("error", "/proc/sys/kernel/osrelease was not read",
+                                  "kernel_release")
+            return _one(versions.kernel_release(text)), "kernel_release"
         if component == "ofed":
             return _one(versions.ofed_version(self.text("ofed"))), "ofed_info -s"
         if component == "nccl":

@@ -151,6 +151,8 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         raise Interrupted(f"ansible-playbook and its processes were killed; what finished "
                           f"hosts sent is in {run_dir / 'hosts'}")
     _evaluate_partial(run_dir, hosts)
+    if opts.db is not None:
+        _judge_windows(run_dir, hosts, opts.db)
     results: list[Result] = []
     for name in sorted(hosts):
         st = hosts[name]
@@ -257,6 +259,32 @@ def _evaluate_partial(run_dir: Path, hosts: dict[str, HostState]) -> None:
             name, st.killed or "killed")]
         _save_host(run_dir, name, outcome_mod.Outcome.of(st.results, st.partial,
                                                          run.summaries.get(name)))
+
+
+def _judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
+    """A node's own run has no history (`--no-history`: it lives here), so it judged its
+    counters on their counts since boot. Here, where the history is, the counter checks run
+    again over the evidence each node sent, against its earlier readings, and their results
+    replace the node's (and its results.json)."""
+    from stetho.checking import run as checkrun
+    from stetho.checking.windowed import WINDOWED_CHECKS
+
+    files = {n: run_dir / "hosts" / n / "evidence.json" for n, st in hosts.items()
+             if st.done and not st.error and st.partial is None}
+    files = {n: p for n, p in files.items() if p.is_file()}
+    if not files:
+        return
+    run = checkrun.run(evidence=[str(p) for p in files.values()], metrics=False,
+                       select=" or ".join(WINDOWED_CHECKS), history=db)
+    judged: dict[str, list[Result]] = {}
+    for r in run.results:
+        judged.setdefault(r.node, []).append(r)
+    for name in files:
+        st = hosts[name]
+        if name not in judged:
+            continue
+        st.results = [r for r in st.results if r.check not in WINDOWED_CHECKS] + judged[name]
+        _write_json(run_dir / "hosts" / name / "results.json", _results_doc(st.results))
 
 
 def _check_budget(bench: str | None, timeout_s: int | None,

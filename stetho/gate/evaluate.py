@@ -217,7 +217,7 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path
 
     bundle = collect.collect_local(profile=req.profile, node=req.node)
     select = " or ".join(policy.local_checks) or None
-    checked = checkrun.run([bundle], profile=req.profile, select=select)
+    checked = checkrun.run([bundle], profile=req.profile, select=select, history=db)
     results = list(checked.results)
     problems: list[str] = []
     results += recording.after_run("gate", new_run_id(), results, checked.summaries, db,

@@ -61,6 +61,8 @@ class NodeDraft:
         self.lspci_widths: dict[int, int] = {}
         self.lost_gpus: set[int] = set()
         self.nvlink_down: set[tuple[int, int]] = set()
+        #: (gpu, link) -> `nvlink -e` counter name -> count (the nvlink-errors fault)
+        self.nvlink_counters: dict[tuple[int, int], dict[str, int]] = {}
         self.hang: set[str] = set()
         self.garbage: set[str] = set()
         self.truncate_xml = False
@@ -101,6 +103,8 @@ class NodeDraft:
             _write(q / "rotational", "0\n")
             _write(q / "scheduler", "[none] mq-deadline kyber bfq\n")
         _write(s / "proc/sys/kernel/osrelease", KERNEL + "\n")
+        # one boot for the node's life; the `reboot` fault gives it another
+        _write(s / "proc/sys/kernel/random/boot_id", _uuid(f"{self.name}/boot")[4:] + "\n")
         rec = shipped("fixtures/recorded") / PROC
         _write(s / "proc/meminfo", (rec / "meminfo").read_text())
         for res in ("io", "memory", "cpu"):
@@ -188,7 +192,7 @@ class NodeDraft:
             "nvidia-smi-q.txt": text,
             "nvidia-smi-q-x.xml": xml,
             "nvlink-s.txt": status,
-            "nvlink-e.txt": render.nvlink_errors(gpus),
+            "nvlink-e.txt": render.nvlink_errors(gpus, self.nvlink_counters),
             "dmesg.log": "\n".join(self.kernel_lines) + "\n",
             **self._ib_tools(),
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),

@@ -201,6 +201,22 @@ def nvlink_down(d: NodeDraft, arg: str | None) -> None:
     d.nvlink_down.add((_gpu_arg(arg, 0, d), 7))
 
 
+def nvlink_errors(d: NodeDraft, arg: str | None) -> None:
+    """One NVLink of a GPU retraining: replay, recovery and CRC counts past the per-link
+    limits, the link still up (what precedes a link loss)."""
+    d.nvlink_counters[(_gpu_arg(arg, 2, d), 3)] = {
+        "Replay Errors": 2400, "Recovery Errors": 12, "CRC Errors": 1800}
+
+
+def reboot(d: NodeDraft, arg: str | None) -> None:
+    """The node booted again: a new boot id (every counter since boot starts a new epoch)."""
+    import hashlib
+
+    h = hashlib.sha256(f"{d.name}/boot/{arg or '2'}".encode()).hexdigest()
+    _sys(d, "/proc/sys/kernel/random/boot_id",
+         f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}\n")
+
+
 def hang(d: NodeDraft, arg: str | None) -> None:
     d.hang.add(arg or "nvidia-smi")
 
@@ -259,6 +275,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("power-brake", "HW power brake slowdown on all GPUs (the H100 output's recorded state)",
           power_brake),
     Fault("nvlink-down", "NVLink 7 of a GPU inactive (default gpu0)", nvlink_down, "gpuN"),
+    Fault("nvlink-errors", "NVLink 3 of a GPU with 2400 replay, 12 recovery and 1800 CRC "
+          "errors, still up (default gpu2)", nvlink_errors, "gpuN"),
+    Fault("reboot", "the node booted again: another boot id (`=N`: the Nth boot)", reboot, "N"),
     Fault("hang", "a tool hangs until killed (default nvidia-smi)", hang, "tool"),
     Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", garbage, "tool"),
     Fault("gpu-job", "a job's process holds a GPU (a real recorded compute process): nothing "

@@ -1,0 +1,335 @@
+"""Counters with a time base (issue 23): error counters are judged by their growth within the
+profile's window, from the node's own history in a real SQLite file; a reset or a reboot
+starts a new epoch; without history the absolute count is judged and the result says so.
+
+The nodes are simulated ones (real recorded outputs, faults injected); the history is written
+the way `stetho check` writes it (recording.after_run), from bundles dated when they were
+collected, so a reading "25 h ago" is a bundle collected 25 h ago.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from stetho.evidence.bundle import Bundle
+from stetho.facts.window import Reading, growth
+
+pytestmark = pytest.mark.xdist_group("counterwindows")
+
+H = 3600.0
+PROFILE = "h100-sxm-8gpu"
+
+
+# -- the arithmetic, on plain numbers ---------------------------------------------------------
+
+def test_no_earlier_reading_has_no_growth() -> None:
+    assert growth([], 4096, now=100 * H, window_s=24 * H) is None
+
+
+def test_growth_from_the_reading_at_the_window_start() -> None:
+    g = growth([Reading(70 * H, 4000), Reading(75 * H, 4090), Reading(90 * H, 4093)], 4096,
+               now=100 * H, window_s=24 * H)
+    assert g is not None
+    assert (g.delta, g.since, g.full, g.resets) == (6, 75 * H, True, 0)
+    assert g.span() == "in the last 25 h"
+
+
+def test_a_short_history_says_how_short() -> None:
+    g = growth([Reading(94 * H, 0)], 4096, now=100 * H, window_s=24 * H)
+    assert g is not None and not g.full and g.delta == 4096
+    assert "since the node's first reading in history" in g.span()
+
+
+def test_a_drop_is_a_new_epoch_never_a_negative_rate() -> None:
+    g = growth([Reading(90 * H, 5000)], 40, now=100 * H, window_s=24 * H)
+    assert g is not None and g.delta == 40 and g.resets == 1
+    assert "1 counter reset or reboot" in g.span()
+
+
+def test_a_reboot_is_a_new_epoch_even_when_the_count_is_higher() -> None:
+    """5000 before a reboot and 5100 after it: 5100 were counted since the boot, not 100."""
+    boots = [Reading(90 * H, 1.0)]
+    g = growth([Reading(90 * H, 5000)], 5100, now=100 * H, window_s=24 * H, boots=boots,
+               boot_now=2.0)
+    assert g is not None and g.delta == 5100 and g.resets == 1
+    same = growth([Reading(90 * H, 5000)], 5100, now=100 * H, window_s=24 * H, boots=boots,
+                  boot_now=1.0)
+    assert same is not None and same.delta == 100 and same.resets == 0
+
+
+def test_readings_after_now_are_not_history() -> None:
+    assert growth([Reading(101 * H, 0)], 4096, now=100 * H, window_s=24 * H) is None
+
+
+# -- through the checks, with a real history file ---------------------------------------------
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+
+
+def _collect(root: Path, faults: list[str]) -> Bundle:
+    from stetho import profiles
+    from stetho.evidence import collect
+    from stetho.sim.builder import build_node
+
+    build_node(root / "gpu07", "gpu07", faults)
+    env, node = collect.sim_environment(str(root / "gpu07"))
+    return collect.collect(profiles.load(PROFILE), replace(env, timeout_cap=10.0), node)
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Bundle]:
+    """One simulated node, gpu07, as it reads healthy, with each counter fault, rebooted."""
+    base = tmp_path_factory.mktemp("windows")
+    out = {"healthy": _collect(base / "healthy", [])}
+    for name, faults in (("symbols", ["ib-symbol-errors=mlx5_5"]),
+                         ("nvlink", ["nvlink-errors=gpu2"]),
+                         ("aer", ["riser=gpu4"]),
+                         ("symbols-rebooted", ["ib-symbol-errors=mlx5_5", "reboot"])):
+        out[name] = _collect(base / name, faults)
+    return out
+
+
+def _record(db: Path, bundle: Bundle, hours_ago: float) -> None:
+    """The bundle as `stetho check` records it, collected (and recorded) `hours_ago`."""
+    from stetho.checking import run as checkrun
+    from stetho.history import recording
+    from stetho.history.store import new_run_id
+
+    when = datetime.now(timezone.utc).timestamp() - hours_ago * H
+    dated = replace(bundle, collected_at=_iso(when))
+    run = checkrun.run([dated], profile=PROFILE)
+    recording.after_run("check", new_run_id(), list(run.results), run.summaries, db, when=when)
+
+
+def _check(bundle: Bundle, db: Path | None, select: str) -> list:
+    from stetho.checking import run as checkrun
+
+    return list(checkrun.run([bundle], profile=PROFILE, select=select, history=db).results)
+
+
+def _one(results: list, check: str, subject: str):  # type: ignore[no-untyped-def]
+    return next(r for r in results if r.check == check and r.subject == subject)
+
+
+def _symbols_at(bundle: Bundle, value: int) -> Bundle:
+    """The bundle with mlx5_5's symbol error count read as `value` (what sysfs would say)."""
+    rec = bundle.probes["ib_sysfs"]
+    path = "/sys/class/infiniband/mlx5_5/ports/1/counters/symbol_error"
+    assert path in rec.files
+    return replace(bundle, probes={**bundle.probes, "ib_sysfs": replace(
+        rec, files={**rec.files, path: f"{value}\n"})})
+
+
+def test_without_history_the_count_since_reset_is_judged_and_said(bundles) -> None:
+    r = _one(_check(bundles["symbols"], None, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "fail"
+    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
+    assert "reads no history" in r.message
+
+
+def test_a_burst_within_the_window_fails(bundles, tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    _record(db, bundles["healthy"], hours_ago=2)
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "fail"
+    assert "SymbolErrorCounter +4096 in the" in r.message and "2 h" in r.message
+    assert "judged on growth within 24 h" in r.message
+
+
+def test_the_same_total_spread_over_a_year_passes(bundles, tmp_path: Path) -> None:
+    """4096 symbol errors on a port that already read 4090 a day ago: 6 in the window."""
+    db = tmp_path / "h.db"
+    for days in (300, 200, 100):  # the count crept up over the year
+        _record(db, _symbols_at(bundles["symbols"], 4096 - days), hours_ago=days * 24)
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=25)
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "pass", r.message
+    assert "judged on growth within 24 h" in r.message
+
+
+def test_a_counter_cleared_since_the_last_reading_is_a_new_epoch(bundles, tmp_path: Path
+                                                                   ) -> None:
+    """9000 yesterday, 4096 now: a clear in between, and 4096 since it, never -4904."""
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 9000), hours_ago=20)
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "fail"
+    assert "+4096" in r.message and "counter reset or reboot in between" in r.message
+
+
+def test_a_reboot_starts_a_new_epoch(bundles, tmp_path: Path) -> None:
+    """4000 before a reboot, 4096 after it: the 4096 were all counted since the boot."""
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 4000), hours_ago=6)
+    same_boot = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert same_boot.status == "fail" and "+96" in same_boot.message
+    rebooted = _one(_check(bundles["symbols-rebooted"], db, "ib_counters"), "ib_counters",
+                    "mlx5_5:1")
+    assert rebooted.status == "fail" and "+4096" in rebooted.message
+    assert "counter reset or reboot in between" in rebooted.message
+
+
+def test_an_old_count_that_stopped_growing_passes(bundles, tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    _record(db, bundles["symbols"], hours_ago=30)
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "pass" and "+0" not in r.message
+
+
+def test_nvlink_counters_windowed(bundles, tmp_path: Path) -> None:
+    plain = _one(_check(bundles["nvlink"], None, "gpu_nvlink"), "gpu_nvlink", "gpu2")
+    assert plain.status == "fail" and "link 3 Replay Errors=2400 since the driver" in plain.message
+    db = tmp_path / "h.db"
+    _record(db, bundles["healthy"], hours_ago=3)
+    burst = _one(_check(bundles["nvlink"], db, "gpu_nvlink"), "gpu_nvlink", "gpu2")
+    assert burst.status == "fail" and "Replay Errors +2400 in the" in burst.message
+    # the burst stays in view for the whole window ...
+    _record(db, bundles["nvlink"], hours_ago=1)
+    still = _one(_check(bundles["nvlink"], db, "gpu_nvlink"), "gpu_nvlink", "gpu2")
+    assert still.status == "fail" and "+2400" in still.message
+    # ... and once the same counts were read before the window's start, nothing grew since
+    old = tmp_path / "old.db"
+    _record(old, bundles["nvlink"], hours_ago=26)
+    quiet = _one(_check(bundles["nvlink"], old, "gpu_nvlink"), "gpu_nvlink", "gpu2")
+    assert quiet.status == "pass", quiet.message
+
+
+def test_corrected_aer_windowed(bundles, tmp_path: Path) -> None:
+    """The riser fault's 6 corrected AER lines, against a site profile allowing 5 a day."""
+    from stetho.checking import run as checkrun
+
+    prof = tmp_path / "strict-aer.yml"
+    prof.write_text("profile: strict-aer\nextends: h100-sxm-8gpu\n"
+                    "counters: {aer_corrected_max: 5}\n")
+
+    def aer(db: Path | None):  # type: ignore[no-untyped-def]
+        return _one(list(checkrun.run([bundles["aer"]], profile=str(prof), select="pcie_aer",
+                                      history=db).results), "pcie_aer", "")
+
+    plain = aer(None)
+    assert plain.status == "warn"
+    assert "corrected PCIe errors=6 since boot or its last reset (max 5)" in plain.message
+    db = tmp_path / "h.db"
+    _record(db, bundles["healthy"], hours_ago=2)
+    burst = aer(db)
+    assert burst.status == "warn" and "+6 in the" in burst.message
+    old = tmp_path / "old.db"
+    _record(old, bundles["aer"], hours_ago=26)
+    quiet = aer(old)
+    assert quiet.status == "pass" and "+0 in the last 26 h" in quiet.message
+
+
+def test_history_window_is_one_query_per_node(bundles, tmp_path: Path) -> None:
+    """Every windowed check of a node reads its window from one load."""
+    from stetho import profiles
+    from stetho.checking import counter_history as window
+    from stetho.checking.nodes import node_facts
+
+    db = tmp_path / "h.db"
+    _record(db, bundles["healthy"], hours_ago=2)
+    facts = node_facts(bundles["symbols"], profiles.load(PROFILE))
+    calls = []
+    inner = window.loader(db, 24)
+
+    def counting(f):  # type: ignore[no-untyped-def]
+        calls.append(f.name)
+        return inner(f)
+
+    facts.window_loader = counting
+    for _ in range(3):
+        assert facts.windows().window is not None
+    assert calls == ["gpu07"]
+
+
+def test_sweep_judges_windows_where_the_history_is(bundles, tmp_path: Path) -> None:
+    """A node's own sweep run has no history: the controller judges its counters again over
+    the evidence it sent, and those results replace the node's (results.json too)."""
+    import json
+
+    from stetho.checking import run as checkrun
+    from stetho.fleet.sweep import HostState, _judge_windows
+
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=25)
+    run_dir = tmp_path / "run"
+    folder = run_dir / "hosts" / "gpu07"
+    folder.mkdir(parents=True)
+    bundles["symbols"].save(folder / "evidence.json")
+    node_side = list(checkrun.run([bundles["symbols"]], profile=PROFILE).results)
+    assert _one(node_side, "ib_counters", "mlx5_5:1").status == "fail"  # no history there
+    st = HostState("gpu07", done=True, results=node_side)
+    _judge_windows(run_dir, {"gpu07": st}, db)
+    judged = _one(st.results, "ib_counters", "mlx5_5:1")
+    assert judged.status == "pass" and "judged on growth within 24 h" in judged.message
+    assert len(st.results) == len(node_side)
+    saved = json.loads((folder / "results.json").read_text())["results"]
+    assert any(r["check"] == "ib_counters" and r["subject"] == "mlx5_5:1"
+               and r["status"] == "pass" for r in saved)
+
+
+def test_correctable_ecc_windowed(tmp_path_factory: pytest.TempPathFactory, bundles,
+                                  tmp_path: Path) -> None:
+    """The ecc-sbe fault's 1312 lifetime correctable errors: a burst if yesterday read 0,
+    history if they were there before the window."""
+    sbe = _collect(tmp_path_factory.mktemp("sbe"), ["ecc-sbe=gpu3"])
+    plain = _one(_check(sbe, None, "gpu_ecc_correctable"), "gpu_ecc_correctable", "gpu3")
+    assert plain.status == "warn"
+    assert "correctable ECC errors=1312 since boot or its last reset" in plain.message
+    db = tmp_path / "h.db"
+    _record(db, bundles["healthy"], hours_ago=5)
+    burst = _one(_check(sbe, db, "gpu_ecc_correctable"), "gpu_ecc_correctable", "gpu3")
+    assert burst.status == "warn" and "+1312 in the" in burst.message
+    old = tmp_path / "old.db"
+    _record(old, sbe, hours_ago=40)
+    quiet = _one(_check(sbe, old, "gpu_ecc_correctable"), "gpu_ecc_correctable", "gpu3")
+    assert quiet.status == "pass" and "+0 in the last 40 h" in quiet.message
+
+
+REAL_XML = Path(__file__).resolve().parents[1] / "fixtures/real/01-nvidia-smi-xml" \
+    / "rtx4000-sff-ada-drv595-v13-appclocks-deprecated.xml"
+HW_THERM = "<clocks_event_reasons_counters_hw_therm_slowdown>{} us" \
+    "</clocks_event_reasons_counters_hw_therm_slowdown>"
+
+
+def _smi(bundle: Bundle, hw_therm_us: int) -> Bundle:
+    """The bundle with the real 595-driver XML (it prints the clock event counters) as its
+    nvidia-smi output, its HW thermal slowdown counter at `hw_therm_us` (recorded: 0)."""
+    xml = REAL_XML.read_text()
+    assert HW_THERM.format(0) in xml
+    xml = xml.replace(HW_THERM.format(0), HW_THERM.format(hw_therm_us))
+    rec = bundle.probes["nvidia_smi"]
+    return replace(bundle, probes={**bundle.probes, "nvidia_smi": replace(rec, stdout=xml)})
+
+
+def test_throttle_counters_windowed(bundles, tmp_path: Path) -> None:
+    """An idle GPU is rarely throttled at the instant of a check: the counter says it was.
+    5 s of HW thermal slowdown since the driver loaded, with no reason active now."""
+    from stetho.checking import run as checkrun
+
+    hot = _smi(bundles["healthy"], 5_000_000)
+
+    def throttle(bundle: Bundle, db: Path | None):  # type: ignore[no-untyped-def]
+        return _one(list(checkrun.run([bundle], profile="generic", select="gpu_throttle",
+                                      history=db).results), "gpu_throttle", "gpu0")
+
+    plain = throttle(hot, None)
+    assert plain.status == "warn"
+    assert "HW thermal slowdown held the clocks back for 5 s since the driver" in plain.message
+    db = tmp_path / "h.db"
+    earlier = _smi(bundles["healthy"], 0)
+    when = datetime.now(timezone.utc).timestamp() - 3 * H
+    from stetho.history import recording
+    from stetho.history.store import new_run_id
+
+    for bundle, t in ((earlier, when),):
+        dated = replace(bundle, collected_at=_iso(t))
+        run = checkrun.run([dated], profile="generic")
+        recording.after_run("check", new_run_id(), list(run.results), run.summaries, db, when=t)
+    burst = throttle(hot, db)
+    assert burst.status == "fail" and "for 5 s in the" in burst.message
+    assert throttle(earlier, db).status == "pass"
