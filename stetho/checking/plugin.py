@@ -211,6 +211,7 @@ pcie_device = _subject_fixture("pcie_device")
 version_component = _subject_fixture("version_component")
 nccl_size = _subject_fixture("nccl_size")
 bench_metric = _subject_fixture("bench_metric")
+bench_run = _subject_fixture("bench_run")
 
 
 def _node_of(request: pytest.FixtureRequest, fixture: str) -> CheckNode | None:

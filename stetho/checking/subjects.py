@@ -168,6 +168,28 @@ def _bench_metrics(n: CheckNode) -> list[Subject]:
     return out
 
 
+def _bench_runs(n: CheckNode) -> list[Subject]:
+    """Each benchmark run (per device for per: hca/gpu), for the tool's own verdict: a
+    benchmark that did not run skips with the reason, one no definition names is an error."""
+    from stetho.facts import bench
+
+    runs = bench.runs(n.facts)
+    if not runs:
+        raise Unavailable("skip", "no benchmarks in this run (`stetho bench run --suite ...`)")
+    out = []
+    for run in runs:
+        if run.definition is None:
+            out.append(Subject(n, run.key, None, Unavailable(
+                "error", f"benchmark {run.name} ran, but no benchmarks/*.yml defines it now "
+                "(add its folder to STETHO_BENCHMARKS)", PLAN_PROBE + run.name)))
+        elif run.skipped is not None:
+            out.append(Subject(n, run.key, None, Unavailable("skip", run.skipped,
+                                                             PLAN_PROBE + run.name)))
+        else:
+            out.append(Subject(n, run.key, run))
+    return out
+
+
 PLAN_PROBE = "bench:"
 
 
@@ -181,6 +203,7 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "version_component": _versions,
     "nccl_size": _nccl_sizes,
     "bench_metric": _bench_metrics,
+    "bench_run": _bench_runs,
 }
 
 
