@@ -25,7 +25,7 @@ from stetho.checking import outcomes
 from stetho.checking.nodes import CheckNode
 from stetho.checking.session import RESULT_KEY, SUMMARY_KEY, Session
 from stetho.checking.subjects import KINDS, Subject, expand
-from stetho.checking.verdict import CheckError, Verdict
+from stetho.checking.verdict import Verdict
 from stetho.facts.node import NodeFacts
 from stetho.profiles import Profile
 from stetho.results import Result
@@ -187,7 +187,7 @@ def _item_of(request: pytest.FixtureRequest) -> object:
     if p.unavailable is not None:
         if p.unavailable.status == "skip":
             pytest.skip(p.unavailable.reason)
-        raise CheckError(p.unavailable.reason)
+        raise p.unavailable.fresh()  # an error, with its remediation
     return p.item
 
 
