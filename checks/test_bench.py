@@ -1,4 +1,11 @@
-"""Benchmarks: each metric's median over its repeats, against the profile's baseline for it.
+"""Benchmarks: the tool's own verdict, and each metric's median against the profile's baseline.
+
+`bench_verdict` believes a tool that judges its own run (dcgmi diag's per-test Pass/Fail/Warn,
+gpu-burn's OK/FAULTY and error counts, nccl-tests' `#wrong` and FAILED lines; tool errors of
+nvbandwidth, fio, iperf3 and perftest): a FAIL is a fail with the tool's words, with or without
+a baseline, and the worst repeat decides (stetho.benchmarks.verdict).
+
+`bench_metric`: each metric's median over its repeats, against the profile's baseline for it.
 
 The baseline is keyed by benchmark, device and metric, and holds the run shape (the command
 line without per-run values) and the versions it was measured on: another shape has no
@@ -18,8 +25,58 @@ from stetho.results import Limit
 if TYPE_CHECKING:
     from stetho.checking.subjects import BenchMetric
     from stetho.checking.verdict import Verdict
+    from stetho.facts.bench import BenchRun
     from stetho.facts.node import NodeFacts
     from stetho.profiles import Profile
+
+
+def test_bench_verdict(bench_run: BenchRun, verdict: Verdict) -> None:
+    from stetho.benchmarks.verdict import worst
+    from stetho.facts import bench
+
+    run = bench_run
+    assert run.definition is not None  # the subject is an error without one
+    said = bench.verdicts(run)
+    if not run.records:
+        verdict.error(f"{run.key}: no repeat ran")
+    if not said:
+        raise Unavailable("skip", f"{run.definition.parser} output carries no verdict of its "
+                          "own; the metrics are judged by bench_metric")
+    status = worst([v.status for _, v in said])
+    decided = [(label, v) for label, v in said if v.status == status]
+    words = [w for _, v in decided for w in v.words]
+    verdict.measure(sum(1 for _, v in said if v.status in ("fail", "error")), "count",
+                    expected=f"0 failed of {len(said)} runs (the tool's own verdict)")
+    verdict.cite("\n".join([f"{label}: {v.status}: {v.summary}" for label, v in said]
+                           + words[:20]), f"bench:{run.key}")
+    label, first = decided[0]
+    quoted = "; ".join(dict.fromkeys(words[:4]))
+    message = (f"{first.summary}" + (f": {quoted}" if quoted and quoted not in first.summary
+                                     else "") + f" [{label}"
+               + (f" and {len(decided) - 1} more runs]" if len(decided) > 1 else "]"))
+    if status == "fail":
+        verdict.fail(message, remediation=_FAIL_FIX.get(run.definition.parser, _FAIL_FIX[""]))
+    if status == "error":
+        verdict.error(message, remediation="fix what stopped the tool (its words are in the "
+                      f"message and evidence), then rerun `stetho bench run -b {run.name}`")
+    if status == "warn":
+        verdict.warn(message, remediation="read the tool's warning; rerun to see whether it "
+                     "persists")
+        return
+    verdict.ok(f"{first.summary} ({len(said)} run{'s' if len(said) > 1 else ''})")
+
+
+_FAIL_FIX = {
+    "dcgmi_diag": "drain the node; read the failed tests' messages (`dcgmi diag -r 3 -v` for "
+                  "detail), check Xid/ECC in the kernel log and `nvidia-smi -q`; reset or "
+                  "replace the GPU the test names",
+    "gpu_burn": "drain the node: a GPU whose results differ between iterations computes "
+                "wrongly; check its Xid/ECC and row remapping, reset it and rerun, replace it "
+                "if it stays FAULTY",
+    "nccl_tests": "drain the node now; run `dcgmi diag -r 3` and check Xid/ECC and NVLink "
+                  "errors; a GPU or link is corrupting data",
+    "": "drain the node and rerun the benchmark to confirm; the tool's own words say what failed",
+}
 
 
 def test_bench_metric(bench_metric: BenchMetric, facts: NodeFacts, profile: Profile,

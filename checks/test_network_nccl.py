@@ -1,11 +1,14 @@
 """NCCL all_reduce: the run completed with correct results, and busbw holds up to the baseline.
 
 busbw per message size, from the profile's minimum up, is compared with the baseline; a drop
-over the tolerance fails. `#wrong` > 0 is data corruption. A failed or truncated run is an error,
-never a pass. A baseline measured on other driver/CUDA/NCCL versions is reported stale, one the
-node cannot tell its versions against is reported unknown. The baseline is the one recorded for
-the run's shape (collective, ranks, nodes, GPUs per node): a 2-node run is never judged against
-a single-node baseline.
+over the tolerance fails. `#wrong` > 0 is data corruption, and nccl-tests' own FAILED
+(`Out of bounds values : N FAILED`, `Avg bus bandwidth ... FAILED`) a fail, with no baseline
+needed. A failed or truncated run is an error, never a pass. A baseline measured on other
+driver/CUDA/NCCL versions is reported stale, one the node cannot tell its versions against is
+reported unknown. The baseline is the one recorded for the run's shape (collective, ranks,
+nodes, GPUs per node): a 2-node run is never judged against a single-node baseline. The
+collective is what the output says or, where it does not, what the profile or the probe's
+command declares; a run nothing tells is an error, not a skip.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from stetho.benchmarks.verdict import judge
 from stetho.core.versioning import Version
 from stetho.results import Limit
 
@@ -29,17 +33,16 @@ def test_nccl_run(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
         f"{r.size_bytes:>12} B busbw {r.oop_busbw_gbps} GB/s #wrong {r.oop_wrong}"
         for r in run.rows[-3:]]))
     verdict.cite(tail or "no result rows", "nccl-tests")
-    if run.failed and not run.total_wrong:
-        verdict.error(f"nccl-tests failed: {run.failure or 'no result table'}")
-    if run.total_wrong:
-        bad = [r for r in run.rows if (r.oop_wrong or 0) + (r.ip_wrong or 0) > 0]
-        verdict.fail(f"nccl-tests reports {run.total_wrong:g} wrong elements in {len(bad)} "
-                     f"sizes (first at {bad[0].size_bytes} B): data corruption",
-                     remediation="drain the node now; run `dcgmi diag -r 3` and check Xid/ECC "
-                     "and NVLink errors; a GPU or link is corrupting data")
-    if run.truncated or not run.rows:
-        verdict.error("nccl-tests output is truncated: the table stops before maxBytes "
-                      "with no Avg bus bandwidth line")
+    said = judge("nccl_tests", run)  # nccl-tests' own verdict, shared with bench_verdict
+    assert said is not None
+    if said.status == "fail":
+        verdict.fail(said.summary, remediation="drain the node now; run `dcgmi diag -r 3` and "
+                     "check Xid/ECC and NVLink errors; a GPU or link is corrupting data"
+                     if run.total_wrong else "rerun to confirm; nccl-tests' own check "
+                     "failed (its words are in the message)")
+    if said.status == "error":
+        verdict.error(said.summary, remediation="run nccl-tests with -c 1 (it checks its "
+                      "results)" if run.rows and not run.validated else None)
     verdict.ok(f"{len(run.rows)} sizes, 0 wrong, avg busbw {run.avg_busbw_gbps} GB/s")
 
 
@@ -63,10 +66,15 @@ def test_nccl_busbw(nccl_size: BusbwPoint, facts: NodeFacts, profile: Profile,
     verdict.measure(got, "GB/s", expected=f"{want:g} GB/s (baseline)",
                     threshold=Limit(round(floor, 3), ">=", "GB/s",
                                     note=f"baseline -{spec.tolerance_pct:g}%"), reference=want)
+    collective, signals = facts.nccl_collective()
+    shape = run.shape.describe()
+    if run.shape.collective is None and collective is not None:
+        shape = shape.replace("unknown collective", collective, 1)
     reference = _reference(profile, base)
     stale, unknown = _stale(facts, reference)
     verdict.cite(f"size {size} B: busbw {got} GB/s out-of-place, {row.ip_busbw_gbps} "
-                 f"in-place ({run.shape.describe()}); baseline {want:g} GB/s "
+                 f"in-place ({shape}; collective from: {'; '.join(signals)}); baseline "
+                 f"{want:g} GB/s "
                  f"({base.shape.describe()}) measured with "
                  + ", ".join(f"{k} {v}" for k, v in reference.items())
                  + (f"; node runs {stale}" if stale else "")

@@ -150,6 +150,9 @@ class NcclSpec:
     min_size_bytes: int = 0
     tolerance_pct: float = 5.0
     baselines: tuple[NcclBaseline, ...] = ()
+    #: The collective the configured run performs, for output that does not say (older
+    #: nccl-tests, a wrapper script): None lets the output (marker, binary, table) tell.
+    collective: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -640,8 +643,13 @@ def _nccl(s: yamlconf.Section, default_gpus: int | None) -> NcclSpec:
         min_size_bytes=size(s, "min_size", s.get("min_size", (str, int), "0")),
         tolerance_pct=s.get("tolerance_pct", float, _NCCL.tolerance_pct,
                             within=(0, 100)),
-        baselines=tuple(baselines),
+        baselines=tuple(baselines), collective=s.get("collective", str),
     )
+    from stetho.parsers.nccl_shape import COLLECTIVES
+
+    if spec.collective is not None and spec.collective not in COLLECTIVES:
+        s.fail(f"unknown collective {spec.collective!r} (known: {', '.join(COLLECTIVES)})",
+               "collective")
     if spec.run and not spec.argv:
         s.fail("nccl.run is true but nccl.argv is empty", "run")
     s.check_unknown()

@@ -30,6 +30,7 @@ def expected(profile: Profile) -> Expected:
     ib = profile.ib
     return Expected(profile=profile.name, gpus=profile.gpu.count, ib_ports=ib.ports,
                     ib_link_layer=ib.link_layer, nccl=profile.nccl.enabled,
+                    nccl_collective=profile.nccl.collective,
                     ib_devices=tuple(pat for g in ib.port_groups if g.link_layer == ib.link_layer
                                      for pat in g.devices))
 

@@ -16,6 +16,7 @@ def result(node: str, check: str, subject: str, verdict: Verdict | None,
            probe: str | None = None, duration_s: float = 0.0) -> Result:
     v = verdict or Verdict()
     status, message = v.status, v.message
+    remediation = v.remediation or getattr(exc, "remediation", None)
     if skipped is not None:
         status, message = "skip", skipped
     elif exc is not None:
@@ -24,7 +25,7 @@ def result(node: str, check: str, subject: str, verdict: Verdict | None,
         message = "ok"
     return Result(node=node, check=check, subject=subject, status=status, message=message,
                   value=v.value, unit=v.unit, expected=v.expected, threshold=v.threshold,
-                  remediation=v.remediation, evidence=v.evidence, probe=v.probe or probe,
+                  remediation=remediation, evidence=v.evidence, probe=v.probe or probe,
                   duration_s=round(duration_s, 6), reference=v.reference,
                   limit=v.limit.value if v.limit else None,
                   limit_op=v.limit.op if v.limit else None)

@@ -25,7 +25,7 @@ from stetho.checking import outcomes
 from stetho.checking.nodes import CheckNode
 from stetho.checking.session import RESULT_KEY, SUMMARY_KEY, Session
 from stetho.checking.subjects import KINDS, Subject, expand
-from stetho.checking.verdict import CheckError, Verdict
+from stetho.checking.verdict import Verdict
 from stetho.facts.node import NodeFacts
 from stetho.profiles import Profile
 from stetho.results import Result
@@ -190,7 +190,7 @@ def _item_of(request: pytest.FixtureRequest) -> object:
     if p.unavailable is not None:
         if p.unavailable.status == "skip":
             pytest.skip(p.unavailable.reason)
-        raise CheckError(p.unavailable.reason)
+        raise p.unavailable.fresh()  # an error, with its remediation
     return p.item
 
 
@@ -214,6 +214,7 @@ pcie_device = _subject_fixture("pcie_device")
 version_component = _subject_fixture("version_component")
 nccl_size = _subject_fixture("nccl_size")
 bench_metric = _subject_fixture("bench_metric")
+bench_run = _subject_fixture("bench_run")
 
 
 def _node_of(request: pytest.FixtureRequest, fixture: str) -> CheckNode | None:

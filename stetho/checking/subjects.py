@@ -107,7 +107,9 @@ def _versions(n: CheckNode) -> list[Subject]:
 def _nccl_sizes(n: CheckNode) -> list[Subject]:
     """Message sizes of the baseline recorded for the run's shape. A run whose shape has no
     baseline is one skip that says so, never a regression; a failed or cut run is judged (as an
-    error) on the profile's first baseline."""
+    error) on the profile's first baseline. A run whose collective nothing tells (neither the
+    output nor a declaration: NodeFacts.nccl_collective) is one error saying how to declare it:
+    a regression of exactly the baseline's shape must not pass as `skip`."""
     from stetho.parsers.nccl_tests import format_size
     from stetho.profiles import BusbwPoint
 
@@ -121,16 +123,35 @@ def _nccl_sizes(n: CheckNode) -> list[Subject]:
         run = n.facts.nccl_run()
     except Unavailable:
         run = None
-    shape = run.shape if run is not None and not (run.failed or run.truncated) else None
-    if shape is not None and shape.ranks is not None:
-        found = spec.baseline_for(shape.collective, shape.ranks, shape.nodes,
-                                  shape.gpus_per_node)
-        if found is None:
-            raise Unavailable("skip", f"no baseline for {shape.describe()} in profile "
-                              f"{n.profile.name} (it has "
-                              + "; ".join(b.shape.describe() for b in spec.baselines)
-                              + "): record one with `stetho baseline record`", "nccl_tests")
-        base = found
+    if run is not None and not (run.failed or run.truncated) and run.rows:
+        collective, signals = n.facts.nccl_collective()  # an error when contradicted
+        shape = run.shape
+        if collective is None:
+            raise Unavailable(
+                "error", "nccl-tests output does not say which collective it ran (no "
+                "'# Collective test starting' marker, no binary named"
+                + (f"; {'; '.join(signals)}" if signals else "")
+                + (f"; it could be {' or '.join(run.collective_candidates)}"
+                   if run.collective_candidates else "")
+                + "): no baseline can be chosen, so busbw cannot be judged", "nccl_tests",
+                remediation=f"declare it in profile {n.profile.name}: `nccl.collective: "
+                f"{base.shape.collective}` (or whichever the run performs), or run the "
+                "nccl-tests binary by name in `nccl.argv`")
+        if shape.ranks is not None:
+            found = spec.baseline_for(collective, shape.ranks, shape.nodes,
+                                      shape.gpus_per_node)
+            if found is None:
+                described = shape.describe().replace("unknown collective", collective, 1) \
+                    if shape.collective is None else shape.describe()
+                raise Unavailable("skip", f"no baseline for {described} in profile "
+                                  f"{n.profile.name} (it has "
+                                  + "; ".join(b.shape.describe() for b in spec.baselines)
+                                  + "): record one with `stetho baseline record`", "nccl_tests")
+            base = found
+        elif base.shape.collective != collective:
+            raise Unavailable("skip", f"no baseline for {collective} (a run that lists no "
+                              f"ranks) in profile {n.profile.name}: its baseline is "
+                              f"{base.shape.describe()}", "nccl_tests")
     sizes = sorted(s for s in base.busbw_gbps if s >= spec.min_size_bytes)
     label = base.shape.collective.replace("_", "")
     return [Subject(n, f"{label}@{format_size(s).replace(' ', '')}", BusbwPoint(base, s))
@@ -168,6 +189,28 @@ def _bench_metrics(n: CheckNode) -> list[Subject]:
     return out
 
 
+def _bench_runs(n: CheckNode) -> list[Subject]:
+    """Each benchmark run (per device for per: hca/gpu), for the tool's own verdict: a
+    benchmark that did not run skips with the reason, one no definition names is an error."""
+    from stetho.facts import bench
+
+    runs = bench.runs(n.facts)
+    if not runs:
+        raise Unavailable("skip", "no benchmarks in this run (`stetho bench run --suite ...`)")
+    out = []
+    for run in runs:
+        if run.definition is None:
+            out.append(Subject(n, run.key, None, Unavailable(
+                "error", f"benchmark {run.name} ran, but no benchmarks/*.yml defines it now "
+                "(add its folder to STETHO_BENCHMARKS)", PLAN_PROBE + run.name)))
+        elif run.skipped is not None:
+            out.append(Subject(n, run.key, None, Unavailable("skip", run.skipped,
+                                                             PLAN_PROBE + run.name)))
+        else:
+            out.append(Subject(n, run.key, run))
+    return out
+
+
 PLAN_PROBE = "bench:"
 
 
@@ -181,6 +224,7 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "version_component": _versions,
     "nccl_size": _nccl_sizes,
     "bench_metric": _bench_metrics,
+    "bench_run": _bench_runs,
 }
 
 

@@ -68,7 +68,9 @@ class Verdict:
             self.remediation = remediation
         raise CheckFailed(message)
 
-    def error(self, message: str) -> NoReturn:
+    def error(self, message: str, remediation: str | None = None) -> NoReturn:
         self.status = "error"
         self.message = message
+        if remediation:
+            self.remediation = remediation
         raise CheckError(message)

@@ -10,8 +10,9 @@ import click
 from stetho.benchmarks.spec import SUITES
 from stetho.cli.common import db_option, emit, settings
 
-#: The check that judges benchmark metrics (checks/test_bench.py).
-BENCH_CHECK = "test_bench_metric"
+#: The checks that judge benchmarks (checks/test_bench.py): the tools' own verdicts, and the
+#: metrics against their baselines.
+BENCH_CHECK = "test_bench_verdict or test_bench_metric"
 
 
 @click.group()

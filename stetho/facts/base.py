@@ -25,21 +25,24 @@ class Expected:
     ib_link_layer: str = "InfiniBand"
     ib_devices: tuple[str, ...] = ()  # globs of the HCAs the profile expects on ib_link_layer
     nccl: bool = False
+    nccl_collective: str | None = None  # the collective the profile says its nccl-tests ran
 
 
 class Unavailable(Exception):
     """The facts a check needs are not there. `status` is "skip" or "error"."""
 
-    def __init__(self, status: str, reason: str, probe: str | None = None) -> None:
+    def __init__(self, status: str, reason: str, probe: str | None = None,
+                 remediation: str | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.probe = probe
+        self.remediation = remediation  # what a person does about an error, when known
 
     def fresh(self) -> Unavailable:
         """A new copy to raise: a cached exception that is re-raised would collect the frames of
         every raise in its traceback, and keep the facts they point at alive."""
-        return Unavailable(self.status, self.reason, self.probe)
+        return Unavailable(self.status, self.reason, self.probe, self.remediation)
 
 
 class Facts(Protocol):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from stetho.benchmarks import spec
 from stetho.benchmarks.measure import Measured, summarize
+from stetho.benchmarks.verdict import ToolVerdict, judge_text
 from stetho.evidence.bundle import ProbeRecord
 from stetho.facts.metrics import Metric
 from stetho.facts.node import NodeFacts
@@ -111,3 +112,30 @@ def _text(rec: ProbeRecord) -> str | None:
     """The output of a repeat that finished (exit 0), else None: a failed run measures
     nothing, even if it printed a partial result."""
     return rec.stdout if rec.status == "ok" and not rec.binary else None
+
+
+def verdicts(run: BenchRun) -> tuple[tuple[str, ToolVerdict], ...]:
+    """Each repeat's own verdict from its tool (`stetho.benchmarks.verdict`), labelled by
+    repeat; () when the benchmark's parser gives none. A repeat that exited non-zero is read
+    too (dcgmi diag and nccl-tests exit 1 on a failure: their FAIL is in the output); one that
+    did so while its output reports no failure, or did not finish, is an error."""
+    from stetho.benchmarks.verdict import JUDGES
+
+    if run.definition is None or run.definition.parser not in JUDGES:
+        return ()
+    out = []
+    for rec in run.records:
+        label = rec.name[len(PLAN):]
+        if rec.status not in ("ok", "failed") or rec.binary:
+            why = "binary output" if rec.binary else f"{rec.status} ({rec.reason})"
+            out.append((label, ToolVerdict("error", f"did not finish: {why}")))
+            continue
+        said = judge_text(run.definition.parser, rec.stdout)
+        if said is None:
+            continue
+        if rec.status == "failed" and said.status in ("pass", "warn"):
+            said = ToolVerdict("error", f"exited {rec.rc} though its output reports no "
+                               f"failure ({said.summary})", said.words + tuple(
+                                   rec.stderr.strip().splitlines()[-3:]))
+        out.append((label, said))
+    return tuple(out)

@@ -57,8 +57,10 @@ def measure(bundle_paths: list[Path], profile: Profile) -> Measurement:
         try:
             run = facts.nccl_run()
             shape = run.shape
-            if not run.failed and not run.truncated and shape.collective and shape.ranks:
-                shape_key = BaselineShape(shape.collective, shape.ranks, shape.nodes,
+            # the output's collective, or the declared one where the output does not say
+            collective = facts.nccl_collective()[0] if run.rows else None
+            if not run.failed and not run.truncated and collective and shape.ranks:
+                shape_key = BaselineShape(collective, shape.ranks, shape.nodes,
                                           shape.gpus_per_node)
                 runs[shape_key] += 1
                 for row in run.rows:

@@ -120,6 +120,12 @@ class NcclRun:
     # Where `shape.collective` comes from: "marker" (`# Collective test starting`), "command"
     # (the binary named in an echoed command line), "table" (table_collective), or None.
     collective_source: str | None = None
+    # What decided the collective, in words: the marker, the binary named, or each table
+    # signal that narrowed it (redop, root, in-place #wrong, busbw/algbw for n ranks).
+    collective_signals: tuple[str, ...] = ()
+    # When the table alone leaves several collectives possible: those (a declaration must be
+    # one of them); () when the collective is known.
+    collective_candidates: tuple[str, ...] = ()
     nccl_cuda_version: str | None = None  # "13.0" from "NCCL version 2.30.3+cuda13.0"
     nccl_library_version: str | None = None  # from `nccl-library=23003` (the runtime library)
     nccl_headers_version: str | None = None  # from `nccl-headers=22809` (what it was built on)

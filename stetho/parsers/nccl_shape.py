@@ -3,8 +3,9 @@
 A busbw figure only compares with a baseline of the same shape: collective, ranks, nodes and
 GPUs per node. nccl-tests derives busbw from algbw with a factor per collective (its
 doc/PERFORMANCE.md): all_reduce moves 2(n-1)/n of the data over the slowest link, all_gather,
-reduce_scatter and alltoall (n-1)/n, broadcast, reduce and sendrecv all of it. The same factor
-tells collectives apart in a table that does not name its binary.
+reduce_scatter and alltoall (n-1)/n, broadcast, reduce and sendrecv all of it. That factor,
+with the redop and root columns and the in-place `#wrong` column, tells collectives apart in a
+table that does not name its binary (`infer`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadc
 
 
 class _Row(Protocol):
-    """What `from_table` reads of a table row (nccl_tests.NcclRow)."""
+    """What `infer` reads of a table row (nccl_tests.NcclRow)."""
 
     @property
     def redop(self) -> str: ...
@@ -33,6 +34,10 @@ class _Row(Protocol):
     def oop_algbw_gbps(self) -> float | None: ...
     @property
     def oop_busbw_gbps(self) -> float | None: ...
+    @property
+    def oop_wrong(self) -> int | None: ...
+    @property
+    def ip_wrong(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -86,30 +91,83 @@ def busbw_factor(collective: str, nranks: int) -> float:
     return (nranks - 1) / nranks
 
 
-def from_table(rows: Sequence[_Row], nranks: int) -> str | None:
-    """The collective a table can only belong to, from its redop and root columns and its
-    busbw/algbw ratio (nccl-tests' per-collective factor for `nranks`); None when two
-    collectives fit (all_gather and alltoall, gather and scatter, or a single rank)."""
-    if nranks < 2 or not rows:
-        return None
-    ops = {r.redop != "none" for r in rows}
+@dataclass(frozen=True)
+class Inference:
+    """What a table without a collective marker says of its collective: the one it can only
+    be (`collective`, else None), the ones still possible (`candidates`), and each signal that
+    narrowed them, in words (`signals`), so a verdict can say why it took all_reduce."""
+
+    collective: str | None
+    candidates: tuple[str, ...]
+    signals: tuple[str, ...]
+
+
+#: Collectives with a reduction op (a redop cell other than "none"), and with a root (>= 0).
+_WITH_OP = ("all_reduce", "reduce_scatter", "reduce")
+_WITH_ROOT = ("broadcast", "reduce", "gather", "scatter")
+
+
+def infer(rows: Sequence[_Row], nranks: int) -> Inference:
+    """Narrow the collective down from every signal a table carries:
+
+    - the redop column: a reduction (all_reduce, reduce_scatter, reduce) or none;
+    - the root column: a root >= 0 (broadcast, reduce, gather, scatter) or none (-1, absent);
+    - the in-place `#wrong` column: N/A beside a checked out-of-place column only for
+      alltoall (it has no in-place check); checked in place rules alltoall out;
+    - busbw/algbw at the largest algbw, against each collective's factor for `nranks` ranks
+      (nccl-tests' doc/PERFORMANCE.md), within 3%.
+    One collective left is the answer; several (or a single rank, where the factors say
+    nothing) leave it None with the candidates."""
+    left = [c for c in COLLECTIVES if c != "hypercube"]
+    signals: list[str] = []
+    if not rows:
+        return Inference(None, tuple(left), ())
+    ops = {r.redop for r in rows}
+    if ops == {"none"}:
+        left = [c for c in left if c not in _WITH_OP]
+        signals.append("redop column 'none': not a reduction")
+    elif "none" not in ops:
+        left = [c for c in left if c in _WITH_OP]
+        signals.append(f"redop column {'/'.join(sorted(ops))!r}: a reduction "
+                       f"({', '.join(_WITH_OP)})")
     roots = {r.root is not None and r.root >= 0 for r in rows}
-    if len(ops) != 1 or len(roots) != 1:
-        return None
-    has_op, has_root = ops.pop(), roots.pop()
-    if has_op and has_root:
-        return "reduce"  # the only collective with both a root and a reduction op
-    timed = [r for r in rows if r.oop_algbw_gbps and r.oop_algbw_gbps >= 1.0
-             and r.oop_busbw_gbps is not None]
-    if not timed:
-        return None
-    top = max(timed, key=lambda r: r.oop_algbw_gbps or 0.0)
-    ratio = (top.oop_busbw_gbps or 0.0) / (top.oop_algbw_gbps or 1.0)
-    low = (nranks - 1) / nranks
-    fits: dict[bool, dict[str, float]] = {  # keyed by has_root
-        False: {"all_reduce": 2 * low, "reduce_scatter": low} if has_op
-        else {"sendrecv": 1.0, "all_gather": low, "alltoall": low},
-        True: {"broadcast": 1.0, "gather": low, "scatter": low},
-    }
-    close = [n for n, f in fits[has_root].items() if abs(ratio - f) <= 0.03 * max(f, 0.01)]
-    return close[0] if len(close) == 1 else None
+    if roots == {True}:
+        left = [c for c in left if c in _WITH_ROOT]
+        signals.append(f"root column {rows[0].root}: a rooted collective")
+    elif roots == {False}:
+        left = [c for c in left if c not in _WITH_ROOT]
+        shown = rows[0].root
+        signals.append("no root column: no root" if shown is None
+                       else f"root column {shown}: no root")
+    checked = {(r.oop_wrong is not None, r.ip_wrong is not None) for r in rows}
+    if checked == {(True, False)}:
+        left = [c for c in left if c == "alltoall"]
+        signals.append("in-place #wrong N/A beside a checked out-of-place #wrong: alltoall "
+                       "(no in-place check)")
+    elif checked == {(True, True)} and "alltoall" in left:
+        left.remove("alltoall")
+        signals.append("in-place #wrong checked: not alltoall")
+    if len(left) > 1 and nranks >= 2:
+        timed = [r for r in rows if r.oop_algbw_gbps and r.oop_algbw_gbps >= 1.0
+                 and r.oop_busbw_gbps is not None]
+        if timed:
+            top = max(timed, key=lambda r: r.oop_algbw_gbps or 0.0)
+            ratio = (top.oop_busbw_gbps or 0.0) / (top.oop_algbw_gbps or 1.0)
+            fits = [c for c in left if abs(ratio - busbw_factor(c, nranks))
+                    <= 0.03 * max(busbw_factor(c, nranks), 0.01)]
+            names = {"all_reduce": "2(n-1)/n"}
+            if fits:
+                factor = busbw_factor(fits[0], nranks)
+                what = names.get(fits[0], "1" if factor == 1.0 else "(n-1)/n")
+                signals.append(f"busbw/algbw {ratio:.3f} = {what} for {nranks} ranks "
+                               f"({', '.join(fits)})")
+            else:
+                signals.append(f"busbw/algbw {ratio:.3f} fits no collective's factor for "
+                               f"{nranks} ranks")
+            left = fits
+    return Inference(left[0] if len(left) == 1 else None, tuple(left), tuple(signals))
+
+
+def from_table(rows: Sequence[_Row], nranks: int) -> str | None:
+    """The collective a table can only belong to (`infer`), or None when several fit."""
+    return infer(rows, nranks).collective

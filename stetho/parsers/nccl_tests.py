@@ -28,7 +28,7 @@ from stetho.parsers.nccl_shape import (
     RunShape,
     busbw_factor,
     collective_name,
-    from_table,
+    infer,
 )
 
 __all__ = ["COLLECTIVES", "NcclDevice", "NcclHeader", "NcclRow", "NcclRun", "RunShape",
@@ -136,16 +136,24 @@ def _parse(data: str) -> NcclRun:
     version_source = ("NCCL version line" if st.nccl_version
                       else "nccl-library" if library else None)
     collective = st.collective or st.binary
-    table = None if collective else from_table(st.rows, len(st.devices))
+    inferred = None if collective else infer(st.rows, len(st.devices))
+    table = inferred.collective if inferred else None
     source = ("marker" if st.collective else "command" if st.binary
               else "table" if table else None)
+    if st.collective:
+        signals: tuple[str, ...] = (f"marker '# Collective test starting: {st.collective}'",)
+    elif st.binary:
+        signals = (f"binary {st.binary} named in the output",)
+    else:
+        signals = inferred.signals if inferred else ()
     return NcclRun(
         header=st.header, devices=tuple(st.devices), rows=tuple(st.rows), avg_busbw_gbps=st.avg,
         out_of_bounds=st.oob, failed=failed, failure="\n".join(st.reasons) if failed else None,
         truncated=not failed and bool(st.rows) and (not st.avg_seen or st.cut_row),
         tests_version=st.tests_version, nccl_version=nccl_version, collective=collective,
         warnings=tuple(st.warnings), skipped_fragments=st.fragments, table_collective=table,
-        collective_source=source,
+        collective_source=source, collective_signals=signals,
+        collective_candidates=inferred.candidates if inferred and not table else (),
         nccl_cuda_version=st.nccl_cuda, nccl_library_version=library,
         nccl_headers_version=_version_from_code(st.headers_code),
         nccl_version_source=version_source,

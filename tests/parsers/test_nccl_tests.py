@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -283,15 +284,50 @@ def test_collective_from_an_echoed_command_line() -> None:
     assert run.shape.collective == "all_reduce" and run.table_collective is None
 
 
+def _unnamed(name: str) -> str:
+    """A real output as a wrapper script or an older nccl-tests prints it: no '# Collective
+    test' marker lines and no binary named on any line."""
+    text = "\n".join(line for line in _read(name).splitlines()
+                     if "Collective test" not in line)
+    return re.sub(r"\b\w+_perf(_mpi)?\b", "run-nccl.sh", text)
+
+
+def test_in_place_wrong_tells_all_gather_from_alltoall() -> None:
+    """Both have no redop, no root and busbw = (n-1)/n algbw; only alltoall leaves in-place
+    unchecked (#wrong N/A), so the checked in-place column of all_gather rules it out."""
+    gather = parse(_unnamed(GB10))
+    assert gather.collective is None and gather.shape.collective == "all_gather"
+    assert gather.collective_signals == (
+        "redop column 'none': not a reduction", "root column -1: no root",
+        "in-place #wrong checked: not alltoall",
+        "busbw/algbw 0.500 = (n-1)/n for 2 ranks (all_gather)")
+    a2a = parse(_unnamed(ALLTOALL))
+    assert a2a.shape.collective == "alltoall", a2a.collective_signals
+    assert any("in-place #wrong N/A" in s for s in a2a.collective_signals)
+    assert parse(_unnamed(GB300)).shape.collective == "all_gather"
+
+
 def test_table_cannot_tell_ambiguous_collectives() -> None:
-    # An all_gather table is also an alltoall table; a single rank fits everything.
-    text = _read(GB10).replace("# Collective test starting: all_gather_perf\n", "")
-    text = text.replace("# Collective test concluded: all_gather_perf\n", "")
-    text = text.replace("./build/all_gather_perf", "./build/some_binary")
+    # With checking off (-c 0: every #wrong N/A) an all_gather table is also an alltoall
+    # table; a single rank fits everything.
+    rows = re.compile(r"^(\s*\d+\s+\d+\s+float\s+none\s+-1(?:\s+\S+){3})\s+0"
+                      r"((?:\s+\S+){3})\s+0\s*$", re.MULTILINE)
+    text, n = rows.subn(r"\1    N/A\2    N/A", _unnamed(GB10))
+    assert n > 0
     run = parse(text)
     assert run.collective is None and run.shape.collective is None
+    assert set(run.collective_candidates) == {"all_gather", "alltoall"}
     single = "\n".join(line for line in _read(SOCKET_LOG).splitlines() if "device  1" not in line)
     assert parse(single).table_collective is None
+
+
+def test_the_all_reduce_samples_name_their_signals() -> None:
+    for name, root in ((ROCE, "root column -1: no root"), (OLD, "no root column: no root")):
+        run = parse(_unnamed(name))
+        assert run.shape.collective == "all_reduce" and run.collective_source == "table"
+        assert run.collective_signals == (
+            "redop column 'sum': a reduction (all_reduce, reduce_scatter, reduce)", root,
+            "busbw/algbw 1.875 = 2(n-1)/n for 16 ranks (all_reduce)")
 
 
 @pytest.mark.parametrize(("collective", "n", "factor"), [
