@@ -275,7 +275,9 @@ def throttle_power(ctx: NodeContext) -> list[Evidence]:
 
 
 def clocks_unlocked(ctx: NodeContext) -> list[Evidence]:
-    return from_results(ctx, ctx.results_of("gpu_clocks", ("fail",)), "clocks_unlocked",
+    # A clock held below target by a throttle reason is throttling (gpu_throttle's signals).
+    rows = [r for r in ctx.results_of("gpu_clocks", ("fail",)) if "throttled by" not in r.message]
+    return from_results(ctx, rows, "clocks_unlocked",
                         commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}")
 
 
