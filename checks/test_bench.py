@@ -152,6 +152,13 @@ def _noisy(run: object, facts: NodeFacts, profile: Profile) -> str:
         gpus = facts.gpus()
     except Unavailable as u:
         return f"clocks unknown ({u.reason})"
-    off = [f"gpu{g.index}" for g in gpus if g.app_graphics_mhz is None or
-           abs(g.app_graphics_mhz - target.sm_mhz) > target.tolerance_mhz]
-    return f"clocks not locked on {', '.join(off)}" if off else ""
+    from stetho.facts.clocks import lock_state
+
+    # The clocks check's notion of locked: the current clocks at the target, not the
+    # application clocks (whose defaults equal the target on H100 even when unlocked).
+    off = []
+    for g in gpus:
+        state = lock_state(g, target)
+        if not state.locked:
+            off.append(f"gpu{g.index} ({', '.join(state.off) or state.why})")
+    return f"clocks not locked to the target on {', '.join(off)}" if off else ""

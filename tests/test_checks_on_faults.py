@@ -59,10 +59,31 @@ def test_rotational(fault_results):
 
 
 def test_clocks(fault_results):
+    """An H100 never locked reads default application clocks equal to the target (1980/2619):
+    only its current clocks, idling at 86 MHz in P8, show it is not locked."""
     r = _one(fault_results, "clocks", "gpu_clocks", "gpu3")
-    assert r["status"] == "fail" and "SM 1755 MHz" in r["message"]
+    assert r["status"] == "fail" and "SM 86 MHz (target 1980)" in r["message"]
+    assert "idles down (P8, GPU idle Active)" in r["message"]
+    assert "judged from current clocks (application clocks 1980/2619 MHz, the defaults" in \
+        r["message"]
     assert "nvidia-smi -i 3 -lgc 1980,1980" in r["remediation"]
+    assert "-lmc 2619,2619" in r["remediation"]
     assert len(_rows(fault_results, "clocks", "gpu_clocks", "pass")) == 7
+
+
+def test_healthy_gpus_are_locked_at_the_target(fault_results):
+    rows = _rows(fault_results, "healthy", "gpu_clocks")
+    assert len(rows) == 8 and all(r["status"] == "pass" for r in rows)
+    assert rows[0]["value"] == "SM 1980 / mem 2619"
+    assert "judged from current clocks" in rows[0]["message"]
+
+
+def test_power_brake_holds_clocks_below_target_named_as_throttling(fault_results):
+    rows = _rows(fault_results, "powerbrake", "gpu_clocks")
+    assert len(rows) == 8 and all(r["status"] == "fail" for r in rows)
+    assert "SM 86 MHz (target 1980)" in rows[0]["message"]
+    assert "throttled by HW slowdown, HW power brake slowdown, not unlocked" in rows[0]["message"]
+    assert "gpu_throttle" in rows[0]["remediation"] and "-lgc 1980,1980" in rows[0]["remediation"]
 
 
 def test_busbw_drop(fault_results):
@@ -135,14 +156,19 @@ def test_xid48_fails_with_the_catalog_action(fault_results):
 
 def test_ecc_dbe(fault_results):
     r = _one(fault_results, "eccdbe", "gpu_ecc", "gpu5")
-    assert r["status"] == "fail" and "2 uncorrectable ECC errors" in r["message"]
+    assert r["status"] == "fail"
+    assert "2 uncorrectable ECC errors since the last reset" in r["message"]
+    assert r["value"] == 2 and "nvidia-smi -r -i 5" in r["remediation"]
     assert _one(fault_results, "eccdbe", "gpu_xid", "gpu5")["status"] == "fail"
 
 
-def test_rowremap_pending(fault_results):
+def test_rowremap_pending_is_a_reset_due_not_a_failure(fault_results):
+    """NVIDIA: running work is unaffected by a pending remap; reset at the next opportunity,
+    which on an idle node before a job is now. A warning with the reset, never a pass."""
     r = _one(fault_results, "rowremap", "gpu_ecc", "gpu6")
-    assert r["status"] == "fail" and "pending" in r["message"]
-    assert "nvidia-smi -r -i 6" in r["remediation"]
+    assert r["status"] == "warn" and "row remapping pending" in r["message"]
+    assert r["remediation"].startswith("`sudo nvidia-smi -r -i 6` (or reboot)")
+    assert "check again" in r["remediation"]
 
 
 def test_pcie_width(fault_results):

@@ -30,6 +30,7 @@ NODES: dict[str, list[str]] = {
     "rcverr": ["rcv-errors"],
     "gpubad": ["gpu-unreadable"],
     "diskbad": ["disk-unreadable"],
+    "eccremapped": ["ecc-dbe-remapped"],
 }
 
 Rows = dict[str, list]
@@ -120,7 +121,7 @@ def test_locked_clocks_pass_where_application_clocks_are_deprecated(results):
 def test_unlocked_clocks_fail_where_application_clocks_are_deprecated(results):
     rows = _rows(results, "appdepidle", "gpu_clocks")
     assert len(rows) == 8 and all(r.status == "fail" for r in rows)
-    assert "SM 345 MHz (target 1980)" in rows[0].message and "idles down" in rows[0].message
+    assert "SM 86 MHz (target 1980)" in rows[0].message and "idles down" in rows[0].message
     assert "-lgc 1980,1980" in rows[0].remediation and "deprecated" in rows[0].remediation
 
 
@@ -224,3 +225,150 @@ def test_throttle_reasons_all_unknown_are_an_error(results):
 def test_memory_pressure_unread_is_not_a_pass(results):
     r = _rows(results, "nopsi", "host_memory")[0]
     assert r.status == "warn" and "memory pressure unknown" in r.message
+
+
+# -- issue 23: the hardware as it is now ---------------------------------------------------------
+
+def test_a_dbe_remapped_and_reset_is_history_not_a_failure(results):
+    """After a DBE, a row remap, a reset and a reboot, only the lifetime count remembers it: the
+    GPU warns (history), it is not failed forever by an error the reset already cleared."""
+    _only(results, "eccremapped", lambda r: (r.check, r.subject, r.status) ==
+          ("gpu_ecc", "gpu5", "warn"))
+    r = _rows(results, "eccremapped", "gpu_ecc", subject="gpu5")[0]
+    assert r.message == ("2 uncorrectable errors in the GPU's lifetime, remapped; none since "
+                         "the last reset")
+    assert r.value == 0 and "drain" not in r.remediation
+
+
+def _bundle(node: str, xml: str):
+    from stetho.evidence.bundle import Bundle, ProbeRecord
+
+    rec = ProbeRecord("nvidia_smi", "command", "ok", argv=("nvidia-smi", "-q", "-x"), rc=0,
+                      stdout=xml)
+    return Bundle(node=node, collected_at="2026-01-01T00:00:00+00:00", stetho_version="0",
+                  profile="generic", probes={"nvidia_smi": rec})
+
+
+def _xml_of_text(text: str) -> str:
+    """A recorded `nvidia-smi -q` text as `-q -x` prints it (the simulator's renderer)."""
+    from stetho.parsers import nvidia_smi_text
+    from stetho.sim import smi_xml
+
+    return smi_xml.render(nvidia_smi_text.parse(text))
+
+
+def _checked(tmp_path, bundles: list, clocks: tuple[int, int] | None = None,
+             ecc: str = "any") -> dict[str, list]:
+    from stetho.checking.run import run
+
+    prof = tmp_path / f"p{len(list(tmp_path.glob('p*.yml')))}.yml"
+    body = f"profile: {prof.stem}\nextends: generic\ngpu:\n  ecc: {ecc}\n"
+    if clocks:
+        body += f"  clocks:\n    sm_mhz: {clocks[0]}\n    mem_mhz: {clocks[1]}\n"
+    prof.write_text(body)
+    out: dict[str, list] = {b.node: [] for b in bundles}
+    for r in run(bundles, profile=str(prof), select="gpu_clocks or gpu_ecc").results:
+        out[r.node].append(r)
+    return out
+
+
+#: The real XML recordings: (file, the GPU's max SM/memory clocks, what an off-target verdict
+#: must say, the clocks it holds when it is not idling down).
+REAL_XML = [
+    ("a100-sxm4-80gb-drv535-mig.xml", (1410, 1593), "clocks are not locked", (1275, 1593)),
+    ("a10g-drv515-throttle-reasons.xml", (1710, 6251), "idles down (P8, GPU idle Active)", None),
+    ("tesla-t4-drv515.xml", (1590, 5001), "clocks are not locked", (585, 5001)),
+    ("dual-rtx-a5000-drv590-v13-appclocks-deprecated-2gpus.xml", (2100, 8001),
+     "idles down (P8, GPU idle Active)", None),
+    ("rtx4000-sff-ada-drv595-v13-appclocks-deprecated.xml", (3105, 7001),
+     "idles down (P8, GPU idle Active)", None),
+]
+
+
+@pytest.mark.parametrize(("name", "maximum", "why", "held"), REAL_XML,
+                         ids=[x[0] for x in REAL_XML])
+def test_real_gpus_judged_by_their_current_clocks(tmp_path, real_dir, name, maximum, why, held):
+    """Against a target at the GPU's max clocks each real recording fails, saying why from
+    what the GPU reports (idling in P8, or held below the target in P0); a GPU held at its
+    clocks in P0 passes against a target of those clocks."""
+    xml = (real_dir / "01-nvidia-smi-xml" / name).read_text()
+    rows = [r for r in _checked(tmp_path, [_bundle("real", xml)], maximum)["real"]
+            if r.check == "gpu_clocks"]
+    assert rows and all(r.status == "fail" and why in r.message for r in rows), rows
+    assert all("judged from current clocks" in r.message and "-lgc" in r.remediation
+               for r in rows)
+    if held:
+        rows = [r for r in _checked(tmp_path, [_bundle("real", xml)], held)["real"]
+                if r.check == "gpu_clocks"]
+        assert rows and all(r.status == "pass" for r in rows), rows
+
+
+def test_application_clocks_set_apart_from_the_defaults_are_cited(tmp_path, real_dir):
+    """Someone ran `-ac`: the T4's application clocks differ from its defaults. Not judged
+    (the current clocks are), but the verdict says so."""
+    xml = (real_dir / "01-nvidia-smi-xml" / "tesla-t4-drv515.xml").read_text()
+    edited = xml.replace("<applications_clocks>\n            <graphics_clock>585 MHz",
+                         "<applications_clocks>\n            <graphics_clock>1590 MHz", 1)
+    assert edited != xml
+    r = [r for r in _checked(tmp_path, [_bundle("t4", edited)], (1590, 5001))["t4"]
+         if r.check == "gpu_clocks"][0]
+    assert r.status == "fail" and "SM 585 MHz (target 1590)" in r.message
+    assert "application clocks set to 1590/5001 MHz (-ac), not the defaults 585/5001" in \
+        r.message
+
+
+def test_boost_floating_above_the_target_is_not_locked(tmp_path, real_dir):
+    xml = (real_dir / "01-nvidia-smi-xml" / "tesla-t4-drv515.xml").read_text()
+    r = [r for r in _checked(tmp_path, [_bundle("t4", xml)], (300, 5001))["t4"]
+         if r.check == "gpu_clocks"][0]
+    assert r.status == "fail" and "SM 585 MHz (target 300)" in r.message
+    assert "float above the target" in r.message
+
+
+A10 = "02-nvidia-smi-q/a10-drv535-remapped-rows-pending.txt"
+A100_PENDING = "06-nvlink-rowremap/nvidia-smi-q-a100-row-remap-pending-EXCERPT-elided.txt"
+
+
+def _edit(text: str, *fields: tuple[tuple[str, ...], str]) -> str:
+    """The recording with GPU 0's fields set, as the simulator's faults edit it."""
+    from stetho.sim.qtext import SmiText
+
+    smi = SmiText(text)
+    for path, value in fields:
+        smi.set(0, path, value)
+    return str(smi)
+
+
+def test_memory_errors_on_real_recordings_judged_as_they_are_now(tmp_path, real_dir):
+    """The real A10 and A100 outputs with a row remap pending, and minimal edits of the A10
+    one: a volatile DBE or a remap failure fails; a pending remap alone warns with the reset;
+    the same GPU after its reset (pending No, the 4 uncorrectable rows and their errors in the
+    lifetime count) warns as history; a lifetime count with no volatile count and no remap
+    record is unknown, an error."""
+    a10 = (real_dir / A10).read_text()
+    dram, rows = ("ECC Errors", "Volatile", "DRAM Uncorrectable"), "Remapped Rows"
+    volatile_dbe = _edit(a10, (dram, "1"))
+    failed = _edit(a10, ((rows, "Remapping Failure Occurred"), "Yes"))
+    reset = _edit(a10, (("ECC Errors", "Aggregate", "DRAM Uncorrectable"), "4"),
+                  ((rows, "Pending"), "No"))
+    unknown = _edit(reset, *(((*p, k), "N/A") for p in (("ECC Errors", "Volatile"),
+                                                        ("ECC Errors", "Aggregate"))
+                             for k in ("SRAM Uncorrectable", "DRAM Uncorrectable")),
+                    (("ECC Errors", "Aggregate", "DRAM Uncorrectable"), "4"),
+                    *(((rows, k), "N/A") for k in ("Correctable Error", "Uncorrectable Error",
+                                                   "Pending", "Remapping Failure Occurred")))
+    texts = {"a10": a10, "a100": (real_dir / A100_PENDING).read_text(), "dbe": volatile_dbe,
+             "failed": failed, "reset": reset, "unknown": unknown}
+    out = _checked(tmp_path, [_bundle(n, _xml_of_text(t)) for n, t in texts.items()])
+    ecc = {n: [r for r in rows if r.check == "gpu_ecc"][0] for n, rows in out.items()}
+    for n in ("a10", "a100"):
+        assert ecc[n].status == "warn" and "row remapping pending" in ecc[n].message
+        assert ecc[n].remediation.startswith("`sudo nvidia-smi -r -i 0` (or reboot)")
+    assert ecc["dbe"].status == "fail" and ecc["dbe"].message.startswith(
+        "1 uncorrectable ECC errors since the last reset")
+    assert ecc["dbe"].message.endswith("; row remapping pending")
+    assert ecc["failed"].status == "fail" and "row remapping failed" in ecc["failed"].message
+    assert "RMA" in ecc["failed"].remediation
+    assert ecc["reset"].status == "warn" and ecc["reset"].message == (
+        "4 uncorrectable errors in the GPU's lifetime, remapped; none since the last reset")
+    assert ecc["unknown"].status == "error" and "cannot be told" in ecc["unknown"].message

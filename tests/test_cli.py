@@ -72,7 +72,7 @@ def test_failing_node_exit_1_failures_first_and_junit_failure(fault_cluster, tmp
     case = next(c for c in ET.parse(junit).getroot().iter("testcase")
                 if c.get("name") == "gpu_clocks[clocks/gpu3]")
     failure = case.find("failure")
-    assert failure is not None and "1755" in failure.get("message")
+    assert failure is not None and "SM 86 MHz" in failure.get("message")
     assert "-lgc 1980,1980" in failure.text
 
 

@@ -233,6 +233,19 @@ def ecc_uncorrectable(ctx: NodeContext) -> list[Evidence]:
                         commands=lambda w: f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}")
 
 
+def remap_pending(ctx: NodeContext) -> list[Evidence]:
+    """A row remap (or page retirement) waiting for a reset, on a node whose GPU memory shows
+    nothing failing: no gpu_ecc failure and no fatal memory Xid. NVIDIA: running work is
+    unaffected; reset the GPU at the next opportunity."""
+    if ctx.results_of("gpu_ecc", ("fail",)) or any(e.status == "fail" for e in xid_memory(ctx)):
+        return []
+    rows = [r for r in ctx.results_of("gpu_ecc", ("warn",))
+            if "remapping pending" in r.message or "retirement pending" in r.message]
+    return from_results(ctx, rows, "remap_pending",
+                        commands=lambda w: f"nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT"
+                                           f"{_gpu_flag(w)}")
+
+
 def xid_79(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("gpu_bus_loss", ("fail",))
     log = _facts(ctx, "kernel_log")
@@ -275,7 +288,9 @@ def throttle_power(ctx: NodeContext) -> list[Evidence]:
 
 
 def clocks_unlocked(ctx: NodeContext) -> list[Evidence]:
-    return from_results(ctx, ctx.results_of("gpu_clocks", ("fail",)), "clocks_unlocked",
+    # A clock held below target by a throttle reason is throttling (gpu_throttle's signals).
+    rows = [r for r in ctx.results_of("gpu_clocks", ("fail",)) if "throttled by" not in r.message]
+    return from_results(ctx, rows, "clocks_unlocked",
                         commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}")
 
 
@@ -359,7 +374,8 @@ SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
         nvme_rotational, io_pressure, nccl_socket, nccl_ib, ib_rate_low, ib_port_down,
-        ib_symbol_errors, ber_high, ber_trend, xid_memory, ecc_uncorrectable, xid_79,
+        ib_symbol_errors, ber_high, ber_trend, xid_memory, ecc_uncorrectable, remap_pending,
+        xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, nvlink_down,
         *trends.SIGNALS, *clean.SIGNALS)

@@ -36,6 +36,9 @@ CPUS = 112
 NVME = 8
 #: The section of `nvidia-smi -q` that lists clock event (throttle) reasons.
 REASONS = "Clocks Event Reasons"
+#: The H100 SXM clock target (max SM clock, HBM3 clock) a healthy node is locked to, and the
+#: SM clock the recording's GPUs read while not running at it.
+LOCKED_SM_MHZ, LOCKED_MEM_MHZ, IDLE_SM_MHZ = 1980, 2619, 86
 
 _ISO_PREFIX = re.compile(r"^(?:kern\s*:\s*\w+\s*:\s*)?\d{4}-\d\d-\d\dT[\d:,.]+[+-]\d\d:?\d\d\s+")
 _UPTIME_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s*")
@@ -87,9 +90,23 @@ class NodeDraft:
         return (self.fixtures / rel).read_text(encoding="utf-8")
 
     def _healthy(self) -> None:
+        """A correctly configured node: no power brake, and clocks locked to the H100 target.
+
+        The recording was taken under power brake, which held every GPU at 86 MHz SM. A GPU
+        locked with `-lgc 1980,1980 -lmc 2619,2619` holds the target at idle: its current SM
+        clock reads 1980 MHz, memory 2619 MHz (HBM3 already reads 2619 in the recording), P0,
+        and "Idle" Not Active, since the driver reports GPU idle only when it has lowered the
+        clocks for idleness. The recorded T4 and A100 XML outputs (fixtures/real/01-*) show
+        exactly that for GPUs held at their clocks with no work: P0, current clock equal to
+        the held one, gpu_idle Not Active; the idle A10G/A5000/Ada ones that were not held
+        read P8, gpu_idle Active, 210 MHz. P-state and the Idle reason are already P0 / Not
+        Active in the recording; only the SM and graphics clocks change."""
         for g in range(self.gpu_count):
             self.smi.set(g, (REASONS, "HW Slowdown"), "Not Active")
             self.smi.set(g, (REASONS, "HW Slowdown", "HW Power Brake Slowdown"), "Not Active")
+            self.smi.set(g, ("Clocks", "Graphics"), f"{LOCKED_SM_MHZ} MHz")
+            self.smi.set(g, ("Clocks", "SM"), f"{LOCKED_SM_MHZ} MHz")
+            self.smi.set(g, ("Clocks", "Memory"), f"{LOCKED_MEM_MHZ} MHz")
             self.smi.set(g, ("Serial Number",), f"SIM{self.seed % 10**6:06d}{g:02d}")
             self.smi.set(g, ("GPU UUID",), _uuid(f"{self.name}/gpu{g}"))
         self._sysroot()
@@ -123,6 +140,16 @@ class NodeDraft:
                 _write(dst / rel, text)
 
     # -- helpers for faults -------------------------------------------------------------------
+    def idle_unlocked(self, g: int) -> None:
+        """GPU `g` never locked, idling: the recorded idle SM clock (86 MHz; HBM3 stays at
+        2619 MHz as recorded), and the P-state and reason every recorded idle, unheld GPU
+        reports (P8, "Idle" Active: the A10G, A5000 and Ada outputs in fixtures/real/01-*)."""
+        self.smi.set(g, ("Clocks", "Graphics"), f"{IDLE_SM_MHZ} MHz")
+        self.smi.set(g, ("Clocks", "SM"), f"{IDLE_SM_MHZ} MHz")
+        self.smi.set(g, ("Clocks", "Memory"), f"{LOCKED_MEM_MHZ} MHz")
+        self.smi.set(g, ("Performance State",), "P8")
+        self.smi.set(g, (REASONS, "Idle"), "Active")
+
     def gpu_pci(self, g: int) -> str:
         """'00000000:4C:00.0' -> '0000:4c:00', as the kernel prints it."""
         _, bus, devfn = self.bus_ids[g].lower().split(":")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from stetho.errors import ConfigError
 from stetho.sim import faults_facts as ff
-from stetho.sim.draft import REASONS, NodeDraft
+from stetho.sim.draft import IDLE_SM_MHZ, REASONS, NodeDraft
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,10 @@ def riser(d: NodeDraft, arg: str | None) -> None:
 
 
 def clocks_unlocked(d: NodeDraft, arg: str | None) -> None:
-    g = _gpu_arg(arg, 3, d)
-    d.smi.set(g, ("Applications Clocks", "Graphics"), "1755 MHz")
-    d.smi.set(g, ("Applications Clocks", "Memory"), "2619 MHz")
+    """A GPU whose clocks were never locked (the boot service that runs `-lgc`/`-lmc` did not):
+    application clocks at their defaults (as recorded: 1980/2619 MHz, equal to the target),
+    the GPU idling low. What the healthy node was before it was locked."""
+    d.idle_unlocked(_gpu_arg(arg, 3, d))
 
 
 def busbw_drop(d: NodeDraft, arg: str | None) -> None:
@@ -162,6 +163,16 @@ def ecc_dbe(d: NodeDraft, arg: str | None) -> None:
     d.add_kernel_lines([d.real_xid_line(48)], gpu=g)
 
 
+def ecc_dbe_remapped(d: NodeDraft, arg: str | None) -> None:
+    """A GPU after a DBE that was handled: the row remapped, the GPU reset and the node rebooted.
+    The lifetime (aggregate) count keeps the 2 errors and the remapper records the row; the
+    volatile count and the kernel log start clean after the reset and reboot, nothing pending
+    or failed (the recording's own values for those)."""
+    g = _gpu_arg(arg, 5, d)
+    d.smi.set(g, ("ECC Errors", "Aggregate", "DRAM Uncorrectable"), "2")
+    d.smi.set(g, ("Remapped Rows", "Uncorrectable Error"), "1")
+
+
 def ecc_sbe(d: NodeDraft, arg: str | None) -> None:
     """Correctable (single-bit) DRAM ECC errors on a GPU, no uncorrectable one: alone it is
     within limits; against a lower count in the node's history it is the SBE-rising trend."""
@@ -191,10 +202,13 @@ def thermal_slowdown(d: NodeDraft, arg: str | None) -> None:
 
 
 def power_brake(d: NodeDraft, arg: str | None) -> None:
-    """The state the H100 output was actually recorded in: power brake on all 8 GPUs."""
+    """The state the H100 output was actually recorded in: power brake on all 8 GPUs, which
+    holds their SM clocks at the recorded 86 MHz whatever they are locked to (P0, not idle)."""
     for g in range(d.gpu_count):
         d.smi.set(g, (REASONS, "HW Slowdown"), "Active")
         d.smi.set(g, (REASONS, "HW Slowdown", "HW Power Brake Slowdown"), "Active")
+        for name in ("Graphics", "SM"):
+            d.smi.set(g, ("Clocks", name), f"{IDLE_SM_MHZ} MHz")
 
 
 def nvlink_down(d: NodeDraft, arg: str | None) -> None:
@@ -239,8 +253,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("governor-powersave", "CPUs 8-15 on the powersave governor", governor_powersave),
     Fault("nvme-rotational", "an NVMe disk reports rotational=1 (default nvme3n1); I/O PSI high",
           nvme_rotational, "device"),
-    Fault("clocks-unlocked", "a GPU's application SM clock at 1755 MHz, not the locked 1980 "
-          "(default gpu3)", clocks_unlocked, "gpuN"),
+    Fault("clocks-unlocked", "a GPU never locked: default application clocks (1980/2619 MHz), "
+          "idling at 86 MHz SM, P8, GPU idle Active (default gpu3)", clocks_unlocked, "gpuN"),
     Fault("busbw-drop", "all_reduce busbw from 1 MiB up drops by PCT percent (default 20)",
           busbw_drop, "PCT"),
     Fault("nccl-wrong", "nccl-tests reports #wrong elements from 1 MiB up, run FAILED",
@@ -262,18 +276,23 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("hca-fw-old", "an HCA on firmware 28.36.1010 (default mlx5_6)", hca_fw_old, "device"),
     Fault("xid", "real Xid CODE lines for gpu2 in the kernel log (79 also drops the GPU and "
           "adds the recorded AER fatal lines)", xid, "CODE"),
-    Fault("ecc-dbe", "2 uncorrectable DRAM ECC errors and an Xid 48 (default gpu5)", ecc_dbe,
+    Fault("ecc-dbe", "2 uncorrectable DRAM ECC errors since the last reset (volatile and "
+          "aggregate) and an Xid 48 (default gpu5)", ecc_dbe,
           "gpuN"),
+    Fault("ecc-dbe-remapped", "a GPU after a DBE, its row remapped and the GPU reset: 2 "
+          "uncorrectable DRAM errors in the lifetime count, none volatile, 1 row remapped, "
+          "nothing pending, no Xid (default gpu5)", ecc_dbe_remapped, "gpuN"),
     Fault("ecc-sbe", "240 correctable DRAM ECC errors, no uncorrectable (default gpu3)",
           ecc_sbe, "gpuN"),
-    Fault("rowremap-pending", "a row remap pending and an Xid 63 (default gpu6)",
+    Fault("rowremap-pending", "a row remap pending (1 row, no volatile DBE, as the recorded "
+          "A10/A100 outputs read) and an Xid 63: reset due (default gpu6)",
           rowremap_pending, "gpuN"),
     Fault("pcie-width-downgrade", "a GPU's PCIe link trained at x8 (default gpu1)",
           pcie_width_downgrade, "gpuN"),
     Fault("thermal-slowdown", "HW thermal slowdown active at 91 C (default gpu4)",
           thermal_slowdown, "gpuN"),
-    Fault("power-brake", "HW power brake slowdown on all GPUs (the H100 output's recorded state)",
-          power_brake),
+    Fault("power-brake", "HW power brake slowdown on all GPUs, SM clocks held at 86 MHz (the "
+          "H100 output's recorded state)", power_brake),
     Fault("nvlink-down", "NVLink 7 of a GPU inactive (default gpu0)", nvlink_down, "gpuN"),
     Fault("nvlink-errors", "NVLink 3 of a GPU with 2400 replay, 12 recovery and 1800 CRC "
           "errors, still up (default gpu2)", nvlink_errors, "gpuN"),
@@ -284,7 +303,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "invasive may run", gpu_job),
     Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", corrupt_xml),
     Fault("appclocks-deprecated", "application clocks printed as deprecated (CUDA 13 drivers); "
-          "clocks locked at the target, or idle with `=unlocked`", ff.appclocks_deprecated,
+          "current clocks locked at the target; `=unlocked`: every GPU idling at 86 MHz, P8",
+          ff.appclocks_deprecated,
           "unlocked"),
     Fault("wrong-model", "every GPU is another model (default NVIDIA A100-SXM4-80GB): a node on "
           "the wrong profile", ff.wrong_model, "name"),

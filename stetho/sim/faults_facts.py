@@ -44,18 +44,15 @@ def _device(arg: str | None, default: str, d: NodeDraft) -> str:
 
 def appclocks_deprecated(d: NodeDraft, arg: str | None) -> None:
     """Application clocks printed as deprecated (the sentence of the recorded 590/595
-    outputs); locked clocks show as current clocks at the target. `=unlocked`: never locked,
-    the idle GPUs sit at idle clocks."""
+    outputs); the current clocks stay what the healthy node's are, locked at the target.
+    `=unlocked`: never locked, every GPU idling as in the clocks-unlocked fault."""
     sentence = "Requested functionality has been deprecated"
-    sm, mem = ("345 MHz", "405 MHz") if arg == "unlocked" else ("1980 MHz", "2619 MHz")
     for g in range(d.gpu_count):
         for section in ("Applications Clocks", "Default Applications Clocks"):
             for name in ("Graphics", "Memory"):
                 d.smi.set(g, (section, name), sentence)
-        for name, value in (("Graphics", sm), ("SM", sm), ("Memory", mem)):
-            d.smi.set(g, ("Clocks", name), value)
         if arg == "unlocked":
-            d.smi.set(g, ("Clocks Event Reasons", "Idle"), "Active")
+            d.idle_unlocked(g)
 
 
 def wrong_model(d: NodeDraft, arg: str | None) -> None:
