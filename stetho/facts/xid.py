@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 
@@ -89,7 +89,7 @@ def load_table(path: Path = TABLE_PATH) -> dict[int, XidInfo]:
     return table
 
 
-def _row(path: Path, i: int, row: Any) -> XidInfo:
+def _row(path: Path, i: int, row: object) -> XidInfo:
     where = f"{path}: row {i}"
     if not isinstance(row, dict):
         raise XidTableError(f"{where}: expected a mapping")
