@@ -61,6 +61,8 @@ FAULT_NODES: dict[str, list[str]] = {
     "xid79": ["xid=79"],
     "xid13": ["xid=13"],
     "xid48": ["xid=48"],
+    "xidhealed": ["xid-before-reset"],
+    "xidold": ["xid-old"],
     "eccdbe": ["ecc-dbe"],
     "rowremap": ["rowremap-pending"],
     "pciewidth": ["pcie-width-downgrade"],

@@ -3,6 +3,8 @@ remediation, on the node carrying its fault. One check run covers the whole faul
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import FAULT_NODES
@@ -152,6 +154,24 @@ def test_xid48_fails_with_the_catalog_action(fault_results):
     r = _one(fault_results, "xid48", "gpu_xid", "gpu2")
     assert r["status"] == "fail" and "Xid 48" in r["message"]
     assert r["remediation"].startswith("Xid 48:")
+    # the simulated dmesg stamps it minutes before collection, and the message says so
+    assert re.search(r"Xid 48 x1 \(Double Bit ECC Error\) at \d{4}-\d\d-\d\dT[\d:]+Z "
+                     r"\(0\.\d h ago\)", r["message"]), r["message"]
+    assert "24.0 h window" in r["message"]
+
+
+def test_xid48_before_a_driver_reload_is_history_not_a_fault(fault_results):
+    r = _one(fault_results, "xidhealed", "gpu_xid", "gpu5")
+    assert r["status"] == "warn" and "history, not a present fault" in r["message"]
+    assert "(3.0 h ago)" in r["message"] and "driver was loaded" in r["message"]
+    assert not r.get("remediation")
+    assert not _rows(fault_results, "xidhealed", "gpu_xid", "fail")
+
+
+def test_xid48_three_days_old_warns(fault_results):
+    r = _one(fault_results, "xidold", "gpu_xid", "gpu5")
+    assert r["status"] == "warn" and "older than the window" in r["message"]
+    assert "(3.0 days ago)" in r["message"]
 
 
 def test_ecc_dbe(fault_results):

@@ -60,8 +60,7 @@ class NodeFacts:
         self.name = bundle.node
         self._cache: dict[str, object] = {}
         self._fp: dict[str, str] | None = None
-        #: Loads the node's earlier counter readings (stetho.checking.counter_history), set
-        #: by a run that has a history database; None: no history in this run.
+        #: Loads its earlier counter readings (stetho.checking.counter_history); None: no history
         self.window_loader: Callable[[NodeFacts], CounterWindow] | None = None
 
     def fingerprint(self) -> dict[str, str]:
@@ -268,10 +267,8 @@ class NodeFacts:
 
         return self.parsed("meminfo", load)
 
-    # -- history --------------------------------------------------------------------------------
     def windows(self) -> Windows:
-        """A per-check view of this node's counter window (stetho.facts.window), its earlier
-        readings loaded once (one query); without history, the reason, for the messages."""
+        """This node's counter window (stetho.facts.window): read once, one query."""
         from stetho.facts.window import Windows
 
         if "counter_window" not in self._cache:
@@ -303,51 +300,11 @@ class NodeFacts:
         return self.parsed("nccl_tests", load)
 
     def nccl_collective(self) -> tuple[str | None, tuple[str, ...]]:
-        """The collective the nccl-tests run performed, and the signals that say so.
+        """The collective the nccl-tests run performed, and the signals (stetho.facts.nccl)."""
+        from stetho.facts import nccl
 
-        The output tells first (marker, binary named, or a table only one collective fits:
-        nccl_shape.infer). What the run was declared to be, the profile's `nccl.collective`
-        or the binary in the probe's own command line, decides where the output leaves it
-        open, and must agree where it does not: a declaration the output contradicts (or two
-        that disagree) is an `error`, never a guess. (None, signals) when nothing tells."""
-        return self.parsed("nccl_tests:collective", self._nccl_collective)
-
-    def _nccl_collective(self) -> tuple[str | None, tuple[str, ...]]:
-        from stetho.parsers.nccl_shape import collective_name
-
-        run = self.nccl_run()
-        declared: list[tuple[str, str]] = []
-        if self.expected.nccl_collective:
-            declared.append((self.expected.nccl_collective,
-                             f"profile {self.expected.profile} nccl.collective"))
-        rec = self.bundle.probes.get("nccl_tests")
-        for token in rec.argv if rec is not None else ():
-            if (name := collective_name(token)) is not None:
-                declared.append((name, f"the probe's command ({token})"))
-                break
-        names = sorted({c for c, _ in declared})
-        fix = (f"make them agree: `nccl.collective` in profile {self.expected.profile} names "
-               "what the run performs (its binary, all_reduce_perf -> all_reduce)")
-        if len(names) > 1:
-            raise Unavailable("error", "nccl-tests collective declared twice, differently: "
-                              + "; ".join(f"{by} says {c}" for c, by in declared),
-                              "nccl_tests", fix)
-        said = collective_name(run.collective) or run.table_collective
-        signals = run.collective_signals
-        if said is not None:
-            if names and said != names[0]:
-                raise Unavailable("error", f"{declared[0][1]} declares {names[0]}, but the "
-                                  f"nccl-tests output is {said} ({'; '.join(signals)})",
-                                  "nccl_tests", fix)
-            return said, signals
-        if not names:
-            return None, signals
-        if run.collective_candidates and names[0] not in run.collective_candidates:
-            raise Unavailable("error", f"{declared[0][1]} declares {names[0]}, but the "
-                              "nccl-tests output can only be "
-                              f"{' or '.join(run.collective_candidates)} ({'; '.join(signals)})",
-                              "nccl_tests", fix)
-        return names[0], (*signals, f"declared by {declared[0][1]}")
+        return self.parsed("nccl_tests:collective", lambda: nccl.collective(
+            self.nccl_run(), self.expected, self.bundle.probes.get("nccl_tests")))
 
     def nccl_log(self) -> NcclLog:
         """What NCCL said about itself (NCCL_DEBUG=INFO lines in the nccl-tests output):

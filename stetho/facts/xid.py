@@ -1,21 +1,57 @@
-"""The Xid catalog as data, so a check can turn a kernel Xid into a verdict and a next step.
+"""The Xid table, so a check can turn a kernel Xid into a verdict and a next step.
 
-Facts follow NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors): the immediate resolution
-bucket decides the severity (restart the app / ignore -> not critical; reset the GPU, reboot,
-drain -> critical), the action is written for the technician who has to act on it. Codes that are
-not listed resolve to an "unknown Xid" entry that points back to the catalog.
+The rows live in `xid_catalog.yml` next to this module (inside the package, so the wheel carries
+it): one row per code with NVIDIA's own resolution buckets as the catalog words them
+(docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html), the severity stetho derives from
+the immediate one, and a source for every row. A code without a row is unknown: `lookup` says so
+(`known=False`) and the check reports `error` rather than guessing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
+
+import yaml
 
 Severity = Literal["info", "warning", "critical"]
 Cause = Literal["application", "driver", "hardware", "thermal", "nvlink", "memory", "bus"]
 
-CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/"
+CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+TABLE_PATH = Path(__file__).with_name("xid_catalog.yml")
+
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+CAUSES: tuple[Cause, ...] = ("application", "driver", "hardware", "thermal", "nvlink", "memory",
+                             "bus")
+GENERATIONS = ("A100", "H100", "B100", "GB200")  # the catalog's "Applies to" columns
+#: Immediate resolution bucket -> the severities stetho may derive from it. Anything that needs a
+#: GPU reset, a reboot or NVIDIA support keeps the GPU out of service (critical); an application
+#: restart leaves the GPU usable (warning); IGNORE is info, or warning where the investigatory
+#: action asks for follow-up. NVLink5 and Xid 154 rows are refined by their message.
+SEVERITY_FOR: dict[str, tuple[Severity, ...]] = {
+    "RESET_GPU": ("critical",), "RESTART_BM": ("critical",), "RESTART_VM": ("critical",),
+    "CONTACT_SUPPORT": ("critical",), "CHECK_MECHANICALS": ("critical",),
+    "WORKFLOW_XID_48": ("critical",), "WORKFLOW_NVLINK_ERR": ("critical",),
+    "RESTART_APP": ("warning",), "UPDATE_SWFW": ("warning",), "CHECK_UVM": ("warning",),
+    "WORKFLOW_NVLINK5_ERR": ("warning",), "XID_154": ("warning",),
+    "WORKFLOW_XID_45": ("info",), "IGNORE": ("info", "warning"),
+    "NOT_GIVEN": ("critical",),  # 171/172: no bucket, they accompany an Xid 48
+}
+INVESTIGATORY = frozenset({
+    "CONTACT_SUPPORT", "CHECK_APP/CUDA", "WORKFLOW_XID_13", "WORKFLOW_XID_31", "WORKFLOW_XID_48",
+    "Solo: RESTART_FM Not Solo: IGNORE (follow other Xid)", "IGNORE", "IGNORE (sympathetic)",
+    "INVESTIGATE_SW", "INVESTIGATE_SW_USER", "INVESTIGATE_LINK_SI", "XID_137_FLOW",
+    "SYMPATHETIC_REPORT_SOLO", "N/A; Unused", "N/A Informational only regarding another Xid",
+    "UPDATE_SWFW", "WORKFLOW_NVLINK5_ERR", "NOT_GIVEN",
+})
+FIELDS = ("code", "mnemonic", "name", "applies_to", "immediate", "investigatory", "severity",
+          "cause", "action", "source")
+
+
+class XidTableError(ValueError):
+    """The Xid table file is malformed: names the file, the row and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -28,111 +64,108 @@ class XidInfo:
     action: str
     cause: Cause
     known: bool = True
+    mnemonic: str = ""
+    immediate: str = ""
+    investigatory: str = ""
+    applies_to: tuple[str, ...] = ()
+    source: str = ""
 
 
-_APP = "check the application (its own bug or bad memory access); restart it"
-_RESET = "drain the node and reset the GPU; contact NVIDIA support if it recurs"
-_RMA = "drain the node and RMA the GPU"
-_NVLINK5 = (
-    "read Fatal/Nonfatal in the message: Fatal -> drain the node and reset the GPU; "
-    "Nonfatal -> watch for repeats and check the NVLink counters"
-)
+def load_table(path: Path = TABLE_PATH) -> dict[int, XidInfo]:
+    """Read and validate an Xid table file; raises XidTableError naming the bad row."""
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise XidTableError(f"{path}: cannot read the Xid table: {exc}") from None
+    rows = doc.get("xids") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise XidTableError(f"{path}: expected a non-empty list under `xids:`")
+    table: dict[int, XidInfo] = {}
+    for i, row in enumerate(rows):
+        info = _row(path, i, row)
+        if info.code in table:
+            raise XidTableError(f"{path}: row {i}: Xid {info.code} is listed twice")
+        table[info.code] = info
+    return table
 
 
-def _x(code: int, name: str, severity: Severity, cause: Cause, action: str) -> XidInfo:
-    return XidInfo(code=code, name=name, severity=severity, action=action, cause=cause)
+def _row(path: Path, i: int, row: object) -> XidInfo:
+    where = f"{path}: row {i}"
+    if not isinstance(row, dict):
+        raise XidTableError(f"{where}: expected a mapping")
+    missing = [f for f in FIELDS if f not in row]
+    extra = sorted(set(row) - set(FIELDS))
+    if missing or extra:
+        raise XidTableError(f"{where}: missing {missing}, unknown {extra}")
+    code = row["code"]
+    if not isinstance(code, int) or isinstance(code, bool) or code <= 0:
+        raise XidTableError(f"{where}: code must be a positive integer, got {code!r}")
+    where = f"{path}: Xid {code}"
+    texts = ("mnemonic", "name", "immediate", "investigatory", "action", "source")
+    for f in texts:
+        if not isinstance(row[f], str) or not row[f].strip():
+            raise XidTableError(f"{where}: {f} must be a non-empty string")
+    gens = row["applies_to"]
+    if not isinstance(gens, list) or any(g not in GENERATIONS for g in gens):
+        raise XidTableError(f"{where}: applies_to must list some of {GENERATIONS}, got {gens!r}")
+    immediate, severity = row["immediate"], row["severity"]
+    allowed = SEVERITY_FOR.get(immediate)
+    if allowed is None:
+        raise XidTableError(f"{where}: immediate {immediate!r} is not one of "
+                            f"{sorted(SEVERITY_FOR)}")
+    if severity not in allowed:
+        raise XidTableError(f"{where}: severity {severity!r} does not follow from {immediate} "
+                            f"(allowed: {', '.join(allowed)})")
+    if row["investigatory"] not in INVESTIGATORY:
+        raise XidTableError(f"{where}: investigatory {row['investigatory']!r} is not a bucket "
+                            "the catalog uses")
+    if row["cause"] not in CAUSES:
+        raise XidTableError(f"{where}: cause {row['cause']!r} is not one of {CAUSES}")
+    if "http" not in row["source"] and "docs." not in row["source"]:
+        raise XidTableError(f"{where}: source must cite the catalog URL or a document")
+    return XidInfo(code=code, name=row["name"], severity=severity, action=row["action"],
+                   cause=row["cause"], mnemonic=row["mnemonic"], immediate=immediate,
+                   investigatory=row["investigatory"], applies_to=tuple(gens),
+                   source=row["source"])
 
 
-_ENTRIES: tuple[XidInfo, ...] = (
-    _x(8, "GPU stopped processing (FIFO idle timeout)", "warning", "application",
-       "restart the application; contact NVIDIA support if it recurs"),
-    _x(13, "Graphics engine exception", "warning", "application",
-       _APP + "; on several GPUs or with other Xids, run GPU diagnostics"),
-    _x(31, "GPU memory page fault", "warning", "application",
-       _APP + "; if it recurs across applications, run GPU diagnostics"),
-    _x(32, "Invalid or corrupted push buffer stream", "warning", "driver",
-       "restart the application; check the driver/CUDA versions and PCIe errors if it recurs"),
-    _x(38, "Driver firmware error", "warning", "driver",
-       "no immediate action; update the driver and contact NVIDIA support if it recurs"),
-    _x(43, "GPU stopped processing (channel reset)", "info", "application",
-       "check the application: the driver stopped one of its channels; the GPU stays usable"),
-    _x(45, "Preemptive cleanup after a previous error", "info", "application",
-       "look at the Xid logged before it; on its own it means a process was stopped"),
-    _x(46, "GPU stopped processing (GPU timeout)", "critical", "driver", _RESET),
-    _x(48, "Double bit ECC error (DBE)", "critical", "memory",
-       "drain the node and reset the GPU to remap the row; RMA the GPU if it recurs"),
-    _x(61, "Internal micro-controller breakpoint", "warning", "hardware",
-       "reset the GPU; contact NVIDIA support if it recurs"),
-    _x(62, "Internal micro-controller halt", "critical", "hardware", _RESET),
-    _x(63, "Row remap / page retirement recorded", "warning", "memory",
-       "reset the GPU when it is idle to apply the pending row remap"),
-    _x(64, "Row remap / page retirement failure", "critical", "memory", _RMA),
-    _x(68, "Video decoder (NVDEC0) exception", "warning", "driver",
-       "restart the application; contact NVIDIA support if it recurs"),
-    _x(69, "Graphics engine class error", "warning", "application", _APP),
-    _x(74, "NVLink error", "critical", "nvlink",
-       "drain the node, reset the GPU and read the NVLink error counters; RMA if it recurs"),
-    _x(79, "GPU has fallen off the bus", "critical", "bus",
-       "drain the node and reboot it; reseat the GPU or RMA it if it recurs, and check "
-       "PCIe AER errors, power and cooling"),
-    _x(92, "High single-bit ECC error rate", "warning", "memory",
-       "watch the ECC counters; contact NVIDIA support if the rate keeps rising"),
-    _x(94, "Contained ECC error", "warning", "memory",
-       "restart the application; reset the GPU when idle so the row gets remapped"),
-    _x(95, "Uncontained ECC error", "critical", "memory",
-       "drain the node and reset the GPU; RMA the GPU if it recurs"),
-    _x(109, "Context switch timeout", "critical", "driver", _RESET),
-    _x(119, "GSP RPC timeout", "critical", "driver",
-       "drain the node and reset the GPU; update the driver/firmware if it recurs"),
-    _x(120, "GSP error", "critical", "driver",
-       "drain the node and reset the GPU; update the driver/firmware if it recurs"),
-    _x(121, "C2C (chip-to-chip) link error", "warning", "nvlink",
-       "watch for repeats; contact NVIDIA support if it recurs"),
-    _x(136, "NVLink link training failed", "critical", "nvlink",
-       "drain the node and reset the GPU; check the NVLink cabling/trays"),
-    _x(140, "Unrecovered ECC error", "critical", "memory", _RESET),
-    _x(143, "GPU initialization failure", "critical", "hardware",
-       "reset the GPU; drain the node and RMA the GPU if it fails again"),
-    _x(144, "NVLink SAW error", "warning", "nvlink", _NVLINK5),
-    _x(145, "NVLink RLW error", "warning", "nvlink", _NVLINK5),
-    _x(146, "NVLink TLW error", "warning", "nvlink", _NVLINK5),
-    _x(147, "NVLink TREX error", "warning", "nvlink", _NVLINK5),
-    _x(148, "NVLink NVLPW_CTRL error", "warning", "nvlink", _NVLINK5),
-    _x(149, "NVLink NETIR error", "warning", "nvlink", _NVLINK5),
-    _x(150, "NVLink MSE error", "warning", "nvlink", _NVLINK5),
-    _x(154, "GPU recovery action changed", "warning", "driver",
-       "carry out the recovery action named in the message (GPU reset, node reboot, drain)"),
-)
-
-CATALOG: dict[int, XidInfo] = {e.code: e for e in _ENTRIES}
+#: The shipped table, read once at import (50 rows: a few milliseconds).
+CATALOG: dict[int, XidInfo] = load_table()
 
 _NVLINK5_CODES = frozenset(range(144, 151))
 _FATAL = re.compile(r"(?<![-\w])fatal\b", re.IGNORECASE)  # "Fatal", not "Nonfatal"/"Non-fatal"
 _RECOVERY_TO = re.compile(r"\bto\s+0x([0-9a-fA-F]+)")
 
 
-def lookup(code: int) -> XidInfo:
-    """The catalog entry for `code`, or an 'unknown Xid' entry pointing to NVIDIA's catalog."""
-    info = CATALOG.get(code)
-    if info is not None:
-        return info
+def unknown(code: int, table: str = str(TABLE_PATH.name)) -> XidInfo:
+    """The entry for a code the table has no row for: it cannot be judged."""
     return XidInfo(
         code=code,
         name=f"Unknown Xid {code}",
-        severity="warning",
-        action=f"look up Xid {code} in NVIDIA's Xid catalog ({CATALOG_URL})",
+        severity="critical",
+        action=(f"Xid {code} is not in stetho's Xid table ({table}): cannot judge it; look it "
+                f"up in NVIDIA's catalog ({CATALOG_URL}) and add a row with its source"),
         cause="driver",
         known=False,
     )
 
 
-def severity_of(code: int, message: str = "") -> Severity:
-    """The catalog severity, refined by what the message itself says.
+def lookup(code: int, table: dict[int, XidInfo] | None = None) -> XidInfo:
+    """The table's row for `code`, or an 'unknown Xid' entry (known=False) that says where to
+    look it up. `table` defaults to the shipped one."""
+    info = (CATALOG if table is None else table).get(code)
+    return info if info is not None else unknown(code)
+
+
+def severity_of(code: int, message: str = "", table: dict[int, XidInfo] | None = None
+                ) -> Severity:
+    """The row's severity, refined by what the message itself says.
 
     NVLink5 Xids 144-150 print Fatal or Nonfatal: Fatal is critical. Xid 154 names the new
     recovery action: anything but 0x0 (None) means the GPU needs a reset or the node a reboot.
+    An unknown code is critical here; callers check `lookup(code).known` first and say `error`.
     """
-    base = lookup(code).severity
+    base = lookup(code, table).severity
     if code in _NVLINK5_CODES and _FATAL.search(message):
         return "critical"
     if code == 154:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from stetho.parsers import ParseError
@@ -28,8 +29,10 @@ class XidEvent:
     pid: int | None
     process: str | None
     message: str
-    timestamp: str | None
+    timestamp: str | None  # the stamp as printed (ISO, ctime, uptime seconds)
     line: str
+    time: datetime | None = None  # absolute UTC time, where the stamp carries date and offset
+    seq: int = 0  # the record's position in the log: orders events that have no time
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,27 @@ class BusLoss:
 
     pci_id: str  # normalised like XidEvent.pci_id
     line: str
+    time: datetime | None = None
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class GpuInit:
+    """A line that shows the driver (re)initialised a GPU: everything the log says about that
+    GPU before it is from an earlier epoch.
+
+    `driver-load` ("NVRM: loading NVIDIA UNIX ... Kernel Module") starts every GPU's epoch.
+    `gpu-identity` ("NVRM: GPU at PCI:0000:19:00: GPU-<uuid>") is printed once per GPU per
+    driver initialisation of it, just before that GPU's first Xid (open-gpu-kernel-modules,
+    kernel_rc.c `_krcLogUuidOnce`): a second one for the same GPU means it was re-initialised
+    (reset) after the Xids logged before it. Its own time is that of the next Xid, not of the
+    reset, so it bounds the reset from above."""
+
+    pci_id: str | None  # None: a driver load, every GPU
+    kind: Literal["driver-load", "gpu-identity"]
+    time: datetime | None
+    seq: int
+    line: str
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,14 @@ class KernelLog:
     fallen_off_bus: tuple[BusLoss, ...]
     oom_kills: tuple[OomKill, ...]
     lines: int  # log records read (continuation lines joined, journal markers left out)
+    inits: tuple[GpuInit, ...] = ()
+
+    def epoch_start(self, pci_bus_id: str) -> GpuInit | None:
+        """The last line that (re)initialised this GPU (a driver load, or its identity line
+        printed again), or None when the log shows none."""
+        key = _bdf(pci_bus_id)[:3]
+        mine = [i for i in self.inits if i.pci_id is None or _bdf(i.pci_id)[:3] == key]
+        return mine[-1] if mine else None
 
     def xids_for(self, pci_bus_id: str) -> tuple[XidEvent, ...]:
         """Xids of one GPU, given e.g. nvidia-smi's "00000000:19:00.0" (or "0000:19:00")."""
@@ -166,6 +198,7 @@ class _Record:
     message: str
     timestamp: str | None
     raw: list[str]
+    seq: int = 0
 
 
 def _records(text: str) -> tuple[list[_Record], int]:
@@ -187,8 +220,41 @@ def _records(text: str) -> tuple[list[_Record], int]:
             continue
         if found or _KERNEL_MESSAGE.match(message):
             looking += 1
-        records.append(_Record(message.strip(), ts, [stripped]))
+        records.append(_Record(message.strip(), ts, [stripped], len(records)))
     return records, looking
+
+
+_ABS = re.compile(
+    r"^(?P<date>\d{4}-\d\d-\d\d)[T ](?P<time>\d\d:\d\d:\d\d)(?:[,.](?P<frac>\d+))?"
+    r"(?P<tz>Z|[+-]\d\d:?\d\d)$"
+)
+
+
+def absolute_time(stamp: str | None) -> datetime | None:
+    """A printed stamp as an absolute UTC time, or None when it is not one.
+
+    Only ISO stamps with an offset are absolute: `dmesg --time-format=iso`
+    ("2024-11-15T12:02:03,470068+00:00") and `journalctl -o short-iso`
+    ("2024-11-15T12:02:03+0000"). Uptime seconds, ctime and syslog stamps have no date or no
+    zone: their time is unknown, never guessed."""
+    if stamp is None:
+        return None
+    m = _ABS.match(stamp.strip())
+    if m is None:
+        return None
+    tz = m.group("tz")
+    if tz == "Z":
+        offset = timedelta(0)
+    else:
+        sign = -1 if tz[0] == "-" else 1
+        digits = tz[1:].replace(":", "")
+        offset = sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    frac = (m.group("frac") or "0")[:6].ljust(6, "0")
+    try:
+        naive = datetime.fromisoformat(f"{m.group('date')}T{m.group('time')}.{frac}")
+    except ValueError:  # 2024-13-45: looks like a stamp, is not a time
+        return None
+    return naive.replace(tzinfo=timezone(offset)).astimezone(timezone.utc)
 
 
 # --- events --------------------------------------------------------------------------------
@@ -210,6 +276,10 @@ _ANY_PCI = re.compile(
     r"(?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?"
 )
 _OOM_KILLED = re.compile(r"\bKilled process (?P<pid>\d+) \((?P<name>[^)]*)\)")
+_DRIVER_LOAD = re.compile(r"^NVRM: loading NVIDIA UNIX\b.*\bKernel Module\b")
+_GPU_IDENTITY = re.compile(
+    r"^NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}): GPU-[0-9a-fA-F-]+"
+)
 _OOM_KILL = re.compile(r"^oom-kill:.*?\btask=(?P<name>[^,]*),pid=(?P<pid>\d+)")
 
 
@@ -245,6 +315,8 @@ def _xid(rec: _Record, m: re.Match[str]) -> XidEvent:
         message=rest.strip(),
         timestamp=rec.timestamp,
         line="\n".join(rec.raw),
+        time=absolute_time(rec.timestamp),
+        seq=rec.seq,
     )
 
 
@@ -285,6 +357,7 @@ def parse(data: str | bytes) -> KernelLog:
             raise ParseError(TOOL, "no kernel log lines (no dmesg/journal prefix or NVRM message)")
         xids: list[XidEvent] = []
         lost: list[BusLoss] = []
+        inits: list[GpuInit] = []
         kills: list[OomKill] = []
         aer: list[_Aer] = []
         open_aer: dict[str, _Aer] = {}  # device -> its latest event, for the detail lines
@@ -295,12 +368,17 @@ def parse(data: str | bytes) -> KernelLog:
                 event = _xid(rec, xm)
                 xids.append(event)
                 if event.code == 79:
-                    lost.append(BusLoss(event.pci_id, line))
+                    lost.append(BusLoss(event.pci_id, line, event.time, rec.seq))
                 continue
             if _FALLEN.search(msg):
                 pm = _ANY_PCI.search(msg)
                 if pm is not None:
-                    lost.append(BusLoss(_norm_pci(pm.group("pci")), line))
+                    lost.append(BusLoss(_norm_pci(pm.group("pci")), line,
+                                        absolute_time(rec.timestamp), rec.seq))
+                continue
+            init = _init(rec)
+            if init is not None:
+                inits.append(init)
                 continue
             dm = _DEVICE.match(msg)
             if dm is not None:
@@ -313,11 +391,23 @@ def parse(data: str | bytes) -> KernelLog:
             fallen_off_bus=tuple(lost),
             oom_kills=tuple(kills),
             lines=len(records),
+            inits=tuple(inits),
         )
     except (ValueError, KeyError, IndexError, AttributeError) as exc:
         if isinstance(exc, ParseError):
             raise
         raise ParseError(TOOL, f"unexpected kernel log content: {exc}") from None
+
+
+def _init(rec: _Record) -> GpuInit | None:
+    line = "\n".join(rec.raw)
+    if _DRIVER_LOAD.match(rec.message):
+        return GpuInit(None, "driver-load", absolute_time(rec.timestamp), rec.seq, line)
+    m = _GPU_IDENTITY.match(rec.message)
+    if m is not None:
+        return GpuInit(_norm_pci(m.group("pci")), "gpu-identity", absolute_time(rec.timestamp),
+                       rec.seq, line)
+    return None
 
 
 def _aer_line(

@@ -40,6 +40,8 @@ REASONS = "Clocks Event Reasons"
 #: SM clock the recording's GPUs read while not running at it.
 LOCKED_SM_MHZ, LOCKED_MEM_MHZ, IDLE_SM_MHZ = 1980, 2619, 86
 
+#: When a fault's kernel lines happen by default: minutes before collection.
+FAULT_AGO_S = 300.0
 _ISO_PREFIX = re.compile(r"^(?:kern\s*:\s*\w+\s*:\s*)?\d{4}-\d\d-\d\dT[\d:,.]+[+-]\d\d:?\d\d\s+")
 _UPTIME_PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s*")
 _SYSLOG_PREFIX = re.compile(r"^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kernel:\s*(?:\[\s*\d+\.\d+\]\s*)?")
@@ -56,7 +58,8 @@ class NodeDraft:
         self.smi = SmiText(self.real(H100_Q))
         self.gpu_count = len(self.smi.gpu_spans())
         self.bus_ids = self.smi.bus_ids()
-        self.kernel_lines: list[str] = render.healthy_kernel_log(self.driver)
+        #: (seconds before collection, message): the dmesg shim stamps them when it runs.
+        self.kernel_lines: list[tuple[float, str]] = render.healthy_kernel_log(self.driver)
         self.nccl_scale = 1.0
         self.nccl_wrong_from: int | None = None
         self.nccl_output: str | None = None
@@ -165,16 +168,32 @@ class NodeDraft:
         return f"NVRM: Xid (PCI:0000:00:00): {code}, pid='<unknown>', name=<unknown>, " \
                f"{xid.lookup(code).name}"
 
-    def add_kernel_lines(self, lines: list[str], gpu: int, source_pci: str | None = None) -> None:
+    def add_kernel_lines(self, lines: list[str], gpu: int, source_pci: str | None = None,
+                         ago_s: float = FAULT_AGO_S) -> None:
+        """Recorded kernel lines re-addressed to one GPU, their stamps replaced: they happen
+        `ago_s` seconds before collection (default: minutes before), a millisecond apart."""
         pci = self.gpu_pci(gpu)
         for i, raw in enumerate(lines):
             line = _SYSLOG_PREFIX.sub("", _UPTIME_PREFIX.sub("", _ISO_PREFIX.sub("", raw)))
             if source_pci:
                 line = line.replace(source_pci, pci)
             line = re.sub(r"PCI:[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}", f"PCI:{pci}", line)
-            stamp = f"2024-07-31T06:{10 + len(self.kernel_lines) // 60:02d}:" \
-                    f"{len(self.kernel_lines) % 60:02d},{(i * 7919) % 10**6:06d}+00:00"
-            self.kernel_lines.append(f"{stamp} {line}")
+            self.kernel_lines.append((ago_s - i * 0.001, line))
+
+    def kernel_message(self, message: str, ago_s: float = FAULT_AGO_S) -> None:
+        """One kernel message, as is, `ago_s` seconds before collection."""
+        self.kernel_lines.append((ago_s, message))
+
+    def _dmesg_data(self) -> str:
+        """The kernel log as the shim reads it: 'SECONDS_AGO<TAB>MICROSECONDS<TAB>message',
+        oldest first (dmesg prints in time order)."""
+        ordered = sorted(enumerate(self.kernel_lines), key=lambda x: (-x[1][0], x[0]))
+        out = []
+        for _, (ago, msg) in ordered:
+            whole = int(ago) + (1 if ago % 1 else 0)  # stamp = now - whole + fraction
+            micros = round((whole - ago) * 1e6) % 10**6
+            out.append(f"{whole}\t{micros:06d}\t{msg}")
+        return "\n".join(out) + "\n"
 
     # -- output -----------------------------------------------------------------------------------
     def finish(self) -> None:
@@ -220,7 +239,7 @@ class NodeDraft:
             "nvidia-smi-q-x.xml": xml,
             "nvlink-s.txt": status,
             "nvlink-e.txt": render.nvlink_errors(gpus, self.nvlink_counters),
-            "dmesg.log": "\n".join(self.kernel_lines) + "\n",
+            "dmesg.tsv": self._dmesg_data(),
             **self._ib_tools(),
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
             "all_reduce_perf.txt": nccl,
@@ -286,7 +305,7 @@ class NodeDraft:
                            ("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
                            ("nvlink -s|nvlink --status", "nvlink-s.txt"),
                            ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt")],
-            "dmesg": [("*", "dmesg.log")],
+            "dmesg": [],
             "ibstat": [("*", "ibstat.txt")],
             "lspci": [("*", "lspci.txt")],
             "all_reduce_perf": [("*", "all_reduce_perf.txt")],
@@ -308,6 +327,11 @@ class NodeDraft:
                          '  -E) exec cat "$D/perfquery-E-$3.txt" ;;',
                          '  *) echo "simulated perfquery: unsupported arguments: $*" >&2; '
                          'exit 2 ;;', 'esac']
+            elif tool == "dmesg":  # dmesg --time-format=iso: stamps relative to now, as on a node
+                body += ['now=$(date -u +%s)',
+                         "exec awk -F '\\t' -v now=\"$now\" '{ t = now - $1; us = $2; "
+                         'sub(/^[^\\t]*\\t[^\\t]*\\t/, ""); printf "%s,%s+00:00 %s\\n", '
+                         'strftime("%Y-%m-%dT%H:%M:%S", t, 1), us, $0 }\' "$D/dmesg.tsv"']
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

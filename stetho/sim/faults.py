@@ -63,8 +63,8 @@ def nccl_socket(d: NodeDraft, arg: str | None) -> None:
 def host_oom(d: NodeDraft, arg: str | None) -> None:
     """The data loader starved: the OOM killer ran and the node swaps. No OOM line is among
     the recordings: the line below follows the kernel's format (mm/oom_kill.c)."""
-    d.kernel_lines.append(
-        "2024-07-31T06:30:12,118291+00:00 Out of memory: Killed process 48213 (pt_data_worker) "
+    d.kernel_message(
+        "Out of memory: Killed process 48213 (pt_data_worker) "
         "total-vm:98311204kB, anon-rss:61311980kB, file-rss:1024kB, shmem-rss:0kB, UID:1000 "
         "pgtables:121808kB oom_score_adj:0")
     meminfo = d.sysroot / "proc/meminfo"
@@ -154,6 +154,23 @@ def xid(d: NodeDraft, arg: str | None) -> None:
         d.lost_gpus.add(g)
         return
     d.add_kernel_lines([d.real_xid_line(code)], gpu=g)
+
+
+def xid_before_reset(d: NodeDraft, arg: str | None) -> None:
+    """An Xid 48 on a GPU 3 h before collection, then the driver reloaded 2 h before (the
+    recorded NVRM load line, as at boot): the reset NVIDIA's catalog asks for already happened,
+    so the Xid is history. The GPU's counters read clean (a reset clears the volatile ones)."""
+    g = _gpu_arg(arg, 5, d)
+    d.add_kernel_lines([d.real_xid_line(48)], gpu=g, ago_s=3 * 3600.0)
+    load = next(m for _, m in d.kernel_lines if m.startswith("NVRM: loading NVIDIA UNIX"))
+    d.kernel_message(load, ago_s=2 * 3600.0)
+
+
+def xid_old(d: NodeDraft, arg: str | None) -> None:
+    """An Xid 48 on a GPU 3 days before collection, no reset since: older than the default
+    24 h window, so it warns rather than fails."""
+    g = _gpu_arg(arg, 5, d)
+    d.add_kernel_lines([d.real_xid_line(48)], gpu=g, ago_s=3 * 86400.0)
 
 
 def ecc_dbe(d: NodeDraft, arg: str | None) -> None:
@@ -276,6 +293,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("hca-fw-old", "an HCA on firmware 28.36.1010 (default mlx5_6)", hca_fw_old, "device"),
     Fault("xid", "real Xid CODE lines for gpu2 in the kernel log (79 also drops the GPU and "
           "adds the recorded AER fatal lines)", xid, "CODE"),
+    Fault("xid-before-reset", "an Xid 48 3 h ago, then the driver reloaded 2 h ago: history, "
+          "not a present fault (default gpu5)", xid_before_reset, "gpuN"),
+    Fault("xid-old", "an Xid 48 3 days ago, no reset since: older than the 24 h window "
+          "(default gpu5)", xid_old, "gpuN"),
     Fault("ecc-dbe", "2 uncorrectable DRAM ECC errors since the last reset (volatile and "
           "aggregate) and an Xid 48 (default gpu5)", ecc_dbe,
           "gpuN"),

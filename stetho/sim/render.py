@@ -132,8 +132,12 @@ def lspci_gpus(block: str, bus_ids: list[str], widths: dict[int, int] | None = N
     return "\n\n".join(out) + "\n"
 
 
-def healthy_kernel_log(driver: str, start: str = "2024-07-31T05:50:00") -> list[str]:
-    """A quiet boot in `dmesg --time-format=iso` form: no Xid, no AER, no OOM."""
+def healthy_kernel_log(driver: str, boot_ago_s: float = 7 * 86400.0) -> list[tuple[float, str]]:
+    """A quiet boot, `boot_ago_s` seconds before collection: no Xid, no AER, no OOM.
+
+    Each line is (seconds before collection, message): the simulated `dmesg` stamps them in
+    `--time-format=iso` form when it runs, so a boot a week ago reads as a week ago whenever
+    the node is checked (stetho.sim.draft writes the shim)."""
     msgs = [
         "Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007) (gcc (Ubuntu 11.4.0-1ubuntu1"
         "~22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #115-Ubuntu SMP",
@@ -144,4 +148,4 @@ def healthy_kernel_log(driver: str, start: str = "2024-07-31T05:50:00") -> list[
         "mlx5_core 0000:1a:00.0: firmware version: 28.41.1000",
         "mlx5_core 0000:1a:00.0: Rate limit: 127 rates are supported, range: 0Mbps to 195312Mbps",
     ]
-    return [f"{start},{100000 + i * 7919:06d}+00:00 {m}" for i, m in enumerate(msgs)]
+    return [(boot_ago_s - 0.1 - i * 0.007919, m) for i, m in enumerate(msgs)]

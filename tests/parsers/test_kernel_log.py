@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,74 @@ def test_other_tools_output_raises(path: Path) -> None:
     with pytest.raises(ParseError) as info:
         parse(path.read_bytes())
     assert info.value.tool == "kernel log"
+
+
+# --- absolute times and GPU (re)initialisation lines (issue 23) ----------------------------
+
+ISO_FILES = {"dmesg-decode-iso-xid13-xid43-sm-exceptions.log",
+             "dmesg-iso-xid48-63-94-dbe-rowremap-contained.log"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
+def test_every_real_file_events_carry_their_absolute_time(path: Path) -> None:
+    """ISO stamps become aware UTC times; uptime, syslog and kmsg stamps have no date and zone
+    and stay None (unknown, never guessed). Events are numbered in log order."""
+    from stetho.parsers.kernel_log import absolute_time
+
+    log = parse(path.read_text())
+    for e in (*log.xids, *log.fallen_off_bus):
+        if path.name in ISO_FILES:
+            assert e.time is not None and e.time.utcoffset() == timedelta(0)
+        else:
+            assert e.time is None
+    for x in log.xids:
+        assert x.time == absolute_time(x.timestamp)
+        if x.time is not None:
+            assert x.time.isoformat().startswith(x.timestamp[:19])  # all samples are +00:00
+    seqs = [x.seq for x in log.xids]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def test_iso_xid48_time() -> None:
+    x = _real("dmesg-iso-xid48-63-94-dbe-rowremap-contained.log").xids[0]
+    assert x.time == datetime(2024, 11, 15, 12, 2, 3, 470068, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(("stamp", "expected"), [
+    ("2024-11-15T12:02:03,470068+00:00", datetime(2024, 11, 15, 12, 2, 3, 470068)),
+    ("2024-11-15T12:02:03+0000", datetime(2024, 11, 15, 12, 2, 3)),  # journalctl short-iso
+    ("2024-11-15T14:02:03+0200", datetime(2024, 11, 15, 12, 2, 3)),
+    ("2024-11-15T12:02:03.5Z", datetime(2024, 11, 15, 12, 2, 3, 500000)),
+    ("2024-11-15T12:02:03", None),  # no zone: a local time, unknown
+    ("74889.644138", None), ("Sep 19 16:18:04", None), ("Fri Aug 30 11:43:09 2024", None),
+    ("2024-13-45T99:02:03+00:00", None), ("", None), (None, None), ("\x00\x01garbage", None),
+])
+def test_absolute_time_on_stamps_and_garbage(stamp: str | None, expected: datetime | None) -> None:
+    from stetho.parsers.kernel_log import absolute_time
+
+    want = None if expected is None else expected.replace(tzinfo=timezone.utc)
+    assert absolute_time(stamp) == want
+
+
+def test_gpu_identity_line_in_the_recorded_xid79() -> None:
+    """The driver prints the GPU's identity line just before its first Xid (kernel_rc.c
+    `_krcLogUuidOnce`): it is recorded as a gpu-identity init for that GPU, before the Xid."""
+    log = _real("dmesg-aer-fatal-surprise-down-then-xid79-EXCERPT.log")
+    (init,) = log.inits
+    assert (init.pci_id, init.kind, init.time) == ("0000:02:00", "gpu-identity", None)
+    assert init.seq < log.xids[0].seq
+    assert log.epoch_start("00000000:02:00.0") == init
+    assert log.epoch_start("00000000:19:00.0") is None
+
+
+def test_driver_load_starts_every_gpus_epoch() -> None:
+    text = ("2024-11-15T12:00:00,000000+00:00 NVRM: Xid (PCI:0000:19:00): 48, pid='<unknown>', "
+            "name=<unknown>, An uncorrectable double bit error (DBE) has been detected\n"
+            "2024-11-15T13:00:00,000000+00:00 NVRM: loading NVIDIA UNIX Open Kernel Module for "
+            "x86_64  550.54.14  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Feb  6 "
+            "23:53:23 UTC 2024\n")
+    log = parse(text)
+    start = log.epoch_start("00000000:4C:00.0")
+    assert start is not None and start.kind == "driver-load" and start.pci_id is None
+    assert start.time == datetime(2024, 11, 15, 13, 0, tzinfo=timezone.utc)
+    assert log.xids[0].seq < start.seq
