@@ -223,7 +223,9 @@ def test_ib_port_count(node: NodeFacts,
 
 
 def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
-    """Raw (pre-FEC) BER from mlxlink: optics and cables degrade here first."""
+    """Raw (pre-FEC) BER from mlxlink: optics and cables degrade here first. How much raw BER
+    a link tolerates depends on its FEC and lane speed: the profile's ib.pre_fec_ber row for
+    the mode and speed mlxlink reports judges it; a link no row is for, the strictest row."""
     _expects(profile, ib_port)
     try:
         r = facts.mlxlink_for(ib_port.device)  # this device's bad output errors this port only
@@ -234,22 +236,42 @@ def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdic
     if not r.ok:
         verdict.error(f"mlxlink failed on {ib_port.device}: {r.message}")
     raw, eff = r.pre_fec_ber, r.post_fec_ber
-    warn_at, fail_at = profile.ib.pre_fec_ber_warn, profile.ib.pre_fec_ber_fail
+    fec, lane = r.fec_mode, r.lane_gbps
+    choice = profile.ib.ber_limits(fec, lane)
+    row = choice.row
+    warn_at, fail_at = row.warn, row.fail
+    link = f"{_speed(r.port_gbps, lane, r.speed)}, FEC {r.fec or 'not reported'}"
+    applied = (f"row {row.name}" if choice.exact else
+               f"no row of profile {profile.name} is for {fec or 'an unknown FEC'} at "
+               f"{_rate(lane)} Gb/s per lane: the strictest row {row.name} judges it")
     verdict.measure(raw, "BER", expected=f"< {warn_at:g}",
-                    threshold=Limit(fail_at, "<", note=f"warns from {warn_at:g}"))
-    verdict.cite(f"mlxlink -d {ib_port.device}: Raw Physical BER {raw}, Effective Physical "
-                 f"BER {eff}, module {r.module.part_number if r.module else '?'}",
-                 f"mlxlink:{ib_port.device}")
+                    threshold=Limit(fail_at, "<", note=f"warns from {warn_at:g}; {applied}"))
+    verdict.cite(f"mlxlink -d {ib_port.device}: Speed {r.speed}, Width {r.width}, FEC {r.fec}, "
+                 f"Raw Physical BER {raw}, Effective Physical BER {eff}, module "
+                 f"{r.module.part_number if r.module else '?'}", f"mlxlink:{ib_port.device}")
     fix = (f"clean or replace the transceiver/cable of {ib_port.id} "
            f"(`mlxlink -d {ib_port.device} -m` shows per-lane rx power); rising BER precedes "
            "link flaps")
+    if not choice.exact:
+        fix += (f"; add an ib.pre_fec_ber row for FEC {r.fec!r} at {_rate(lane)} Gb/s per lane "
+                f"to profile {profile.name} if this link is meant to run so")
     if eff:
-        verdict.fail(f"{ib_port.id}: {eff:g} errors per bit left after FEC", remediation=fix)
+        verdict.fail(f"{ib_port.id}: {eff:g} errors per bit left after FEC ({link})",
+                     remediation=fix)
     if raw is None:
         verdict.error("mlxlink reports no raw physical BER")
     if raw >= fail_at:
-        verdict.fail(f"{ib_port.id}: pre-FEC BER {raw:g} >= {fail_at:g}", remediation=fix)
+        verdict.fail(f"{ib_port.id}: pre-FEC BER {raw:g} >= {fail_at:g} ({link}; {applied})",
+                     remediation=fix)
     if raw >= warn_at:
-        verdict.warn(f"{ib_port.id}: pre-FEC BER {raw:g} above {warn_at:g}", remediation=fix)
+        verdict.warn(f"{ib_port.id}: pre-FEC BER {raw:g} above {warn_at:g} ({link}; "
+                     f"{applied})", remediation=fix)
         return
-    verdict.ok(f"pre-FEC BER {raw:g}")
+    verdict.ok(f"pre-FEC BER {raw:g} under {warn_at:g} ({link}; {applied})")
+
+
+def _speed(port: float | None, lane: float | None, text: str | None) -> str:
+    """'400 Gb/s (100 per lane)', or what mlxlink printed where it cannot be read."""
+    if port is not None and lane is not None:
+        return f"{port:g} Gb/s ({lane:g} per lane)"
+    return f"speed {text or 'not reported'}"
