@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.facts.ib import port_counters
 from stetho.facts.node import Unavailable
 from stetho.results import Limit
 
@@ -117,59 +118,38 @@ def test_ib_link_layer(ib_port: IbPort, profile: Profile, verdict: Verdict) -> N
     verdict.ok(f"{p.link_layer} ({group.name})")
 
 
-def _perfquery_counters(facts: NodeFacts, port: IbPort) -> tuple[dict[str, int], list[str]]:
-    """Port 1's perfquery error counters and the notes about them (a cross-check that failed
-    or disagrees with sysfs)."""
-    notes: list[str] = []
-    counters: dict[str, int] = {}
-    if port.port != 1:
-        return counters, notes
-    try:
-        counters = facts.perfquery(port.device).errors()
-    except Unavailable as u:
-        if u.status != "skip":
-            notes.append(f"perfquery on {port.device}: {u.reason}")
-    try:
-        details = facts.rcv_error_details(port.device).errors()
-    except Unavailable as u:
-        if u.status != "skip":
-            notes.append(f"perfquery -E on {port.device}: {u.reason}")
-    else:
-        counters.update(details)
-    return counters, notes
-
-
 def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
                      verdict: Verdict) -> None:
+    """Each error counter under its profile threshold. Where sysfs and perfquery both read a
+    counter, the higher reading is judged (stetho.facts.ib.port_counters, the same number
+    history records) and the message names its source; the disagreement itself warns."""
     p = ib_port
     limits = profile.ib.counter_max
-    errors = dict(p.errors())
-    pq, notes = _perfquery_counters(facts, p)
-    if facts.ib_source() == "ibstat" and not errors:
+    merged = port_counters(facts, p)
+    readings, notes = merged.readings, list(merged.notes)
+    if facts.ib_source() == "ibstat" and not p.errors():
         if notes:  # ibstat has no counters: perfquery was the only source, and it failed
             verdict.error(f"port {p.id}: no counters: " + "; ".join(notes))
-    behind = [f"{k} {pq[k]} in perfquery < {v} in sysfs" for k, v in errors.items()
-              if k in pq and pq[k] < v]
-    for k, v in pq.items():
-        errors.setdefault(k, v)  # -E details, and everything where sysfs had no counters
-    checked = {k: v for k, v in errors.items() if k in limits}
-    over = {k: v for k, v in checked.items() if v > limits[k]}
+    disagree = [r.describe(k) for k, r in merged.disagree.items()]
+    checked = {k: r.value for k, r in readings.items() if k in limits}
+    over = [k for k, v in checked.items() if v > limits[k]]
     verdict.measure(sum(checked.values()), "errors", expected="under per-counter thresholds",
                     threshold=", ".join(f"{k}<={limits[k]}" for k in checked))
-    verdict.cite(", ".join(f"{k}={v}" for k, v in errors.items())
-                 + "".join(f"\n{n}" for n in notes + behind), facts.ib_source())
+    verdict.cite(", ".join(r.describe(k) for k, r in readings.items())
+                 + "".join(f"\n{n}" for n in notes), facts.ib_source())
     if not checked:
         if notes:
             verdict.error(f"port {p.id}: no counters the profile thresholds: " + "; ".join(notes))
         pytest.skip(f"port {p.id} exposes none of the counters the profile thresholds")
     if over:
-        first = next(iter(over))
-        verdict.fail(f"port {p.id}: " + ", ".join(f"{k}={v} (max {limits[k]})"
-                                                  for k, v in over.items()),
-                     remediation=f"{_COUNTER_FIX.get(first, 'check the link')}; reset the "
+        verdict.fail(f"port {p.id}: " + ", ".join(f"{readings[k].describe(k)} (max {limits[k]})"
+                                                  for k in over),
+                     remediation=f"{_COUNTER_FIX.get(over[0], 'check the link')}; reset the "
                      f"counters after the fix: `perfquery -R -x <lid> {p.port}`")
-    if notes or behind:
-        verdict.warn(f"port {p.id}: counters under thresholds, but " + "; ".join(notes + behind),
+    if notes or disagree:
+        why = notes + ([f"the sources disagree, the higher judged: {'; '.join(disagree)}"]
+                       if disagree else [])
+        verdict.warn(f"port {p.id}: counters under thresholds, but " + "; ".join(why),
                      remediation=f"compare `perfquery -x -C {p.device} -P 1` with /sys/class/"
                      f"infiniband/{p.device}/ports/1/counters; update infiniband-diags if "
                      "it cannot read this HCA")

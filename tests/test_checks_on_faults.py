@@ -196,6 +196,15 @@ def test_optics_pre_fec_ber(fault_results):
     assert _one(fault_results, "healthy", "ib_link_ber", "mlx5_8:1")["value"] == 5e-10
 
 
+def test_perfquery_reading_over_the_threshold_fails_where_sysfs_read_lower(fault_results):
+    """sysfs read SymbolErrorCounter 0 a moment before perfquery -x read 5000: counters only
+    grow, so 5000 is judged, and the message names perfquery as its source."""
+    r = _one(fault_results, "pqhigher", "ib_counters", "mlx5_0:1")
+    assert r["status"] == "fail"
+    assert "SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) (max 10)" in r["message"]
+    assert "cable/transceiver" in r["remediation"]
+
+
 def test_host_memory_pressure(fault_results):
     r = _one(fault_results, "hostoom", "host_memory")
     assert r["status"] == "fail" and "OOM killer ran 1 time(s), last on pt_data_worker" in \

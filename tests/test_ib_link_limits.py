@@ -1,10 +1,14 @@
 """Issue 23: a port's pre-FEC BER judged by the profile's row for its FEC mode and lane speed
-(unknown FEC: the strictest row). Simulated nodes built from the real recorded outputs,
-checked in-process against the H100 profile."""
+(unknown FEC: the strictest row), and an IB error counter read by both sysfs and perfquery
+judged, and recorded for history, at the higher reading. Simulated nodes built from the real
+recorded outputs, checked in-process against the H100 profile."""
 
 from __future__ import annotations
 
 import pytest
+
+from stetho.facts import metrics
+from stetho.facts.node import NodeFacts
 
 pytestmark = pytest.mark.xdist_group("faultsim-ib23")
 
@@ -13,6 +17,7 @@ NODES: dict[str, list[str]] = {
     "ber400": ["pre-fec-ber=mlx5_9:5E-6"],
     "beredr": ["pre-fec-ber=mlx5_9:5E-6", "link-edr-no-fec=mlx5_9"],
     "fecna": ["fec-unreported=mlx5_9"],
+    "pqhigher": ["perfquery-higher"],
 }
 
 
@@ -79,3 +84,20 @@ def test_an_unknown_fec_is_judged_by_the_strictest_row_and_says_so(checked):
     assert ("no row of profile h100-sxm-8gpu is for an unknown FEC at 100 Gb/s per lane: the "
             "strictest row no-fec judges it") in r.message
     assert "add an ib.pre_fec_ber row" in (r.remediation or "")
+
+
+def test_perfquery_reading_higher_than_sysfs_fails_naming_perfquery(checked):
+    r = _r(checked, "pqhigher", "ib_counters", "mlx5_0:1")
+    assert r.status == "fail"
+    assert "SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) (max 10)" in r.message
+    assert "SymbolErrorCounter=5000 (perfquery -x; sysfs read 0)" in (r.evidence or "")
+    others = [r for (c, s), r in checked[0]["pqhigher"].items()
+              if c == "ib_counters" and s != "mlx5_0:1"]
+    assert {r.status for r in others} == {"pass"}
+
+
+def test_history_records_the_reading_the_check_judged(checked):
+    rows = {(m.subject, m.metric): m.value
+            for m in metrics.extract(NodeFacts(checked[1]["pqhigher"]))}
+    assert rows[("mlx5_0:1", "SymbolErrorCounter")] == 5000.0
+    assert rows[("mlx5_4:1", "SymbolErrorCounter")] == 0.0

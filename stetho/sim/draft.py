@@ -8,6 +8,7 @@ import hashlib
 import json
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
@@ -67,6 +68,8 @@ class NodeDraft:
         self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
         #: device -> mlxlink field ("Speed", "Width", "FEC") -> the text it prints instead
         self.mlxlink_fields: dict[str, dict[str, str]] = {}
+        #: device -> perfquery -x counter -> the value it reads (sysfs keeps its own)
+        self.perfquery_counters: dict[str, dict[str, int]] = {}
         self.nccl_transport = "ib"  # which recorded NCCL_DEBUG=INFO lines the run prints
         self.hide_ib_sysfs = False  # a container: no /sys/class/infiniband, ibstat still works
         self.ibstat_overrides: dict[str, dict[str, str]] = {}  # device -> ibstat field -> text
@@ -231,7 +234,10 @@ class NodeDraft:
         devices = ibtools.read_tree(self.sysroot)
         files = {"ibstat.txt": ibtools.ibstat(devices, self.ibstat_overrides)}
         for d in devices:
-            files[f"perfquery-x-{d.name}.txt"] = ibtools.perfquery_x(d)
+            over = self.perfquery_counters.get(d.name)
+            seen = d if not over else replace(d, ports=(
+                replace(d.ports[0], counters={**d.ports[0].counters, **over}), *d.ports[1:]))
+            files[f"perfquery-x-{d.name}.txt"] = ibtools.perfquery_x(seen)
             files[f"perfquery-E-{d.name}.txt"] = ibtools.perfquery_e(
                 d, self.rcv_error_details.get(d.name))
             if f"perfquery:{d.name}" in self.tool_garbage:

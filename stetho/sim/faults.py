@@ -300,6 +300,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.link_edr_no_fec, "device"),
     Fault("fec-unreported", "mlxlink prints N/A for a port's FEC mode (default mlx5_9)",
           ff.fec_unreported, "device"),
+    Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
+          "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}
 
 

@@ -157,3 +157,8 @@ def fec_unreported(d: NodeDraft, arg: str | None) -> None:
     """mlxlink prints N/A for one port's FEC: the mode in use is unknown."""
     d.mlxlink_fields.setdefault(_device(arg, "mlx5_9", d), {})["FEC"] = _NA
 
+
+def perfquery_higher(d: NodeDraft, arg: str | None) -> None:
+    """perfquery -x reads 5000 SymbolErrorCounter on one HCA while its sysfs counter reads 0
+    (the two are read moments apart; counters only grow, so the higher one is judged)."""
+    d.perfquery_counters.setdefault(_device(arg, "mlx5_0", d), {})["SymbolErrorCounter"] = 5000
