@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.facts.ib import port_counters
 from stetho.facts.node import Unavailable
 from stetho.results import Limit
 
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
+    from stetho.facts.ib import Reading
     from stetho.facts.node import NodeFacts
+    from stetho.facts.window import Counted
     from stetho.parsers.ib_common import IbPort
     from stetho.profiles import Profile
 
@@ -117,70 +120,57 @@ def test_ib_link_layer(ib_port: IbPort, profile: Profile, verdict: Verdict) -> N
     verdict.ok(f"{p.link_layer} ({group.name})")
 
 
-def _perfquery_counters(facts: NodeFacts, port: IbPort) -> tuple[dict[str, int], list[str]]:
-    """Port 1's perfquery error counters and the notes about them (a cross-check that failed
-    or disagrees with sysfs)."""
-    notes: list[str] = []
-    counters: dict[str, int] = {}
-    if port.port != 1:
-        return counters, notes
-    try:
-        counters = facts.perfquery(port.device).errors()
-    except Unavailable as u:
-        if u.status != "skip":
-            notes.append(f"perfquery on {port.device}: {u.reason}")
-    try:
-        details = facts.rcv_error_details(port.device).errors()
-    except Unavailable as u:
-        if u.status != "skip":
-            notes.append(f"perfquery -E on {port.device}: {u.reason}")
-    else:
-        counters.update(details)
-    return counters, notes
-
-
 def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
                      verdict: Verdict) -> None:
+    """Each error counter under its profile threshold. Where sysfs and perfquery both read a
+    counter, the higher reading is judged (stetho.facts.ib.port_counters, the same number
+    history records) and the message names its source; the disagreement itself warns."""
     p = ib_port
     limits = profile.ib.counter_max
-    errors = dict(p.errors())
-    pq, notes = _perfquery_counters(facts, p)
-    if facts.ib_source() == "ibstat" and not errors:
+    merged = port_counters(facts, p)
+    readings, notes = merged.readings, list(merged.notes)
+    if facts.ib_source() == "ibstat" and not p.errors():
         if notes:  # ibstat has no counters: perfquery was the only source, and it failed
             verdict.error(f"port {p.id}: no counters: " + "; ".join(notes))
-    behind = [f"{k} {pq[k]} in perfquery < {v} in sysfs" for k, v in errors.items()
-              if k in pq and pq[k] < v]
-    for k, v in pq.items():
-        errors.setdefault(k, v)  # -E details, and everything where sysfs had no counters
-    checked = {k: v for k, v in errors.items() if k in limits}
+    disagree = [r.describe(k) for k, r in merged.disagree.items()]
+    checked = {k: r.value for k, r in readings.items() if k in limits}
     # a time base: each counter's growth within the window where history has an earlier
     # reading (a reset starts a new epoch), else its count since the last reset
     w = facts.windows()
     counted = {k: w.count(("ib", p.id, k), v) for k, v in checked.items()}
-    over = {k: c for k, c in counted.items() if c.amount > limits[k]}
+    over = [k for k, c in counted.items() if c.amount > limits[k]]
     verdict.measure(sum(c.amount for c in counted.values()), "errors",
                     expected="under per-counter thresholds",
                     threshold=", ".join(f"{k}<={limits[k]}" for k in checked))
-    verdict.cite(", ".join(f"{k}={v}" for k, v in errors.items())
-                 + "".join(f"\n{n}" for n in notes + behind) + f"\n{w.basis()}",
-                 facts.ib_source())
+    verdict.cite(", ".join(r.describe(k) for k, r in readings.items())
+                 + "".join(f"\n{n}" for n in notes) + f"\n{w.basis()}", facts.ib_source())
     if not checked:
         if notes:
             verdict.error(f"port {p.id}: no counters the profile thresholds: " + "; ".join(notes))
         pytest.skip(f"port {p.id} exposes none of the counters the profile thresholds")
     if over:
-        first = next(iter(over))
-        verdict.fail(f"port {p.id}: " + ", ".join(f"{c.describe(k)} (max {limits[k]})"
-                                                  for k, c in over.items()) + f"; {w.basis()}",
-                     remediation=f"{_COUNTER_FIX.get(first, 'check the link')}; reset the "
+        verdict.fail(f"port {p.id}: " + ", ".join(_over(k, counted[k], readings[k], limits[k])
+                                                  for k in over) + f"; {w.basis()}",
+                     remediation=f"{_COUNTER_FIX.get(over[0], 'check the link')}; reset the "
                      f"counters after the fix: `perfquery -R -x <lid> {p.port}`")
-    if notes or behind:
-        verdict.warn(f"port {p.id}: counters under thresholds, but " + "; ".join(notes + behind),
+    if notes or disagree:
+        why = notes + ([f"the sources disagree, the higher judged: {'; '.join(disagree)}"]
+                       if disagree else [])
+        verdict.warn(f"port {p.id}: counters under thresholds, but " + "; ".join(why),
                      remediation=f"compare `perfquery -x -C {p.device} -P 1` with /sys/class/"
                      f"infiniband/{p.device}/ports/1/counters; update infiniband-diags if "
                      "it cannot read this HCA")
         return
     verdict.ok(f"error counters under thresholds ({w.basis()})")
+
+
+def _over(name: str, counted: Counted, reading: Reading, limit: int) -> str:
+    """'SymbolErrorCounter +4096 in the last 24 h (SymbolErrorCounter=4096 now) (max 10)', or
+    'SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) since boot or its last reset ...'."""
+    g = counted.growth
+    if g is None:
+        return f"{reading.describe(name)} since boot or its last reset (max {limit})"
+    return f"{name} +{g.delta:g} {g.span()} ({reading.describe(name)} now) (max {limit})"
 
 
 def test_ib_port_count(node: NodeFacts,
@@ -229,7 +219,9 @@ def test_ib_port_count(node: NodeFacts,
 
 
 def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdict: Verdict) -> None:
-    """Raw (pre-FEC) BER from mlxlink: optics and cables degrade here first."""
+    """Raw (pre-FEC) BER from mlxlink: optics and cables degrade here first. How much raw BER
+    a link tolerates depends on its FEC and lane speed: the profile's ib.pre_fec_ber row for
+    the mode and speed mlxlink reports judges it; a link no row is for, the strictest row."""
     _expects(profile, ib_port)
     try:
         r = facts.mlxlink_for(ib_port.device)  # this device's bad output errors this port only
@@ -240,22 +232,42 @@ def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdic
     if not r.ok:
         verdict.error(f"mlxlink failed on {ib_port.device}: {r.message}")
     raw, eff = r.pre_fec_ber, r.post_fec_ber
-    warn_at, fail_at = profile.ib.pre_fec_ber_warn, profile.ib.pre_fec_ber_fail
+    fec, lane = r.fec_mode, r.lane_gbps
+    choice = profile.ib.ber_limits(fec, lane)
+    row = choice.row
+    warn_at, fail_at = row.warn, row.fail
+    link = f"{_speed(r.port_gbps, lane, r.speed)}, FEC {r.fec or 'not reported'}"
+    applied = (f"row {row.name}" if choice.exact else
+               f"no row of profile {profile.name} is for {fec or 'an unknown FEC'} at "
+               f"{_rate(lane)} Gb/s per lane: the strictest row {row.name} judges it")
     verdict.measure(raw, "BER", expected=f"< {warn_at:g}",
-                    threshold=Limit(fail_at, "<", note=f"warns from {warn_at:g}"))
-    verdict.cite(f"mlxlink -d {ib_port.device}: Raw Physical BER {raw}, Effective Physical "
-                 f"BER {eff}, module {r.module.part_number if r.module else '?'}",
-                 f"mlxlink:{ib_port.device}")
+                    threshold=Limit(fail_at, "<", note=f"warns from {warn_at:g}; {applied}"))
+    verdict.cite(f"mlxlink -d {ib_port.device}: Speed {r.speed}, Width {r.width}, FEC {r.fec}, "
+                 f"Raw Physical BER {raw}, Effective Physical BER {eff}, module "
+                 f"{r.module.part_number if r.module else '?'}", f"mlxlink:{ib_port.device}")
     fix = (f"clean or replace the transceiver/cable of {ib_port.id} "
            f"(`mlxlink -d {ib_port.device} -m` shows per-lane rx power); rising BER precedes "
            "link flaps")
+    if not choice.exact:
+        fix += (f"; add an ib.pre_fec_ber row for FEC {r.fec!r} at {_rate(lane)} Gb/s per lane "
+                f"to profile {profile.name} if this link is meant to run so")
     if eff:
-        verdict.fail(f"{ib_port.id}: {eff:g} errors per bit left after FEC", remediation=fix)
+        verdict.fail(f"{ib_port.id}: {eff:g} errors per bit left after FEC ({link})",
+                     remediation=fix)
     if raw is None:
         verdict.error("mlxlink reports no raw physical BER")
     if raw >= fail_at:
-        verdict.fail(f"{ib_port.id}: pre-FEC BER {raw:g} >= {fail_at:g}", remediation=fix)
+        verdict.fail(f"{ib_port.id}: pre-FEC BER {raw:g} >= {fail_at:g} ({link}; {applied})",
+                     remediation=fix)
     if raw >= warn_at:
-        verdict.warn(f"{ib_port.id}: pre-FEC BER {raw:g} above {warn_at:g}", remediation=fix)
+        verdict.warn(f"{ib_port.id}: pre-FEC BER {raw:g} above {warn_at:g} ({link}; "
+                     f"{applied})", remediation=fix)
         return
-    verdict.ok(f"pre-FEC BER {raw:g}")
+    verdict.ok(f"pre-FEC BER {raw:g} under {warn_at:g} ({link}; {applied})")
+
+
+def _speed(port: float | None, lane: float | None, text: str | None) -> str:
+    """'400 Gb/s (100 per lane)', or what mlxlink printed where it cannot be read."""
+    if port is not None and lane is not None:
+        return f"{port:g} Gb/s ({lane:g} per lane)"
+    return f"speed {text or 'not reported'}"

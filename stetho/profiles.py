@@ -64,6 +64,46 @@ class PortGroup:
     link_layer: str
 
 
+#: FEC modes a pre-FEC BER row can name (stetho.parsers.mlxlink_model.FEC_MODES).
+FEC_MODES = ("rs544", "rs528", "rs272", "firecode", "none")
+
+
+@dataclass(frozen=True)
+class BerRow:
+    """Pre-FEC BER limits for links running one of `fec` modes at one of `lane_gbps` (Gb/s per
+    lane; empty: any speed). A link warns from `warn` and fails from `fail`."""
+
+    name: str
+    fec: tuple[str, ...]
+    warn: float
+    fail: float
+    lane_gbps: tuple[float, ...] = ()
+
+    def matches(self, fec: str | None, lane_gbps: float | None) -> bool:
+        if fec is None or fec not in self.fec:
+            return False
+        return not self.lane_gbps or (lane_gbps is not None and any(
+            abs(lane_gbps - g) < 0.5 for g in self.lane_gbps))
+
+
+@dataclass(frozen=True)
+class BerChoice:
+    """The row that judges a link; `exact` is False when no row is for the link's FEC mode
+    and speed, so the strictest row judges it (unknown is never judged leniently)."""
+
+    row: BerRow
+    exact: bool
+
+
+#: generic.yml's table (the code's default when a profile has no `ib` section at all).
+DEFAULT_BER_ROWS = (
+    BerRow("rs544", ("rs544",), warn=1e-5, fail=1e-4, lane_gbps=(50.0, 100.0, 200.0)),
+    BerRow("rs528", ("rs528",), warn=1e-6, fail=1e-5),
+    BerRow("rs272", ("rs272",), warn=1e-6, fail=1e-5),
+    BerRow("no-fec", ("none", "firecode"), warn=1e-15, fail=1e-12),
+)
+
+
 @dataclass(frozen=True)
 class IbSpec:
     ports: int | None = None
@@ -72,9 +112,22 @@ class IbSpec:
     state: str = "ACTIVE"
     phys_state: str = "LinkUp"
     counter_max: dict[str, int] = field(default_factory=dict)
-    pre_fec_ber_warn: float = 1e-7
-    pre_fec_ber_fail: float = 1e-5
+    pre_fec_ber: tuple[BerRow, ...] = DEFAULT_BER_ROWS
     port_groups: tuple[PortGroup, ...] = ()
+
+    def ber_limits(self, fec: str | None, lane_gbps: float | None) -> BerChoice:
+        """The first row for this FEC mode and lane speed; else the strictest row (lowest
+        fail, then lowest warn), marked inexact: an unknown FEC fails closed."""
+        for row in self.pre_fec_ber:
+            if row.matches(fec, lane_gbps):
+                return BerChoice(row, exact=True)
+        return BerChoice(min(self.pre_fec_ber, key=lambda r: (r.fail, r.warn)), exact=False)
+
+    @property
+    def ber_trend_threshold(self) -> float:
+        """drift_trend's threshold for pre_fec_ber where drift.thresholds sets none: history
+        keeps no FEC mode per port, so the loosest row's fail limit, the BER no link passes."""
+        return max(r.fail for r in self.pre_fec_ber)
 
     def group_of(self, device: str) -> PortGroup | None:
         """The first port group whose globs match the device, or None."""
@@ -557,10 +610,7 @@ def _ib(s: yamlconf.Section) -> IbSpec:
         link_layer=s.get("link_layer", str, _IB.link_layer), state=s.get("state", str, _IB.state),
         phys_state=s.get("phys_state", str, _IB.phys_state),
         counter_max=_counter_map(s, "counter_max"),
-        pre_fec_ber_warn=s.get("pre_fec_ber_warn", float, _IB.pre_fec_ber_warn,
-                               within=(0, 1)),
-        pre_fec_ber_fail=s.get("pre_fec_ber_fail", float, _IB.pre_fec_ber_fail,
-                               within=(0, 1)),
+        pre_fec_ber=_ber_rows(s),
         port_groups=_port_groups(s.section("port_groups")),
     )
     for layer, key in ((spec.link_layer, "link_layer"),
@@ -572,6 +622,47 @@ def _ib(s: yamlconf.Section) -> IbSpec:
 
 
 _LINK_LAYERS = ("InfiniBand", "Ethernet")
+
+
+def _ber_rows(ib: yamlconf.Section) -> tuple[BerRow, ...]:
+    """`ib.pre_fec_ber`: named rows {fec, lane_gbps, warn, fail}, first match wins. A child
+    profile's table replaces its parent's whole."""
+    for old in ("pre_fec_ber_warn", "pre_fec_ber_fail"):
+        if ib.has(old):
+            ib.fail(f"ib.{old} is replaced by the table ib.pre_fec_ber (rows per FEC mode and "
+                    "lane speed, each with warn and fail: see baselines/generic.yml)", old)
+    if not ib.has("pre_fec_ber"):
+        return _IB.pre_fec_ber
+    s = ib.section("pre_fec_ber")  # not a mapping: ConfigError naming the line
+    if not s.data:
+        ib.fail("ib.pre_fec_ber needs at least one row {fec, lane_gbps, warn, fail}",
+                "pre_fec_ber")
+    rows = []
+    for name in s.data:
+        r = s.section(str(name))
+        fec = r.str_list("fec")
+        if not fec:
+            r.fail("a row needs fec: one of " + ", ".join(FEC_MODES), "fec")
+        for mode in fec:
+            if mode not in FEC_MODES:
+                r.fail(f"unknown FEC mode {mode!r} (known: {', '.join(FEC_MODES)})", "fec")
+        lanes = r.get("lane_gbps", (list, int, float), [])
+        lanes = lanes if isinstance(lanes, list) else [lanes]
+        for g in lanes:
+            if isinstance(g, bool) or not isinstance(g, (int, float)) or g <= 0:
+                r.fail(f"lane_gbps must be positive numbers (Gb/s per lane), got {g!r}",
+                       "lane_gbps")
+        warn = r.require("warn", float)
+        fail = r.require("fail", float)
+        for key, v in (("warn", warn), ("fail", fail)):
+            if not 0 < v < 1:
+                r.fail(f"ib.pre_fec_ber.{name}.{key} must be a BER between 0 and 1, not "
+                       f"{v:g}", key)
+        if warn > fail:
+            r.fail(f"warn {warn:g} must not exceed fail {fail:g}", "warn")
+        r.check_unknown({"fec", "lane_gbps", "warn", "fail"})
+        rows.append(BerRow(str(name), fec, warn, fail, tuple(float(g) for g in lanes)))
+    return tuple(rows)
 
 
 def _port_groups(s: yamlconf.Section) -> tuple[PortGroup, ...]:

@@ -138,12 +138,28 @@ def ordered(results: list[Result]) -> list[Result]:
 
 
 def format_value(value: Any, unit: str | None) -> str:
+    """A value or threshold as every renderer shows it (table, JUnit, run page, diagnosis
+    report, gate lines, a Limit's words): the one place numbers become text."""
     if value is None:
         return ""
     if isinstance(value, float):
-        text = f"{value:.2f}".rstrip("0").rstrip(".")
+        text = format_number(value)
     elif isinstance(value, (list, tuple)):
         text = ", ".join(str(v) for v in value)
     else:
         text = str(value)
     return f"{text} {unit}" if unit else text
+
+
+def format_number(x: float) -> str:
+    """A float people can read at any magnitude: from 1 up, at most two decimals (1980,
+    412.5, 412.53); under 1, three significant digits (0.0312, 0.00024, 4e-05, 1e-07), so a
+    BER of 4e-05 never reads as 0. The numeric JSON fields keep the exact value."""
+    if x == 0 or x != x or x in (_INF, -_INF):
+        return "0" if x == 0 else str(x)
+    if abs(x) >= 1:
+        return f"{x:.2f}".rstrip("0").rstrip(".")
+    return f"{x:.3g}"
+
+
+_INF = float("inf")

@@ -73,6 +73,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "badxml": ["corrupt-xml"],
     "hang": ["hang=lspci"],
     "optics": ["optics-degrading"],
+    "pqhigher": ["perfquery-higher"],
     "riser": ["riser"],
     "ncclsocket": ["nccl-socket"],
     "hostoom": ["host-oom"],

@@ -231,10 +231,24 @@ def test_hung_probe_is_killed_and_reported(fault_results):
 
 
 def test_optics_pre_fec_ber(fault_results):
+    """4e-05 on a 400G RS(544,514) link: over the row's warning, under its failure; the value
+    and threshold read as the numbers they are (not '0' and '< 0')."""
     r = _one(fault_results, "optics", "ib_link_ber", "mlx5_8:1")
-    assert r["status"] == "warn" and "pre-FEC BER 4e-06" in r["message"]
+    assert r["status"] == "warn" and r["value"] == 4e-05
+    assert r["message"] == ("mlx5_8:1: pre-FEC BER 4e-05 above 1e-05 (400 Gb/s (100 per lane), "
+                            "FEC Standard_RS-FEC - (544,514); row rs544)")
+    assert r["threshold"] == "< 0.0001 (warns from 1e-05; row rs544)"
     assert "transceiver" in r["remediation"]
     assert _one(fault_results, "healthy", "ib_link_ber", "mlx5_8:1")["value"] == 5e-10
+
+
+def test_perfquery_reading_over_the_threshold_fails_where_sysfs_read_lower(fault_results):
+    """sysfs read SymbolErrorCounter 0 a moment before perfquery -x read 5000: counters only
+    grow, so 5000 is judged, and the message names perfquery as its source."""
+    r = _one(fault_results, "pqhigher", "ib_counters", "mlx5_0:1")
+    assert r["status"] == "fail"
+    assert "SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) (max 10)" in r["message"]
+    assert "cable/transceiver" in r["remediation"]
 
 
 def test_host_memory_pressure(fault_results):

@@ -123,7 +123,7 @@ def test_the_chart_plots_the_implicated_subject(catalogue):
 
 def test_evidence_quotes_the_line_it_names_and_values_read_right(catalogue):
     """The fatal AER evidence quotes the fatal line, not the corrected one before it; a BER
-    of 4e-06 does not print as 0."""
+    of 4e-05 does not print as 0."""
     d = diagnose(catalogue["xid79"])
     fatal = next(e for e in d.top.evidence if e.signal == "aer_fatal")
     assert "severity=Uncorrected (Fatal)" in fatal.log_line
@@ -131,7 +131,7 @@ def test_evidence_quotes_the_line_it_names_and_values_read_right(catalogue):
     assert "fallen off the bus" in loss.log_line
     optics = diagnose(catalogue["optics"])
     ber = next(e for e in optics.top.evidence if e.signal == "ber_high")
-    assert ber.value.startswith("4.0e-06")
+    assert ber.value.startswith("4e-05")
 
 
 def test_ticket_and_steps_name_the_part_and_only_what_was_seen(catalogue):

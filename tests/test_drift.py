@@ -111,10 +111,12 @@ def test_flat_metric_far_from_threshold_passes(hist):
 
 def test_optics_trend_warns_before_the_ber_threshold(hist):
     key = ("ib", "mlx5_8:1", "pre_fec_ber")
-    _past(hist, "n1", {key: [1e-6, 2e-6, 3e-6, 4e-6, 5e-6]}, 5)
-    out = drift.evaluate(hist, "n1", PROFILE, [[*key, 6e-6, ""]], now=NOW)
+    """Without drift.thresholds.pre_fec_ber, the trend heads for the loosest ib.pre_fec_ber
+    row's fail limit (history keeps no FEC mode per port): 1e-4, RS(544,514)'s."""
+    _past(hist, "n1", {key: [1e-5, 2e-5, 3e-5, 4e-5, 5e-5]}, 5)
+    out = drift.evaluate(hist, "n1", PROFILE, [[*key, 6e-5, ""]], now=NOW)
     (warn,) = [r for r in _by(out, "drift_trend") if r.status == "warn"]
-    assert warn.subject == "mlx5_8:1:pre_fec_ber" and "predicted to reach 1e-05" in warn.message
+    assert warn.subject == "mlx5_8:1:pre_fec_ber" and "predicted to reach 0.0001" in warn.message
 
 
 @pytest.mark.xdist_group("faultsim")
@@ -363,8 +365,8 @@ def test_simulated_nights_no_false_alarm_and_every_drift_found(fault_bundles, tm
 def test_a_shifted_ber_still_predicts_its_crossing(hist):
     """The optics rule needs the crossing (drift_trend) even when the shift already warned."""
     key = ("ib", "mlx5_8:1", "pre_fec_ber")
-    _past(hist, "n1", {key: [1e-7, 1e-7, 1.1e-7, 1.5e-6, 3e-6, 4.5e-6]}, 6)
-    out = drift.evaluate(hist, "n1", PROFILE, [[*key, 6e-6, ""]], now=NOW)
+    _past(hist, "n1", {key: [1e-6, 1e-6, 1.1e-6, 1.5e-5, 3e-5, 4.5e-5]}, 6)
+    out = drift.evaluate(hist, "n1", PROFILE, [[*key, 6e-5, ""]], now=NOW)
     assert [r.subject for r in _warns(out)] == ["mlx5_8:1:pre_fec_ber"]
     (trend,) = _warns(out, "drift_trend")
-    assert "predicted to reach 1e-05" in trend.message
+    assert "predicted to reach 0.0001" in trend.message

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from stetho.evidence import bundle as B
-from stetho.evidence.probes import BASE_PROBES, Probe
-from stetho.evidence.runner import Environment, run, run_all
+from stetho.evidence.probes import BASE_PROBES, KERNEL_RELEASE, Probe
+from stetho.evidence.runner import READ_CHUNK, Environment, read_bounded, read_chunks, run, run_all
 
 
 def _tool(folder: Path, name: str, script: str, mode: int = 0o755) -> None:
@@ -135,6 +136,75 @@ def test_files_absent_and_denied(tmp_path):
     p.chmod(0)
     denied = run(Probe("s", globs=("/secret",)), Environment(sysroot=str(tmp_path)))
     assert denied.status == "denied"
+
+
+def test_kernel_release_is_read_from_this_machines_procfs():
+    """/proc/sys/kernel/osrelease refuses a 4 MiB read with ENOMEM on some kernels (this
+    one among them when it was written): read a page at a time, it gives the release."""
+    rec = run(KERNEL_RELEASE, Environment())
+    assert rec.status == "ok", rec.reason
+    assert rec.files == {"/proc/sys/kernel/osrelease": os.uname().release + "\n"}
+
+
+def test_a_file_larger_than_one_chunk_is_read_whole_up_to_max_bytes(tmp_path):
+    p = tmp_path / "big"
+    data = bytes(range(256)) * (3 * READ_CHUNK // 256) + b"tail"
+    p.write_bytes(data)
+    assert read_bounded(str(p), 4 * 1024 * 1024) == data
+    assert read_bounded(str(p), READ_CHUNK + 10) == data[:READ_CHUNK + 10]
+    assert [len(c) for c in read_chunks(str(p), len(data))] == [READ_CHUNK] * 3 + [4]
+
+
+def _fifo_writer(path: str, pieces: list[bytes], between: threading.Event | None = None
+                 ) -> threading.Thread:
+    def write() -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for i, piece in enumerate(pieces):
+                if i and between is not None:
+                    between.wait(10)
+                os.write(fd, piece)
+        finally:
+            os.close(fd)
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    return t
+
+
+def test_each_read_asks_for_at_most_one_chunk(tmp_path):
+    """A pipe returns everything it holds to a read that asks for more: three chunks and a bit,
+    written before the first read, come back one chunk at a time only if each read asked for
+    one chunk (a FIFO stands in for a procfs file; no file-system mock)."""
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    data = b"x" * (3 * READ_CHUNK + 5)
+    writer = _fifo_writer(fifo, [data])
+    writer.join(10)  # 12 KiB fits the pipe: written and closed before the reads
+    chunks = list(read_chunks(fifo, 4 * 1024 * 1024))
+    assert b"".join(chunks) == data and max(len(c) for c in chunks) <= READ_CHUNK
+
+
+def test_short_reads_are_not_the_end_of_the_file(tmp_path):
+    """A procfs or sysfs file may hand out less than asked before its end, as a pipe does
+    while its writer is still writing: only an empty read ends the file."""
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    go_on = threading.Event()
+    writer = _fifo_writer(fifo, [b"first part, ", b"second part\n"], go_on)
+    chunks = read_chunks(fifo, 1024)
+    assert next(chunks) == b"first part, "  # a short read: 12 of the 1024 bytes asked for
+    go_on.set()
+    assert b"".join(chunks) == b"second part\n"
+    writer.join(10)
+
+
+def test_the_runner_reads_a_file_in_pieces_to_its_end(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    writer = _fifo_writer(str(tmp_path / "fifo"), [b"ab", b"cd"])
+    rec = run(Probe("f", globs=("/fifo",)), Environment(sysroot=str(tmp_path)))
+    writer.join(10)
+    assert rec.status == "ok" and rec.files == {"/fifo": "abcd"}
 
 
 def test_run_all_is_concurrent(bindir, tmp_path):

@@ -63,6 +63,23 @@ def _write(tmp_path, text, name="site.yml"):
      "link layer must be one of InfiniBand, Ethernet"),
     ("profile: x\nnccl:\n  baseline:\n    shape: {collective: allreduce}\n", 4,
      "unknown collective 'allreduce'"),
+    # the one pre-FEC BER limit for every link became a table per FEC mode and lane speed
+    ("profile: x\nib:\n  pre_fec_ber_warn: 1.0e-7\n", 3,
+     "ib.pre_fec_ber_warn is replaced by the table ib.pre_fec_ber"),
+    ("profile: x\nib:\n  pre_fec_ber: {}\n", 3, "ib.pre_fec_ber needs at least one row"),
+    ("profile: x\nib:\n  pre_fec_ber: [1, 2]\n", 3, "expected a mapping"),
+    ("profile: x\nib:\n  pre_fec_ber:\n    a: {fec: kp4, warn: 1.0e-6, fail: 1.0e-5}\n", 4,
+     "unknown FEC mode 'kp4' (known: rs544, rs528, rs272, firecode, none)"),
+    ("profile: x\nib:\n  pre_fec_ber:\n    a: {fec: none, warn: 1.0e-3, fail: 1.0e-5}\n", 4,
+     "warn 0.001 must not exceed fail 1e-05"),
+    ("profile: x\nib:\n  pre_fec_ber:\n    a: {fec: none, warn: 1.0e-6}\n", 4,
+     "missing required key ib.pre_fec_ber.a.fail"),
+    ("profile: x\nib:\n  pre_fec_ber:\n    a: {fec: none, warn: 1.0e-6, fail: 2}\n", 4,
+     "ib.pre_fec_ber.a.fail must be a BER between 0 and 1, not 2"),
+    ("profile: x\nib:\n  pre_fec_ber:\n    a: {fec: none, lane_gbps: [-25], warn: 1.0e-6, "
+     "fail: 1.0e-5}\n", 4, "lane_gbps must be positive numbers"),
+    ("profile: x\nib:\n  pre_fec_ber:\n    a: {fec: none, speed: 25, warn: 1.0e-6, "
+     "fail: 1.0e-5}\n", 4, "unknown key ib.pre_fec_ber.a.speed"),
 ])
 def test_malformed_profiles_name_file_and_line(tmp_path, text, line, needle):
     path = _write(tmp_path, text)
@@ -111,3 +128,30 @@ def test_version_ordering_is_not_string_ordering(a, b, expect):
 def test_not_a_version(bad):
     with pytest.raises(ValueError):
         Version(bad)
+
+
+def test_pre_fec_ber_rows_by_fec_mode_and_lane_speed():
+    """generic.yml's table: the row for the link's FEC and lane speed, else the strictest."""
+    ib = profiles.load("h100-sxm-8gpu").ib
+    assert [r.name for r in ib.pre_fec_ber] == ["rs544", "rs528", "rs272", "no-fec"]
+    ndr = ib.ber_limits("rs544", 100.0)
+    assert ndr.exact and (ndr.row.name, ndr.row.warn, ndr.row.fail) == ("rs544", 1e-5, 1e-4)
+    assert ib.ber_limits("rs544", 50.0).row.name == "rs544"  # HDR
+    assert ib.ber_limits("rs528", 25.0).row.name == "rs528"
+    edr = ib.ber_limits("none", 25.0)
+    assert edr.exact and (edr.row.warn, edr.row.fail) == (1e-15, 1e-12)
+    assert ib.ber_limits("firecode", 10.0).row.name == "no-fec"
+    for fec, lane in ((None, 100.0), ("rs544", None), ("rs544", 25.0)):
+        unknown = ib.ber_limits(fec, lane)
+        assert not unknown.exact and unknown.row.name == "no-fec", (fec, lane)
+    assert ib.ber_trend_threshold == 1e-4
+
+
+def test_a_profile_table_replaces_the_parents_whole(tmp_path):
+    path = _write(tmp_path, "profile: x\nextends: generic\nib:\n  pre_fec_ber:\n"
+                  "    ndr: {fec: rs544, lane_gbps: 100, warn: 1.0e-6, fail: 2.0e-5}\n")
+    ib = profiles.load(path).ib
+    assert [(r.name, r.fec, r.lane_gbps) for r in ib.pre_fec_ber] == [
+        ("ndr", ("rs544",), (100.0,))]
+    assert ib.ber_limits("rs528", 25.0).row.name == "ndr"  # the strictest, and only, row
+    assert not ib.ber_limits("rs528", 25.0).exact

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from stetho.results import Result, exit_code, ordered
-from stetho.sinks import json_out, junit, table
+import pytest
+
+from stetho.diagnosis.context import fmt
+from stetho.diagnosis.report import measured
+from stetho.results import Limit, Result, exit_code, format_value, ordered
+from stetho.sinks import json_out, junit, runpage, table
 
 R = [
     Result("n1", "gpu_clocks", "gpu0", "pass", "clocks locked", "SM 1980 / mem 2619", "MHz",
@@ -100,3 +104,41 @@ def test_one_remediation_per_check_not_per_row():
     assert out.startswith("What to do")  # leads with what to do
     assert " ".join(out.split()).count("then check nvidia-persistenced") == 1
     assert sum(1 for line in out.splitlines() if "FAIL" in line) == 8
+
+
+def _ber_result() -> Result:
+    """A failing pre-FEC BER as ib_link_ber records it: the threshold is the Limit's words."""
+    limit = Limit(1e-05, "<", note="warns from 1e-07")
+    return Result("n1", "ib_link_ber", "mlx5_0:1", "fail", "pre-FEC BER 4e-05 >= 1e-05",
+                  4e-05, "BER", expected="< 1e-07", threshold=limit.describe(),
+                  limit=limit.value, limit_op=limit.op)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (4e-05, "4e-05"), (1e-07, "1e-07"), (2.4e-04, "0.00024"), (1.5e-254, "1.5e-254"),
+    (0.0312, "0.0312"), (0.5, "0.5"), (0.0, "0"), (-0.004, "-0.004"),
+    (1980.0, "1980"), (412.5, "412.5"), (412.53, "412.53"), (123456.789, "123456.79"),
+    (7, "7"),
+])
+def test_values_keep_their_magnitude(value, text):
+    """BER-sized numbers keep their significant digits; normal and large ones read as before."""
+    assert format_value(value, None) == text
+    assert format_value(value, "BER") == f"{text} BER"
+
+
+def test_a_small_ber_and_its_threshold_read_right_in_every_renderer():
+    r = _ber_result()
+    assert r.threshold == "< 1e-05 (warns from 1e-07)"
+    doc = json.loads(json_out.render([r], command="check"))["results"][0]
+    assert doc["threshold"] == "< 1e-05 (warns from 1e-07)"
+    assert doc["value"] == 4e-05 and doc["limit"] == 1e-05  # the numbers stay numbers
+    (row,) = table.rows([r])
+    assert row.value == "4e-05 BER (expected < 1e-07)"
+    assert "4e-05 BER" in table.render([r], width=160)
+    case = next(ET.fromstring(junit.render([r])).iter("testcase"))
+    text = case.find("failure").text
+    assert "value: 4e-05 BER" in text and "threshold: < 1e-05 (warns from 1e-07)" in text
+    assert "<td>4e-05 BER (expected &lt; 1e-07)</td>" in runpage.render([r], title="run")
+    assert measured(r) == "4e-05 BER vs < 1e-07 BER"
+    assert fmt(4e-05, "BER") == "4e-05 BER" and fmt("worst 4e-05", None) == "worst 4e-05"
+

@@ -10,7 +10,7 @@ from typing import Any
 
 from stetho.checking.nodes import NodeSummary
 from stetho.diagnosis.model import Evidence
-from stetho.results import Result
+from stetho.results import Result, format_value
 
 _GPU_SUBJECT = re.compile(r"(?i)^gpu(\d+)$")
 _IB_SUBJECT = re.compile(r"^(mlx\d+_\d+|[a-z]+\d*_\d+)[:/](\d+)$")
@@ -107,20 +107,10 @@ def subject_where(ctx: NodeContext, r: Result) -> tuple[tuple[str, str], ...]:
 
 
 def fmt(value: Any, unit: str | None = None) -> str:
-    """A measured value as people read it: small floats in scientific notation (a BER of
-    4e-06 is not '0'), others with at most two decimals; the unit once."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if value != 0 and abs(value) < 0.01:
-            text = f"{value:.1e}"
-        else:
-            text = f"{value:.2f}".rstrip("0").rstrip(".")
-    elif isinstance(value, (list, tuple)):
-        text = ", ".join(str(v) for v in value)
-    else:
-        text = str(value)
-    return f"{text} {unit}" if unit and not text.endswith(unit) else text
+    """A measured value as every renderer shows it (stetho.results.format_value: a BER of
+    4e-06 is not '0'); the unit once, where the value is words that already end in it."""
+    text = format_value(value, None)
+    return f"{text} {unit}" if unit and text and not text.endswith(unit) else text
 
 
 def expected_text(r: Result) -> str | None:

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from stetho.evidence.bundle import ProbeRecord
@@ -222,8 +222,7 @@ def _read_files(probe: Probe, env: Environment) -> ProbeRecord:
                 files[node_path] = ""
                 continue
             try:
-                with open(real, "rb") as fh:
-                    text, binary = _decode(fh.read(probe.max_bytes))
+                text, binary = _decode(read_bounded(real, probe.max_bytes))
                 files[node_path] = text
                 if binary:
                     errors[node_path] = "binary content"
@@ -242,6 +241,34 @@ def _read_files(probe: Probe, env: Environment) -> ProbeRecord:
         status, reason = "absent", f"no file matches {', '.join(probe.globs)}"
     return ProbeRecord(probe.name, "files", status, files=files, errors=errors,
                        duration_s=duration, reason=reason)
+
+
+#: Files are read this much at a time. A procfs handler may allocate the whole requested size
+#: in the kernel (proc_sys_call_handler: kvzalloc(count + 1)), so one read of max_bytes (4 MiB)
+#: from /proc/sys/kernel/osrelease fails with ENOMEM on some kernels; a page never does.
+READ_CHUNK = 4096
+
+
+def read_chunks(path: str, max_bytes: int, chunk: int = READ_CHUNK) -> Iterator[bytes]:
+    """A procfs/sysfs file as the kernel hands it out: reads of at most `chunk` bytes, until
+    EOF (an empty read: a short read is not the end, sysfs and pipes return less than asked)
+    or `max_bytes` in all."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        left = max_bytes
+        while left > 0:
+            data = os.read(fd, min(chunk, left))
+            if not data:
+                return
+            left -= len(data)
+            yield data
+    finally:
+        os.close(fd)
+
+
+def read_bounded(path: str, max_bytes: int, chunk: int = READ_CHUNK) -> bytes:
+    """The first `max_bytes` of a file, read `chunk` bytes at a time (read_chunks)."""
+    return b"".join(read_chunks(path, max_bytes, chunk))
 
 
 def _decode(data: bytes) -> tuple[str, bool]:

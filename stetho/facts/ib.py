@@ -5,12 +5,14 @@ agree.
 Where the tree is absent (a container, an older kernel) ibstat gives the ports and firmware and
 each HCA's perfquery its counters, so such a node is judged instead of erroring. Where both
 exist, ibstat is a cross-check: a disagreement warns. Each per-device output (perfquery,
-mlxlink) is parsed on its own, so one bad output errors that device only.
+mlxlink) is parsed on its own, so one bad output errors that device only. Where sysfs and
+perfquery both read an error counter, `port_counters` keeps the higher (counters only grow):
+the check judges it and history records it, the same number.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from stetho.facts.base import Unavailable
@@ -133,3 +135,65 @@ def load_mlxlink(f: NodeFacts, device: str) -> MlxlinkReport:
         f.text("mlxlink")  # raises: MFT is missing (skip), why it did not run, or not collected
         raise Unavailable("error", f"mlxlink gave no report for {device}", name)
     return mlxlink.parse(f.text(name), device=device, port=1)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One error counter as judged: the higher of its readings and the source that read it;
+    `others` holds the other sources' readings where they differ (source -> value)."""
+
+    value: int
+    source: str
+    others: tuple[tuple[str, int], ...] = ()
+
+    def describe(self, name: str) -> str:
+        """'SymbolErrorCounter=5000' or, where the sources disagree,
+        'SymbolErrorCounter=5000 (perfquery -x; sysfs read 0)'."""
+        if not self.others:
+            return f"{name}={self.value}"
+        seen = ", ".join(f"{src} read {v}" for src, v in self.others)
+        return f"{name}={self.value} ({self.source}; {seen})"
+
+
+@dataclass(frozen=True)
+class PortCounters:
+    """A port's error counters by perfquery name, each the higher of sysfs (or, on a node
+    without the sysfs tree, the perfquery that stood in for it) and perfquery -x / -E; `notes`
+    say which perfquery could not be read; `disagree` names the counters whose sources differ."""
+
+    readings: dict[str, Reading] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def values(self) -> dict[str, int]:
+        return {k: r.value for k, r in self.readings.items()}
+
+    @property
+    def disagree(self) -> dict[str, Reading]:
+        return {k: r for k, r in self.readings.items() if r.others}
+
+
+def port_counters(f: NodeFacts, port: IbPort) -> PortCounters:
+    """One port's error counters from every source that read them, merged: where two read the
+    same counter, the higher is the reading (a counter only grows; the lower one was read
+    earlier, or is stale). Port 1 is the port perfquery asks."""
+    base = "sysfs" if f.ib_source() == "sysfs" else "perfquery -x"
+    readings = {k: Reading(v, base) for k, v in port.errors().items()}
+    notes: list[str] = []
+    if port.port != 1:
+        return PortCounters(readings)
+    for label, load in (("perfquery -x", f.perfquery), ("perfquery -E", f.rcv_error_details)):
+        try:
+            seen = load(port.device).errors()
+        except Unavailable as u:
+            if u.status != "skip":
+                notes.append(f"{label} on {port.device}: {u.reason}")
+            continue
+        for k, v in seen.items():
+            now = readings.get(k)
+            if now is None:
+                readings[k] = Reading(v, label)
+            elif v > now.value:
+                readings[k] = Reading(v, label, (*now.others, (now.source, now.value)))
+            elif v < now.value:
+                readings[k] = Reading(now.value, now.source, (*now.others, (label, v)))
+    return PortCounters(readings, tuple(notes))

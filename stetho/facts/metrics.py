@@ -126,9 +126,12 @@ def _nvlink(f: NodeFacts) -> list[Metric]:
 
 
 def _ib(f: NodeFacts) -> list[Metric]:
+    from stetho.facts.ib import port_counters
+
     out = []
     for p in f.ib_ports():
-        for name, value in p.errors().items():
+        # the merged reading ib_counters judged (the higher of sysfs and perfquery)
+        for name, value in port_counters(f, p).values().items():
             if name in IB_COUNTERS:
                 out.append(Metric("ib", p.id, name, float(value)))
         if p.rate_gbps is not None:

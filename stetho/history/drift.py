@@ -313,6 +313,6 @@ def _threshold(profile: Profile, spec: DriftSpec, metric: str) -> float | None:
     # The static limits the checks fail at are the trends' thresholds too: one number each.
     if metric in profile.ib.counter_max:
         return float(profile.ib.counter_max[metric])
-    if metric == "pre_fec_ber":
-        return profile.ib.pre_fec_ber_fail
+    if metric == "pre_fec_ber":  # no FEC mode per port in history: the loosest row's fail
+        return profile.ib.ber_trend_threshold
     return None

@@ -8,6 +8,18 @@ import re
 from dataclasses import dataclass
 
 _WIDTH = re.compile(r"^(\d+)\s*[xX]$")
+_GBPS = re.compile(r"^(\d+(?:\.\d+)?)\s*G", re.IGNORECASE)
+#: InfiniBand generations as mlxlink names them ("IB-NDR"), Gb/s per lane (nominal).
+IB_LANE_GBPS = {"SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR10": 10.0, "FDR": 14.0, "EDR": 25.0,
+                "HDR": 50.0, "NDR": 100.0, "XDR": 200.0}
+#: The FEC modes a BER limit can be keyed by (stetho.profiles.FEC_MODES), told apart by the
+#: Reed-Solomon code in mlxlink's FEC text: RS(544,514) "KP4" (HDR, NDR, 200/400GbE PAM4; also
+#: "Interleaved_..." and "... + PLR"), RS(528,514) "KR4" (EDR, 100GbE NRZ), RS(272,257+1) the
+#: low-latency code, Firecode (BASE-R, FC-FEC) and none.
+FEC_MODES = ("rs544", "rs528", "rs272", "firecode", "none")
+_FEC_CODES = (("544", "rs544"), ("528", "rs528"), ("272", "rs272"))
+_NO_FEC = re.compile(r"^no[\s_-]*fec$|^none$|^off$|^disabled?$", re.IGNORECASE)
+_FIRECODE = re.compile(r"fire[\s_-]*code|fc[\s_-]*fec|base[\s_-]*r\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,44 @@ class MlxlinkReport:
     def post_fec_ber(self) -> float | None:
         """The effective physical BER, after FEC correction."""
         return self.effective_ber
+
+    @property
+    def fec_mode(self) -> str | None:
+        """The FEC mode in use, one of FEC_MODES; None when mlxlink printed none or one this
+        does not know (then a check must not assume the FEC's tolerance)."""
+        text = (self.fec or "").strip()
+        if not text:
+            return None
+        for code, mode in _FEC_CODES:
+            if re.search(rf"\(\s*{code}\s*,", text) or re.search(rf"\b{code}\s*,\s*\d", text):
+                return mode
+        if _NO_FEC.match(text):
+            return "none"
+        if _FIRECODE.search(text):
+            return "firecode"
+        return None
+
+    @property
+    def lane_gbps(self) -> float | None:
+        """Gb/s per lane: from the InfiniBand generation ("IB-HDR" -> 50), or the port speed
+        over the width ("400G", "4x" -> 100); None when mlxlink does not say."""
+        speed = (self.speed or "").strip().upper()
+        if not speed:
+            return None
+        gen = speed.removeprefix("IB-").removeprefix("IB_")
+        if gen in IB_LANE_GBPS:
+            return IB_LANE_GBPS[gen]
+        m = _GBPS.match(speed)
+        lanes = self.width_lanes
+        if m is None or not lanes:
+            return None
+        return float(m.group(1)) / lanes
+
+    @property
+    def port_gbps(self) -> float | None:
+        """Gb/s of the port: lanes x Gb/s per lane ("IB-NDR", "4x" -> 400)."""
+        lane, lanes = self.lane_gbps, self.width_lanes
+        return None if lane is None or not lanes else lane * lanes
 
     @property
     def width_lanes(self) -> int | None:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
@@ -73,6 +74,10 @@ class NodeDraft:
         self.garbage: set[str] = set()
         self.truncate_xml = False
         self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
+        #: device -> mlxlink field ("Speed", "Width", "FEC") -> the text it prints instead
+        self.mlxlink_fields: dict[str, dict[str, str]] = {}
+        #: device -> perfquery -x counter -> the value it reads (sysfs keeps its own)
+        self.perfquery_counters: dict[str, dict[str, int]] = {}
         self.nccl_transport = "ib"  # which recorded NCCL_DEBUG=INFO lines the run prints
         self.hide_ib_sysfs = False  # a container: no /sys/class/infiniband, ibstat still works
         self.ibstat_overrides: dict[str, dict[str, str]] = {}  # device -> ibstat field -> text
@@ -249,9 +254,10 @@ class NodeDraft:
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
         }
         real_mlx = self.real(MLXLINK)
-        for dev, ber in self.mlxlink_ber.items():
-            files[f"mlxlink-{dev}.json"] = real_mlx.replace(
-                '"Raw Physical BER" : "5E-10"', f'"Raw Physical BER" : "{ber}"')
+        for dev in sorted({*self.mlxlink_ber, *self.mlxlink_fields}):
+            edits = {"Raw Physical BER": self.mlxlink_ber.get(dev),
+                     **self.mlxlink_fields.get(dev, {})}
+            files[f"mlxlink-{dev}.json"] = _mlxlink_edit(real_mlx, edits)
         files["mlxlink.json"] = real_mlx
         for dev in sorted(t.split(":", 1)[1] for t in self.tool_garbage
                           if t.startswith("mlxlink:")):
@@ -278,7 +284,10 @@ class NodeDraft:
         devices = ibtools.read_tree(self.sysroot)
         files = {"ibstat.txt": ibtools.ibstat(devices, self.ibstat_overrides)}
         for d in devices:
-            files[f"perfquery-x-{d.name}.txt"] = ibtools.perfquery_x(d)
+            over = self.perfquery_counters.get(d.name)
+            seen = d if not over else replace(d, ports=(
+                replace(d.ports[0], counters={**d.ports[0].counters, **over}), *d.ports[1:]))
+            files[f"perfquery-x-{d.name}.txt"] = ibtools.perfquery_x(seen)
             files[f"perfquery-E-{d.name}.txt"] = ibtools.perfquery_e(
                 d, self.rcv_error_details.get(d.name))
             if f"perfquery:{d.name}" in self.tool_garbage:
@@ -344,6 +353,20 @@ class NodeDraft:
             path = self.root / "bin" / tool
             _write(path, "\n".join(body) + "\n")
             path.chmod(0o755)
+
+
+def _mlxlink_edit(text: str, fields: dict[str, str | None]) -> str:
+    """The recorded mlxlink JSON with the named fields' values replaced (None: left as is)."""
+    for key, value in fields.items():
+        if value is None:
+            continue
+        # the value as a JSON string, doubled backslashes for re's replacement template
+        quoted = json.dumps(value).replace("\\", "\\\\")
+        edited, n = re.subn(rf'("{re.escape(key)}" : )"[^"]*"', rf"\g<1>{quoted}", text)
+        if n != 1:
+            raise ValueError(f"the mlxlink recording has {n} {key!r} fields, expected 1")
+        text = edited
+    return text
 
 
 def _case(pattern: str) -> str:

@@ -135,7 +135,7 @@ def ib_port_down(d: NodeDraft, arg: str | None) -> None:
 
 
 def optics_degrading(d: NodeDraft, arg: str | None) -> None:
-    d.mlxlink_ber[arg or "mlx5_8"] = "4E-6"
+    d.mlxlink_ber[arg or "mlx5_8"] = "4E-5"
 
 
 def hca_fw_old(d: NodeDraft, arg: str | None) -> None:
@@ -288,7 +288,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("ib-symbol-errors", "an IB port with 4096 symbol errors (default mlx5_5)",
           ib_symbol_errors, "device"),
     Fault("ib-port-down", "an IB port DOWN/Polling (default mlx5_7)", ib_port_down, "device"),
-    Fault("optics-degrading", "an IB port's pre-FEC BER at 4E-6 in mlxlink (default mlx5_8; "
+    Fault("optics-degrading", "an IB port's pre-FEC BER at 4E-5 in mlxlink (default mlx5_8; "
           "the recording reads 5E-10)", optics_degrading, "device"),
     Fault("hca-fw-old", "an HCA on firmware 28.36.1010 (default mlx5_6)", hca_fw_old, "device"),
     Fault("xid", "real Xid CODE lines for gpu2 in the kernel log (79 also drops the GPU and "
@@ -354,6 +354,14 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "mlx5_5)", ff.ibstat_disagrees, "device"),
     Fault("rcv-errors", "512 PortRcvErrors, perfquery -E names them malformed packets (default "
           "mlx5_6)", ff.rcv_errors, "device"),
+    Fault("pre-fec-ber", "one port's raw (pre-FEC) BER in mlxlink (default mlx5_9:5E-6)",
+          ff.pre_fec_ber, "DEVICE:BER"),
+    Fault("link-edr-no-fec", "mlxlink reports a port as 4x EDR without FEC (default mlx5_9)",
+          ff.link_edr_no_fec, "device"),
+    Fault("fec-unreported", "mlxlink prints N/A for a port's FEC mode (default mlx5_9)",
+          ff.fec_unreported, "device"),
+    Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
+          "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}
 
 

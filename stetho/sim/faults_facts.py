@@ -133,3 +133,29 @@ def disk_unreadable(d: NodeDraft, arg: str | None) -> None:
     if not path.exists():
         raise ConfigError(f"fault argument {arg!r}: the simulated node has no such disk")
     path.write_text("-EIO\n")
+
+
+def pre_fec_ber(d: NodeDraft, arg: str | None) -> None:
+    """One port's raw physical BER in mlxlink: `DEVICE:BER` (default mlx5_9:5E-6)."""
+    dev, _, ber = (arg or "mlx5_9:5E-6").partition(":")
+    if not re.fullmatch(r"\d+(\.\d+)?E-\d+", ber):
+        raise ConfigError(f"fault argument {arg!r}: expected DEVICE:BER as mlxlink prints it, "
+                          "e.g. mlx5_9:5E-6")
+    d.mlxlink_ber[_device(dev, "mlx5_9", d)] = ber
+
+
+def link_edr_no_fec(d: NodeDraft, arg: str | None) -> None:
+    """mlxlink reports one port as a 4x EDR link without FEC (25 Gb/s NRZ lanes)."""
+    d.mlxlink_fields.setdefault(_device(arg, "mlx5_9", d), {}).update(
+        {"Speed": "IB-EDR", "Width": "4x", "FEC": "No FEC"})
+
+
+def fec_unreported(d: NodeDraft, arg: str | None) -> None:
+    """mlxlink prints N/A for one port's FEC: the mode in use is unknown."""
+    d.mlxlink_fields.setdefault(_device(arg, "mlx5_9", d), {})["FEC"] = _NA
+
+
+def perfquery_higher(d: NodeDraft, arg: str | None) -> None:
+    """perfquery -x reads 5000 SymbolErrorCounter on one HCA while its sysfs counter reads 0
+    (the two are read moments apart; counters only grow, so the higher one is judged)."""
+    d.perfquery_counters.setdefault(_device(arg, "mlx5_0", d), {})["SymbolErrorCounter"] = 5000

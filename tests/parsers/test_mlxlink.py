@@ -497,3 +497,46 @@ def test_mutated_values_raise_only_parse_error() -> None:
                     mlxlink.parse(json.dumps(mutated))
                 except ParseError as exc:
                     assert exc.tool == mlxlink.TOOL
+
+
+#: Each real sample's FEC text, the mode it names, and the link's Gb/s per lane and per port.
+_LINKS = {
+    DR4: ("Standard_RS-FEC - (544,514)", "rs544", 100.0, 400.0),
+    BF3: ("Standard RS-FEC - RS(528,514)", "rs528", 25.0, 100.0),
+    CX6: ("RS-FEC - (544,514) + PLR", "rs544", 50.0, 100.0),
+    CX7: ("Ethernet_Consortium_LL_50G_RS_FEC_PLR -(272,257+1)", "rs272", 100.0, 400.0),
+}
+
+
+@pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
+def test_every_real_file_names_its_fec_mode_and_lane_speed(path: Path) -> None:
+    r = mlxlink.parse(path.read_text())
+    assert (r.fec, r.fec_mode, r.lane_gbps, r.port_gbps) == _LINKS[path]
+
+
+@pytest.mark.parametrize(("fec", "mode"), [
+    ("Standard_RS-FEC - (544,514)", "rs544"),
+    ("Interleaved_Standard_RS-FEC_(544,514)", "rs544"),
+    ("RS-FEC - (544,514) + PLR", "rs544"),
+    ("Standard RS-FEC - RS(528,514)", "rs528"),
+    ("Ethernet_Consortium_LL_50G_RS_FEC_PLR -(272,257+1)", "rs272"),
+    ("No FEC", "none"), ("No_FEC", "none"),
+    ("Firecode", "firecode"), ("Firecode_FEC", "firecode"),
+    ("Standard RS-FEC", None),  # which Reed-Solomon code: not said, so not assumed
+    ("N/A", None), ("Zebra_FEC", None), (None, None),
+])
+def test_fec_text_to_mode(fec: str | None, mode: str | None) -> None:
+    fields = {"FEC": fec} if fec is not None else {"FEC": None}
+    assert mlxlink.parse(_variant(Operational_Info=fields)).fec_mode == mode
+
+
+@pytest.mark.parametrize(("speed", "width", "lane", "port"), [
+    ("IB-NDR", "4x", 100.0, 400.0), ("IB-HDR", "2x", 50.0, 100.0), ("IB-EDR", "4x", 25.0, 100.0),
+    ("IB-FDR", "4x", 14.0, 56.0), ("IB-XDR", "1x", 200.0, 200.0), ("400G", "4x", 100.0, 400.0),
+    ("200G", "4x", 50.0, 200.0), ("400G", None, None, None), ("N/A", "4x", None, None),
+    ("fast", "4x", None, None),
+])
+def test_lane_speed(speed: str, width: str | None, lane: float | None,
+                    port: float | None) -> None:
+    r = mlxlink.parse(_variant(Operational_Info={"Speed": speed, "Width": width}))
+    assert (r.lane_gbps, r.port_gbps) == (lane, port)
