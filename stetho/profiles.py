@@ -40,6 +40,8 @@ class GpuSpec:
     nvlink_links: int | None = None
     temp_warn_c: float = 83.0
     temp_fail_c: float = 90.0
+    memory_temp_warn_c: float = 85.0  # HBM: where the GPU reports its memory temperature
+    memory_temp_fail_c: float = 95.0
     nvlink_error_max: dict[str, int] = field(default_factory=dict)
     pcie_replay_max: int | None = None
     ecc: str = "any"  # required: ECC disabled fails; any: the mode is reported, not judged
@@ -581,6 +583,10 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         nvlink_links=nvlink.get("links", int),
         temp_warn_c=temp.get("warn_c", float, _GPU.temp_warn_c, within=(0, 150)),
         temp_fail_c=temp.get("fail_c", float, _GPU.temp_fail_c, within=(0, 150)),
+        memory_temp_warn_c=temp.get("memory_warn_c", float, _GPU.memory_temp_warn_c,
+                                    within=(0, 150)),
+        memory_temp_fail_c=temp.get("memory_fail_c", float, _GPU.memory_temp_fail_c,
+                                    within=(0, 150)),
         nvlink_error_max=_counter_map(nvlink, "error_max"),
         pcie_replay_max=pcie.get("replay_max", int),
         ecc=s.get("ecc", str, _GPU.ecc),
@@ -593,6 +599,8 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
     _positive(s, "count", spec.count)
     if spec.temp_warn_c > spec.temp_fail_c:
         temp.fail("warn_c must not exceed fail_c", "warn_c")
+    if spec.memory_temp_warn_c > spec.memory_temp_fail_c:
+        temp.fail("memory_warn_c must not exceed memory_fail_c", "memory_warn_c")
     s.check_unknown()
     return spec
 

@@ -67,6 +67,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "rowremap": ["rowremap-pending"],
     "pciewidth": ["pcie-width-downgrade"],
     "thermal": ["thermal-slowdown"],
+    "hbmhot": ["hbm-hot"],
     "powerbrake": ["power-brake"],
     "nvlink": ["nvlink-down"],
     "garbage": ["garbage=nvidia-smi"],

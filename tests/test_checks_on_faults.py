@@ -202,6 +202,15 @@ def test_thermal(fault_results):
     assert t["status"] == "fail" and t["value"] == 91
 
 
+def test_hbm_temperature_is_judged_apart_from_the_die(fault_results):
+    """HBM at 97 C above a cool die (as recorded): the die alone would pass the node."""
+    t = _one(fault_results, "hbmhot", "gpu_temperature", "gpu6")
+    assert t["status"] == "fail" and "memory (HBM) at 97 C, limit 95 C" in t["message"]
+    assert t["value"] < 40  # the die reads as recorded: cool
+    ok = _one(fault_results, "hbmhot", "gpu_temperature", "gpu0")
+    assert ok["status"] == "pass" and "memory 39 C" in ok["message"]
+
+
 def test_power_brake_on_every_gpu(fault_results):
     rows = _rows(fault_results, "powerbrake", "gpu_throttle")
     assert len(rows) == 8 and all(r["status"] == "fail" for r in rows)

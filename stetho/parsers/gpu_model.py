@@ -100,7 +100,8 @@ class Gpu:
     max_mem_mhz: int | None = None
     reasons: ClockEventReasons = field(default_factory=ClockEventReasons)
     gpu_temp_c: float | None = None
-    memory_temp_c: float | None = None
+    memory_temp_c: float | None = None  # HBM/GDDR temperature, where the GPU reports it
+    memory_max_temp_c: float | None = None  # 'Memory Max Operating Temp' (absolute form)
     slowdown_temp_c: float | None = None
     shutdown_temp_c: float | None = None
     tlimit_temp_c: float | None = None

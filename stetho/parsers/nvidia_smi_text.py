@@ -215,6 +215,7 @@ def _gpu(index: int, bus: str, g: _Node, deprecations: bool = True) -> Gpu:
         reasons=_reasons(_section(g, "Clocks Event Reasons", "Clocks Throttle Reasons")),
         gpu_temp_c=_num(temp, "GPU Current Temp"),
         memory_temp_c=_num(temp, "Memory Current Temp"),
+        memory_max_temp_c=_num(temp, "Memory Max Operating Temp"),
         slowdown_temp_c=_num(temp, "GPU Slowdown Temp"),
         shutdown_temp_c=_num(temp, "GPU Shutdown Temp"),
         tlimit_temp_c=_num(temp, "GPU T.Limit Temp"),

@@ -208,6 +208,7 @@ def _gpu(index: int, el: ET.Element, deprecations: bool = True) -> Gpu:
         reasons=_reasons(el),
         gpu_temp_c=_num(temp, "gpu_temp"),
         memory_temp_c=_num(temp, "memory_temp"),
+        memory_max_temp_c=_num(temp, "gpu_temp_max_mem_threshold"),
         slowdown_temp_c=_num(temp, "gpu_temp_slow_threshold"),
         shutdown_temp_c=_num(temp, "gpu_temp_max_threshold"),
         tlimit_temp_c=_num(temp, "gpu_temp_tlimit"),

@@ -228,6 +228,12 @@ def power_brake(d: NodeDraft, arg: str | None) -> None:
             d.smi.set(g, ("Clocks", name), f"{IDLE_SM_MHZ} MHz")
 
 
+def hbm_hot(d: NodeDraft, arg: str | None) -> None:
+    """A GPU whose HBM runs at 97 C while the die reads as recorded (about 30 C): a memory stack
+    losing its thermal contact (the recording's HBM reads 39 C)."""
+    d.smi.set(_gpu_arg(arg, 6, d), ("Temperature", "Memory Current Temp"), "97 C")
+
+
 def nvlink_down(d: NodeDraft, arg: str | None) -> None:
     d.nvlink_down.add((_gpu_arg(arg, 0, d), 7))
 
@@ -314,6 +320,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           thermal_slowdown, "gpuN"),
     Fault("power-brake", "HW power brake slowdown on all GPUs, SM clocks held at 86 MHz (the "
           "H100 output's recorded state)", power_brake),
+    Fault("hbm-hot", "a GPU's HBM at 97 C, the die cool (default gpu6)", hbm_hot, "gpuN"),
     Fault("nvlink-down", "NVLink 7 of a GPU inactive (default gpu0)", nvlink_down, "gpuN"),
     Fault("nvlink-errors", "NVLink 3 of a GPU with 2400 replay, 12 recovery and 1800 CRC "
           "errors, still up (default gpu2)", nvlink_errors, "gpuN"),

@@ -276,6 +276,6 @@ def _temperature(parent: ET.Element, g: Gpu) -> None:
     _leaf(temp, "gpu_target_temperature", NA)
     _leaf(temp, "memory_temp", _f(g.memory_temp_c, "C"))
     if absolute:
-        _leaf(temp, "gpu_temp_max_mem_threshold", NA)
+        _leaf(temp, "gpu_temp_max_mem_threshold", _f(g.memory_max_temp_c, "C"))
     if tlimit:
         _leaf(temp, "gpu_temp_max_mem_tlimit_threshold", NA)

@@ -121,6 +121,14 @@ def test_deprecated_is_not_na() -> None:
         parse(_read(A100).replace("<auto_boost>N/A</auto_boost>", "<auto_boost>Maybe</auto_boost>"))
 
 
+def test_memory_max_operating_temperature() -> None:
+    """The A100's HBM2e reports its own limit (gpu_temp_max_mem_threshold); others N/A."""
+    a100 = parse(_read(A100)).gpus[0]
+    assert (a100.memory_temp_c, a100.memory_max_temp_c) == (44.0, 95.0)
+    t4 = parse(_read(REAL / "01-nvidia-smi-xml" / "tesla-t4-drv515.xml")).gpus[0]
+    assert t4.memory_max_temp_c is None
+
+
 def test_a100_mig_file() -> None:
     report = parse(_read(A100))
     assert report.timestamp == "Fri Aug  4 11:44:30 2023"
