@@ -175,9 +175,7 @@ def _bench_metrics(n: CheckNode) -> list[Subject]:
     out = []
     for run in runs:
         if run.definition is None:
-            out.append(Subject(n, run.key, None, Unavailable(
-                "error", f"benchmark {run.name} ran, but no benchmarks/*.yml defines it now "
-                "(add its folder to STETHO_BENCHMARKS)", PLAN_PROBE + run.name)))
+            out.append(_undefined(n, run))
             continue
         for m in run.definition.metrics:
             sid = f"{run.key}.{m.name}"
@@ -187,6 +185,13 @@ def _bench_metrics(n: CheckNode) -> list[Subject]:
             else:
                 out.append(Subject(n, sid, BenchMetric(run, m)))
     return out
+
+
+def _undefined(n: CheckNode, run: BenchRun) -> Subject:
+    """A benchmark that ran but that no definition names now: its subject is an error."""
+    return Subject(n, run.key, None, Unavailable(
+        "error", f"benchmark {run.name} ran, but no benchmarks/*.yml defines it now "
+        "(add its folder to STETHO_BENCHMARKS)", PLAN_PROBE + run.name))
 
 
 def _bench_runs(n: CheckNode) -> list[Subject]:
@@ -200,9 +205,7 @@ def _bench_runs(n: CheckNode) -> list[Subject]:
     out = []
     for run in runs:
         if run.definition is None:
-            out.append(Subject(n, run.key, None, Unavailable(
-                "error", f"benchmark {run.name} ran, but no benchmarks/*.yml defines it now "
-                "(add its folder to STETHO_BENCHMARKS)", PLAN_PROBE + run.name)))
+            out.append(_undefined(n, run))
         elif run.skipped is not None:
             out.append(Subject(n, run.key, None, Unavailable("skip", run.skipped,
                                                              PLAN_PROBE + run.name)))
