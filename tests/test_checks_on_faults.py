@@ -256,7 +256,8 @@ def test_perfquery_reading_over_the_threshold_fails_where_sysfs_read_lower(fault
     grow, so 5000 is judged, and the message names perfquery as its source."""
     r = _one(fault_results, "pqhigher", "ib_counters", "mlx5_0:1")
     assert r["status"] == "fail"
-    assert "SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) (max 10)" in r["message"]
+    assert ("SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) since boot or its last "
+            "reset (max 10)") in r["message"]
     assert "cable/transceiver" in r["remediation"]
 
 

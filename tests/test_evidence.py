@@ -143,7 +143,9 @@ def test_kernel_release_is_read_from_this_machines_procfs():
     one among them when it was written): read a page at a time, it gives the release."""
     rec = run(KERNEL_RELEASE, Environment())
     assert rec.status == "ok", rec.reason
-    assert rec.files == {"/proc/sys/kernel/osrelease": os.uname().release + "\n"}
+    assert rec.files["/proc/sys/kernel/osrelease"] == os.uname().release + "\n"
+    boot = rec.files["/proc/sys/kernel/random/boot_id"]  # read with it: the counters' epoch
+    assert len(boot.strip().replace("-", "")) == 32
 
 
 def test_a_file_larger_than_one_chunk_is_read_whole_up_to_max_bytes(tmp_path):

@@ -89,7 +89,8 @@ def test_an_unknown_fec_is_judged_by_the_strictest_row_and_says_so(checked):
 def test_perfquery_reading_higher_than_sysfs_fails_naming_perfquery(checked):
     r = _r(checked, "pqhigher", "ib_counters", "mlx5_0:1")
     assert r.status == "fail"
-    assert "SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) (max 10)" in r.message
+    assert ("SymbolErrorCounter=5000 (perfquery -x; sysfs read 0) since boot or its last "
+            "reset (max 10)") in r.message
     assert "SymbolErrorCounter=5000 (perfquery -x; sysfs read 0)" in (r.evidence or "")
     others = [r for (c, s), r in checked[0]["pqhigher"].items()
               if c == "ib_counters" and s != "mlx5_0:1"]

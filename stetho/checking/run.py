@@ -93,13 +93,14 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         select: str | None = None, workers: int | str | None = None,
         verbose: bool = False, metrics: bool = True,
         progress: Callable[[int, int], None] | None = None,
-        history: Path | None = None) -> CheckRun:
+        history: Path | None = None, fleet: bool = True) -> CheckRun:
     """Evaluate the checks over in-memory `bundles` or bundle files/folders `evidence`.
 
     `workers` spreads the checks over processes with pytest-xdist (replay of many nodes).
     `metrics=False` drops the nodes' metrics from their summaries (nothing records them).
     `progress(done, total)` hears each check item finish.
     `history`: the database whose earlier readings give counters their window (read only).
+    `fleet=False` leaves out the fleet checks (a re-run of some node checks needs none).
     """
     from stetho import config
 
@@ -116,6 +117,8 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["--stetho-no-metrics"]
     if history is not None:
         args += ["--stetho-history", str(history)]
+    if not fleet:
+        args += ["--stetho-no-fleet"]
     args += ["-p", "stetho.checking.plugin"]
     if workers:
         # Spread over processes in batches: per-subject items would cost more in xdist's

@@ -275,10 +275,11 @@ def _judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None
     if not files:
         return
     run = checkrun.run(evidence=[str(p) for p in files.values()], metrics=False,
-                       select=" or ".join(WINDOWED_CHECKS), history=db)
+                       select=" or ".join(WINDOWED_CHECKS), history=db, fleet=False)
     judged: dict[str, list[Result]] = {}
     for r in run.results:
-        judged.setdefault(r.node, []).append(r)
+        if r.check in WINDOWED_CHECKS:  # -k selects by name: only these replace the node's
+            judged.setdefault(r.node, []).append(r)
     for name in files:
         st = hosts[name]
         if name not in judged:
