@@ -3,7 +3,9 @@
 Builds the database (about 37 million metric rows; kept with --keep for a later run), then
 prints: the insert time of one more sweep, the p50/p95 of `stetho history NODE --since 30d`
 (query and table render, in process; and the CLI's wall time with Python start-up, apart),
-the p50/p95 of the drift computation for one node, and the database size.
+the p50/p95 of the drift computation for one node, of the checks' counter window read for one
+node (the one query a node a run that `check --local` adds, stetho.checking.counter_history),
+and the database size.
 
     python bench/history.py [--nodes 1024] [--days 365] [--db /tmp/stetho-history-bench.db --keep]
 """
@@ -123,6 +125,16 @@ def main() -> None:
             d.append(time.perf_counter() - s)
         print(f"drift for one node ({len(sample)} nodes): p50 {pct(d, 50) * 1000:.1f} ms  "
               f"p95 {pct(d, 95) * 1000:.1f} ms   target <= 100 ms p95")
+    from stetho.checking import counter_history
+
+    w = []
+    for n in sample:
+        s = time.perf_counter()
+        window = counter_history.load(path, n, now + 4 * DAY, prof.counters.window_h * 3600)
+        w.append(time.perf_counter() - s)
+    print(f"counter window for one node, one query ({len(sample)} nodes, "
+          f"{sum(len(v) for v in window.readings.values())} readings the last): "
+          f"p50 {pct(w, 50) * 1000:.1f} ms  p95 {pct(w, 95) * 1000:.1f} ms")
     cli = []
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for n in sample[:7]:
