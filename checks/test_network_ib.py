@@ -64,7 +64,8 @@ def test_ib_port_state(ib_port: IbPort, facts: NodeFacts, profile: Profile,
     p = ib_port
     _expects(profile, p)
     rate = p.rate_gbps
-    want_rate = profile.ib.rate_gbps
+    group = profile.ib.group_of(p.device)
+    want_rate = group.rate_gbps if group and group.rate_gbps else profile.ib.rate_gbps
     verdict.measure(f"{p.state} {p.phys_state} {rate:g} Gb/s" if rate is not None
                     else f"{p.state} {p.phys_state}",
                     expected=f"{profile.ib.state} {profile.ib.phys_state}"

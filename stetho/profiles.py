@@ -64,6 +64,7 @@ class PortGroup:
     name: str
     devices: tuple[str, ...]
     link_layer: str
+    rate_gbps: float | None = None  # the group's own port rate, where not `ib.rate_gbps`
 
 
 #: FEC modes a pre-FEC BER row can name (stetho.parsers.mlxlink_model.FEC_MODES).
@@ -324,6 +325,20 @@ class BenchSpec:
 
 
 @dataclass(frozen=True)
+class RoceSpec:
+    """What a RoCE (Ethernet RDMA) port's lossless configuration and congestion should be:
+    the `roce` section. `congestion_max` counters (CNPs, ECN marks, PFC pauses) over their
+    limit within the counter window warn; `error_max` ones (out-of-sequence, sequence-error
+    NAKs, discards) fail. The checks judge only ports in a profile's Ethernet port groups."""
+
+    trust: str = "dscp"
+    pfc_priority: int = 3
+    ecn: bool = True
+    congestion_max: dict[str, int] = field(default_factory=dict)
+    error_max: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -338,6 +353,8 @@ class Profile:
     baseline: BaselineSpec = field(default_factory=BaselineSpec)
     fleet: FleetSpec = field(default_factory=FleetSpec)
     bench: BenchSpec = field(default_factory=BenchSpec)
+    #: None: the profile has no `roce` section, and the RoCE checks do not apply
+    roce: RoceSpec | None = None
 
     def reference_fingerprint(self) -> dict[str, str]:
         """What the baseline was measured on: the recorded fingerprint, else the versions the
@@ -393,7 +410,7 @@ def _chain(path: Path, seen: tuple[Path, ...]) -> list[yamlconf.Doc]:
 
 
 _SECTIONS = ("gpu", "host", "ib", "versions", "nccl", "drift", "counters", "baseline", "fleet",
-             "bench")
+             "bench", "roce")
 _TOP = {"profile", "extends", "description", *_SECTIONS}
 
 
@@ -416,7 +433,21 @@ def _build(docs: list[yamlconf.Doc]) -> Profile:
         baseline=_baseline(top.section("baseline")),
         fleet=_fleet(top.section("fleet")),
         bench=_bench(top.section("bench")),
+        roce=_roce(top.section("roce")) if top.has("roce") else None,
     )
+
+
+def _roce(s: yamlconf.Section) -> RoceSpec:
+    spec = RoceSpec(trust=s.get("trust", str, RoceSpec.trust),
+                    pfc_priority=s.get("pfc_priority", int, RoceSpec.pfc_priority,
+                                       within=(0, 7)),
+                    ecn=s.get("ecn", bool, RoceSpec.ecn),
+                    congestion_max=_counter_map(s, "congestion_max"),
+                    error_max=_counter_map(s, "error_max"))
+    if spec.trust not in ("dscp", "pcp"):
+        s.fail(f"roce.trust must be dscp or pcp, got {spec.trust!r}", "trust")
+    s.check_unknown()
+    return spec
 
 
 #: The defaults, once: every loader below reads its fallbacks from these.
@@ -680,7 +711,8 @@ def _port_groups(s: yamlconf.Section) -> tuple[PortGroup, ...]:
         devices = g.str_list("devices")
         if not devices:
             g.fail("a port group needs devices: [glob, ...]", "devices")
-        out.append(PortGroup(str(name), devices, g.require("link_layer", str)))
+        out.append(PortGroup(str(name), devices, g.require("link_layer", str),
+                             g.get("rate_gbps", float, above=0)))
         g.check_unknown()
     return tuple(out)
 

@@ -25,7 +25,8 @@ def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
         extra = (P.nccl_probe(profile.nccl.argv, profile.nccl.timeout_s),)
     elif profile.nccl.saved_output:
         extra = (P.nccl_saved_probe(profile.nccl.saved_output),)
-    return P.BASE_PROBES + extra
+    roce = P.ROCE_PROBES if profile.roce is not None else ()
+    return P.BASE_PROBES + roce + extra
 
 
 UNFINISHED = "timed out: the check stopped before this probe finished (partial evidence)"
@@ -117,6 +118,9 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
             if shutil.which(p.argv[0], path=env.path) is None:
                 records[p.name] = ProbeRecord(p.name, "command", "missing", argv=p.argv,
                                               reason=f"{p.argv[0]} not found on PATH")
+            elif "{netdev}" in " ".join(p.argv):  # only the devices that have a netdev
+                nets = _netdevs(records.get("roce_sysfs"))
+                bound += [P.for_device(p, d, nets[d]) for d in devices if d in nets]
             else:
                 bound += [P.for_device(p, d) for d in devices]
         if partial is not None:
@@ -147,6 +151,14 @@ def _rdma_devices(rec: ProbeRecord | None) -> list[str]:
         return []
     names = {p.split("/")[4] for p in rec.files if p.startswith("/sys/class/infiniband/")}
     return sorted(names)
+
+
+def _netdevs(rec: ProbeRecord | None) -> dict[str, str]:
+    """RDMA device -> its netdev, from /sys/class/infiniband/<dev>/device/net/<netdev>/..."""
+    if rec is None or rec.status != "ok":
+        return {}
+    parts = (p.split("/") for p in rec.files if p.startswith("/sys/class/infiniband/"))
+    return {q[4]: q[7] for q in parts if len(q) > 8 and q[5:7] == ["device", "net"]}
 
 
 def _ibstat_devices(rec: ProbeRecord | None) -> list[str]:

@@ -89,6 +89,21 @@ HOST_PRESSURE = Probe("host_pressure", globs=("/proc/pressure/io", "/proc/pressu
                                              "/proc/pressure/cpu", "/proc/meminfo"),
                       description="I/O and memory stall (PSI), swap use")
 
+#: RoCE (Ethernet RDMA): collected where the profile has a `roce` section. `{netdev}` is the
+#: RDMA device's network interface, from /sys/class/infiniband/<dev>/device/net/<netdev>.
+ROCE_SYSFS = Probe("roce_sysfs", globs=(
+    f"{IB}/*/device/net/*/ifindex", f"{IB}/*/ports/*/hw_counters/*",
+    "/sys/class/net/*/ecn/roce_np/enable/*", "/sys/class/net/*/ecn/roce_rp/enable/*",
+), description="RoCE: each RDMA device's netdev, its CNP/ECN/sequence-error hw_counters, and "
+   "ECN (DCQCN) enabled per priority as notification and reaction point")
+ETHTOOL_STATS = Probe("ethtool_stats", ("ethtool", "-S", "{netdev}"), timeout_s=20,
+                      per_device=True, description="RoCE: the netdev's PFC pause frames and "
+                      "physical discards (mlx5 `ethtool -S`)")
+MLNX_QOS = Probe("mlnx_qos", ("mlnx_qos", "-i", "{netdev}"), timeout_s=20, per_device=True,
+                 description="RoCE: trust state (dscp/pcp) and PFC-enabled priorities "
+                 "(MLNX_OFED/DOCA mlnx_qos)")
+ROCE_PROBES: tuple[Probe, ...] = (ROCE_SYSFS, ETHTOOL_STATS, MLNX_QOS)
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
@@ -97,12 +112,13 @@ BASE_PROBES: tuple[Probe, ...] = (
 )
 
 
-def for_device(probe: Probe, device: str) -> Probe:
-    """A per-device probe bound to one device: its record is named 'mlxlink:mlx5_0'."""
+def for_device(probe: Probe, device: str, netdev: str = "") -> Probe:
+    """A per-device probe bound to one device (and its netdev, for `{netdev}`): its record is
+    named 'mlxlink:mlx5_0'."""
     from dataclasses import replace
 
     def bind(argv: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(a.replace("{device}", device) for a in argv)
+        return tuple(a.replace("{device}", device).replace("{netdev}", netdev) for a in argv)
 
     return replace(probe, name=f"{probe.name}:{device}", per_device=False,
                    argv=bind(probe.argv), fallbacks=tuple(bind(a) for a in probe.fallbacks))

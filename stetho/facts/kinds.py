@@ -41,6 +41,17 @@ def _counter(trend: bool = False) -> MetricKind:
     return MetricKind("counter", resolution=1.0, trend=trend)
 
 
+#: The RoCE counters history records (stetho.facts.metrics, check "roce"): CNPs and ECN marks,
+#: sequence errors and timeouts (hw_counters); PFC pauses per priority, pause storms and
+#: physical discards (mlx5 ethtool -S).
+ROCE_COUNTERS = (
+    "np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets", "out_of_sequence",
+    "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err", "rx_icrc_encapsulated",
+    *(f"{d}_prio{p}_pause" for p in range(8) for d in ("rx", "tx")),
+    "rx_pause_ctrl_phy", "tx_pause_ctrl_phy", "rx_discards_phy", "tx_discards_phy",
+    "tx_pause_storm_warning_events", "tx_pause_storm_error_events",
+)
+
 _TEMPERATURE = MetricKind("gauge", resolution=1.0, min_change=3.0, rhythm="daily")
 
 #: The shipped table: every metric stetho.facts.metrics.extract can produce is declared here
@@ -88,6 +99,9 @@ TABLE: dict[str, MetricKind] = {
     "throttle_hw_thermal_us": _counter(),
     "throttle_hw_power_brake_us": _counter(),
     "throttle_sw_thermal_us": _counter(),
+    # RoCE congestion and loss (stetho.facts.roce): the RDMA hw_counters and the netdev's
+    # ethtool -S counters, judged by their growth within the window by roce_congestion.
+    **{name: _counter() for name in ROCE_COUNTERS},
     # The boot id as a number: no level to compare, it marks the counters' epochs.
     "boot_id": MetricKind("epoch"),
 }

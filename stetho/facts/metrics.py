@@ -68,7 +68,7 @@ def extract(facts: NodeFacts) -> list[Metric]:
     boot = window.boot_id(facts)
     if boot is not None:  # marks the epoch of every counter below (stetho.facts.window)
         out.append(Metric("host", "", "boot_id", boot))
-    for part in (_gpus, _nvlink, _ib, _nccl, _kernel):
+    for part in (_gpus, _nvlink, _ib, _roce, _nccl, _kernel):
         try:
             out.extend(part(facts))
         except Unavailable:
@@ -143,6 +143,26 @@ def _ib(f: NodeFacts) -> list[Metric]:
     for d in ports:
         if d.pre_fec_ber is not None:
             out.append(Metric("ib", f"{d.device}:{d.port}", "pre_fec_ber", d.pre_fec_ber))
+    return out
+
+
+def _roce(f: NodeFacts) -> list[Metric]:
+    """The RoCE counters roce_congestion judges, for its window: Ethernet ports only, where
+    the RoCE probes were collected (a profile with a `roce` section)."""
+    from stetho.facts import roce
+
+    if "roce_sysfs" not in f.bundle.probes:
+        return []
+    out = []
+    for p in f.ib_ports():
+        if p.link_layer != "Ethernet":
+            continue
+        try:
+            values = roce.counters(f, p)
+        except Unavailable:  # the check names why; history keeps what could be read
+            continue
+        out += [Metric("roce", p.id, k, float(values[k])) for k in kinds.ROCE_COUNTERS
+                if k in values]
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import render
+from stetho.sim import render, roce
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -86,6 +86,9 @@ class NodeDraft:
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
+        #: RoCE ports (stetho.sim.roce): device -> counter -> value, the trust state, ECN off
+        self.roce_counters: dict[str, dict[str, int]] = {}
+        self.roce_trust, self.roce_ecn_off = "dscp", False
         self.faults: list[str] = []
         self._healthy()
 
@@ -246,6 +249,7 @@ class NodeDraft:
             "nvlink-e.txt": render.nvlink_errors(gpus, self.nvlink_counters),
             "dmesg.tsv": self._dmesg_data(),
             **self._ib_tools(),
+            **roce.write(self),
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
             "all_reduce_perf.txt": nccl,
             "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),
@@ -323,6 +327,8 @@ class NodeDraft:
             "nvbandwidth": [("*", "nvbandwidth.txt")],
             "mlxlink": [],
             "perfquery": [],
+            "ethtool": [],  # ethtool -S <netdev>, mlnx_qos -i <netdev>: that netdev's output
+            "mlnx_qos": [],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -341,6 +347,10 @@ class NodeDraft:
                          "exec awk -F '\\t' -v now=\"$now\" '{ t = now - $1; us = $2; "
                          'sub(/^[^\\t]*\\t[^\\t]*\\t/, ""); printf "%s,%s+00:00 %s\\n", '
                          'strftime("%Y-%m-%dT%H:%M:%S", t, 1), us, $0 }\' "$D/dmesg.tsv"']
+            elif tool in ("ethtool", "mlnx_qos"):
+                data = f'"$D/{"ethtool-S" if tool == "ethtool" else tool}-$2.txt"'
+                body += [f'[ -f {data} ] && exec cat {data}',
+                         f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

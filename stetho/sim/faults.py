@@ -355,8 +355,15 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.perfquery_garbage, "device"),
     Fault("no-ib-sysfs", "no /sys/class/infiniband (a container): ibstat and perfquery only",
           ff.no_ib_sysfs),
-    Fault("roce", "every ConnectX-7 port runs Ethernet (RoCE) under the InfiniBand profile",
-          ff.roce),
+    Fault("roce", "every ConnectX-7 port runs Ethernet (RoCE): a RoCE node (healthy under "
+          "h100-roce-8gpu, a wrong link layer under the InfiniBand profile)", ff.roce),
+    Fault("roce-pfc-storm", "a RoCE node whose port's PFC pause counters climb by the million "
+          "(default mlx5_4)", ff.roce_pfc_storm, "device"),
+    Fault("roce-out-of-sequence", "a RoCE node losing packets: out_of_sequence and "
+          "packet_seq_err on a port (default mlx5_4)", ff.roce_out_of_sequence, "device"),
+    Fault("roce-trust-pcp", "a RoCE node whose ports trust pcp instead of dscp",
+          ff.roce_trust_pcp),
+    Fault("roce-ecn-off", "a RoCE node with ECN off on priority 3", ff.roce_ecn_off),
     Fault("ibstat-disagrees", "ibstat says a port is Down/Polling, sysfs says Active (default "
           "mlx5_5)", ff.ibstat_disagrees, "device"),
     Fault("rcv-errors", "512 PortRcvErrors, perfquery -E names them malformed packets (default "

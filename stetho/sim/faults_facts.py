@@ -159,3 +159,36 @@ def perfquery_higher(d: NodeDraft, arg: str | None) -> None:
     """perfquery -x reads 5000 SymbolErrorCounter on one HCA while its sysfs counter reads 0
     (the two are read moments apart; counters only grow, so the higher one is judged)."""
     d.perfquery_counters.setdefault(_device(arg, "mlx5_0", d), {})["SymbolErrorCounter"] = 5000
+
+
+def _roce_port(d: NodeDraft, arg: str | None) -> str:
+    """A RoCE node (every ConnectX-7 port Ethernet) and the port a fault is on."""
+    roce(d, None)
+    return _device(arg, "mlx5_4", d)
+
+
+def roce_pfc_storm(d: NodeDraft, arg: str | None) -> None:
+    """PFC pause frames on priority 3 by the million on one port (a receiver that stopped
+    draining pauses its peer), with the storm warning the NIC raises."""
+    d.roce_counters.setdefault(_roce_port(d, arg), {}).update(
+        {"rx_prio3_pause": 4_812_337, "tx_prio3_pause": 2_950_112,
+         "rx_prio3_pause_duration": 91_442_000, "tx_pause_storm_warning_events": 3})
+
+
+def roce_out_of_sequence(d: NodeDraft, arg: str | None) -> None:
+    """Packets lost on the lossless priority: out-of-sequence receives and sequence-error
+    NAKs on one port."""
+    d.roce_counters.setdefault(_roce_port(d, arg), {}).update(
+        {"out_of_sequence": 18_244, "packet_seq_err": 9_127})
+
+
+def roce_trust_pcp(d: NodeDraft, arg: str | None) -> None:
+    """mlnx_qos reports `Priority trust state: pcp` (the NIC's default) on every port."""
+    roce(d, None)
+    d.roce_trust = "pcp"
+
+
+def roce_ecn_off(d: NodeDraft, arg: str | None) -> None:
+    """ECN disabled on priority 3 (roce_np and roce_rp) on every port: no DCQCN."""
+    roce(d, None)
+    d.roce_ecn_off = True

@@ -1,0 +1,87 @@
+"""What a simulated node's RoCE ports show: written for every port whose link layer is Ethernet
+(the `roce` fault switches the compute ports; mlx5_bond_0 is Ethernet in the recording).
+
+- sysfs: `/sys/class/infiniband/<dev>/device/net/<netdev>/ifindex`, the RoCE-mode hw_counters
+  the recorded InfiniBand-mode tree lacks (np_cnp_sent, rp_cnp_handled,
+  np_ecn_marked_roce_packets, rp_cnp_ignored; the loss counters are the recording's own), and
+  `/sys/class/net/<netdev>/ecn/roce_{np,rp}/enable/<prio>` = 1 as NVIDIA's defaults set them.
+- `mlnx_qos -i <netdev>`: the real recorded output (fixtures/real/14-roce), trust dscp and PFC
+  on priority 3, with the trust state a fault sets.
+- `ethtool -S <netdev>`: mlx5's layout (`NIC statistics:`, five-space indent, `name: count`)
+  with the real recorded pause/PCI lines (fixtures/real/14-roce) and the per-priority pause
+  and physical discard counters mlx5 prints, all 0 on an idle healthy port unless a fault
+  sets them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stetho.sim.draft import NodeDraft
+
+QOS = "14-roce/mlnx_qos-cx-100g-dscp-pfc3-firmware-dcbx.txt"
+ETHTOOL = "14-roce/ethtool-S-mlx5-cx4lx-25g-pause-pci-grep-EXCERPT.txt"
+RDMA_MODE_COUNTERS = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets",
+                      "rp_cnp_ignored")
+
+
+def netdev_name(device: str) -> str:
+    """mlx5_4 -> ens4np0 (the predictable-name shape of a ConnectX port), mlx5_bond_0 ->
+    bond0."""
+    if device.startswith("mlx5_bond_"):
+        return "bond" + device.rsplit("_", 1)[1]
+    return f"ens{device.rsplit('_', 1)[1]}np0"
+
+
+def ethernet_devices(d: NodeDraft) -> list[str]:
+    root = d.sysroot / "sys/class/infiniband"
+    return sorted(p.parent.parent.parent.name for p in root.glob("*/ports/1/link_layer")
+                  if p.read_text().strip() == "Ethernet")
+
+
+def write(d: NodeDraft) -> dict[str, str]:
+    """The sysfs files (into the sysroot) and the data files of the ethtool and mlnx_qos
+    shims (returned: name -> content) for each Ethernet port."""
+    files: dict[str, str] = {}
+    qos = d.real(QOS).replace("Priority trust state: dscp",
+                              f"Priority trust state: {d.roce_trust}")
+    recorded = [ln for ln in d.real(ETHTOOL).splitlines() if ln.strip()]
+    for i, dev in enumerate(ethernet_devices(d)):
+        net = netdev_name(dev)
+        ib = d.sysroot / "sys/class/infiniband" / dev
+        _write(ib / f"device/net/{net}/ifindex", f"{4 + i}\n")
+        over = d.roce_counters.get(dev, {})
+        for name in RDMA_MODE_COUNTERS:
+            _write(ib / f"ports/1/hw_counters/{name}", f"{over.get(name, 0)}\n")
+        for name, value in over.items():
+            if (ib / f"ports/1/hw_counters/{name}").exists():
+                _write(ib / f"ports/1/hw_counters/{name}", f"{value}\n")
+        for role in ("roce_np", "roce_rp"):
+            for prio in range(8):
+                on = not (d.roce_ecn_off and prio == 3)
+                _write(d.sysroot / f"sys/class/net/{net}/ecn/{role}/enable/{prio}",
+                       "1\n" if on else "0\n")
+        stats = {ln.split(":")[0].strip(): ln for ln in recorded}
+        for prio in range(8):
+            for side in ("rx", "tx"):
+                for suffix in ("pause", "pause_duration"):
+                    stats.setdefault(f"{side}_prio{prio}_{suffix}", "")
+        for name in ("rx_discards_phy", "tx_discards_phy"):
+            stats.setdefault(name, "")
+        lines = ["NIC statistics:"]
+        for name, line in stats.items():
+            if name in over:
+                line = f"     {name}: {over[name]}"
+            lines.append(line or f"     {name}: 0")
+        files[f"ethtool-S-{net}.txt"] = "\n".join(lines) + "\n"
+        files[f"mlnx_qos-{net}.txt"] = qos
+    return files
+
+
+def _write(path: object, text: str) -> None:
+    from pathlib import Path
+
+    assert isinstance(path, Path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
