@@ -15,10 +15,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from stetho.sim.draft import NodeDraft
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 QOS = "14-roce/mlnx_qos-cx-100g-dscp-pfc3-firmware-dcbx.txt"
 ETHTOOL = "14-roce/ethtool-S-mlx5-cx4lx-25g-pause-pci-grep-EXCERPT.txt"
@@ -34,24 +32,27 @@ def netdev_name(device: str) -> str:
     return f"ens{device.rsplit('_', 1)[1]}np0"
 
 
-def ethernet_devices(d: NodeDraft) -> list[str]:
-    root = d.sysroot / "sys/class/infiniband"
+def ethernet_devices(sysroot: Path) -> list[str]:
+    root = sysroot / "sys/class/infiniband"
     return sorted(p.parent.parent.parent.name for p in root.glob("*/ports/1/link_layer")
                   if p.read_text().strip() == "Ethernet")
 
 
-def write(d: NodeDraft) -> dict[str, str]:
+def write(sysroot: Path, real: Callable[[str], str],
+          counters: Mapping[str, Mapping[str, int]], trust: str, ecn_off: bool
+          ) -> dict[str, str]:
     """The sysfs files (into the sysroot) and the data files of the ethtool and mlnx_qos
-    shims (returned: name -> content) for each Ethernet port."""
+    shims (returned: name -> content) for each Ethernet port. `counters`: device -> counter
+    -> the value a fault sets; `trust`: what mlnx_qos reports; `ecn_off`: ECN off on
+    priority 3."""
     files: dict[str, str] = {}
-    qos = d.real(QOS).replace("Priority trust state: dscp",
-                              f"Priority trust state: {d.roce_trust}")
-    recorded = [ln for ln in d.real(ETHTOOL).splitlines() if ln.strip()]
-    for i, dev in enumerate(ethernet_devices(d)):
+    qos = real(QOS).replace("Priority trust state: dscp", f"Priority trust state: {trust}")
+    recorded = [ln for ln in real(ETHTOOL).splitlines() if ln.strip()]
+    for i, dev in enumerate(ethernet_devices(sysroot)):
         net = netdev_name(dev)
-        ib = d.sysroot / "sys/class/infiniband" / dev
+        ib = sysroot / "sys/class/infiniband" / dev
         _write(ib / f"device/net/{net}/ifindex", f"{4 + i}\n")
-        over = d.roce_counters.get(dev, {})
+        over = counters.get(dev, {})
         for name in RDMA_MODE_COUNTERS:
             _write(ib / f"ports/1/hw_counters/{name}", f"{over.get(name, 0)}\n")
         for name, value in over.items():
@@ -59,8 +60,8 @@ def write(d: NodeDraft) -> dict[str, str]:
                 _write(ib / f"ports/1/hw_counters/{name}", f"{value}\n")
         for role in ("roce_np", "roce_rp"):
             for prio in range(8):
-                on = not (d.roce_ecn_off and prio == 3)
-                _write(d.sysroot / f"sys/class/net/{net}/ecn/{role}/enable/{prio}",
+                on = not (ecn_off and prio == 3)
+                _write(sysroot / f"sys/class/net/{net}/ecn/{role}/enable/{prio}",
                        "1\n" if on else "0\n")
         stats = {ln.split(":")[0].strip(): ln for ln in recorded}
         for prio in range(8):
@@ -79,9 +80,6 @@ def write(d: NodeDraft) -> dict[str, str]:
     return files
 
 
-def _write(path: object, text: str) -> None:
-    from pathlib import Path
-
-    assert isinstance(path, Path)
+def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
