@@ -86,7 +86,9 @@ class NodeDraft:
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
-        #: RoCE ports (stetho.sim.roce): device -> counter -> value, the trust state, ECN off
+        #: A RoCE node (the roce faults): its Ethernet ports get RoCE outputs (stetho.sim.roce),
+        #: with device -> counter -> value, the trust state and ECN off as faults set them
+        self.roce_node = False
         self.roce_counters: dict[str, dict[str, int]] = {}
         self.roce_trust, self.roce_ecn_off = "dscp", False
         self.faults: list[str] = []
@@ -249,8 +251,8 @@ class NodeDraft:
             "nvlink-e.txt": render.nvlink_errors(gpus, self.nvlink_counters),
             "dmesg.tsv": self._dmesg_data(),
             **self._ib_tools(),
-            **roce.write(self.sysroot, self.real, self.roce_counters, self.roce_trust,
-                         self.roce_ecn_off),
+            **(roce.write(self.sysroot, self.real, self.roce_counters, self.roce_trust,
+                          self.roce_ecn_off) if self.roce_node else {}),
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
             "all_reduce_perf.txt": nccl,
             "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),

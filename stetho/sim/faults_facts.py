@@ -106,6 +106,7 @@ def no_ib_sysfs(d: NodeDraft, arg: str | None) -> None:
 
 def roce(d: NodeDraft, arg: str | None) -> None:
     """Every ConnectX-7 port runs Ethernet (RoCE): a RoCE node under an InfiniBand profile."""
+    d.roce_node = True  # its Ethernet ports get RoCE counters, QoS and ECN (stetho.sim.roce)
     for layer in (d.sysroot / "sys/class/infiniband").glob("mlx5_[0-9]*/ports/*/link_layer"):
         layer.write_text("Ethernet\n")
 

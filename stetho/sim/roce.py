@@ -1,5 +1,6 @@
-"""What a simulated node's RoCE ports show: written for every port whose link layer is Ethernet
-(the `roce` fault switches the compute ports; mlx5_bond_0 is Ethernet in the recording).
+"""What a simulated RoCE node's ports show (a node built with a `roce*` fault, which switches
+the compute ports to Ethernet): written for every Ethernet port, mlx5_bond_0 included (Ethernet
+in the recording). An InfiniBand node keeps the recorded tree as it is.
 
 - sysfs: `/sys/class/infiniband/<dev>/device/net/<netdev>/ifindex`, the RoCE-mode hw_counters
   the recorded InfiniBand-mode tree lacks (np_cnp_sent, rp_cnp_handled,
