@@ -86,3 +86,51 @@ def test_unreadable_output_is_never_a_pass(results, probe):
     worse = [r for r in results[f"garble-{probe}"] if r.status in ("error", "warn", "fail")
              and r.check in passed]
     assert worse, f"garbage in probe {probe} left every check passing"
+
+
+# -- the RoCE probes: collected on a profile with a `roce` section, judged on a RoCE node --------
+
+ROCE_PROBES = [p.name for p in P.ROCE_PROBES]
+
+
+@pytest.fixture(scope="module")
+def roce_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
+    from stetho import profiles
+    from stetho.checking.run import run
+    from stetho.evidence import collect
+    from stetho.sim.builder import build_node
+
+    root = tmp_path_factory.mktemp("roce-probes") / "r"
+    build_node(root, "r", ["roce"])
+    env, node = collect.sim_environment(str(root))
+    healthy = collect.collect(profiles.load("h100-roce-8gpu"), replace(env, timeout_cap=5.0),
+                              node)
+    bundles = [healthy]
+    by_name = {p.name: p for p in P.ROCE_PROBES}
+    for probe in ROCE_PROBES:
+        names = _records(healthy, probe)
+        assert names, f"probe {probe} is not collected on the simulated RoCE node"
+        dropped = {k: v for k, v in healthy.probes.items() if k not in names}
+        bundles.append(replace(healthy, node=f"drop-{probe}", probes=dropped))
+        garbled = dict(healthy.probes)
+        for n in names:
+            garbled[n] = _garbled(garbled[n], by_name[probe])
+        bundles.append(replace(healthy, node=f"garble-{probe}", probes=garbled))
+    by_node: dict[str, list] = {b.node: [] for b in bundles}
+    for r in run(bundles, profile="h100-roce-8gpu", select="roce_").results:
+        if r.check in ("roce_congestion", "roce_qos"):
+            by_node[r.node].append(r)
+    return by_node
+
+
+def test_the_healthy_roce_node_passes_the_roce_checks(roce_results):
+    assert roce_results["r"] and {r.status for r in roce_results["r"]} == {"pass"}
+
+
+@pytest.mark.parametrize("probe", ROCE_PROBES)
+def test_a_roce_check_reads_every_roce_probe(roce_results, probe):
+    errors = [r for r in roce_results[f"drop-{probe}"] if r.status == "error"
+              and f"probe {probe}" in r.message and "was not collected" in r.message]
+    assert errors, f"no check consumes probe {probe}"
+    garbled = [r for r in roce_results[f"garble-{probe}"] if r.status in ("error", "fail")]
+    assert garbled, f"garbage in probe {probe} left every RoCE check passing"
