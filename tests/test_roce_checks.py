@@ -156,3 +156,17 @@ def test_the_same_counts_read_before_the_window_pass(bundles, tmp_path: Path) ->
     r = _one(_run(_as_one_node(bundles, "storm"), history=db), "roce_congestion", "mlx5_4:1")
     assert r.status == "pass", r.message
     assert "judged on growth within 24 h" in r.message
+
+
+def test_roce_metrics_are_declared_counters(bundles) -> None:
+    """History records the RoCE counters under check "roce", each declared a counter in
+    stetho.facts.kinds (drift judges their growth; the window reads them back)."""
+    from stetho.facts import kinds, metrics
+    from stetho.facts.node import NodeFacts
+
+    rows = [m for m in metrics.extract(NodeFacts(bundles["storm"])) if m.check == "roce"]
+    assert {m.subject for m in rows} >= {"mlx5_0:1", "mlx5_4:1", "mlx5_bond_0:1"}
+    assert all(kinds.TABLE[m.metric].kind == "counter" for m in rows)
+    storm = {m.metric: m.value for m in rows if m.subject == "mlx5_4:1"}
+    assert storm["rx_prio3_pause"] == 4_812_337 and storm["out_of_sequence"] == 0
+    assert not [m for m in metrics.extract(NodeFacts(bundles["ib"])) if m.check == "roce"]
