@@ -14,6 +14,7 @@ import pytest
 
 from stetho.facts.ib import port_counters
 from stetho.facts.node import Unavailable
+from stetho.facts.window import count
 from stetho.results import Limit
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def _over(name: str, counted: Counted, reading: Reading, limit: int) -> str:
     g = counted.growth
     if g is None:
         return f"{reading.describe(name)} since boot or its last reset (max {limit})"
-    return f"{name} +{g.delta:g} {g.span()} ({reading.describe(name)} now) (max {limit})"
+    return f"{name} +{count(g.delta)} {g.span()} ({reading.describe(name)} now) (max {limit})"
 
 
 def test_ib_port_count(node: NodeFacts,

@@ -144,6 +144,11 @@ def boot_number(boot_id: str) -> float | None:
         return None
 
 
+def count(v: float) -> str:
+    """A count as it was read: 4812340, not 4.81234e+06."""
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
 def when(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
@@ -164,8 +169,9 @@ class Counted:
         """'SymbolErrorCounter +4096 in the last 24 h (SymbolErrorCounter=4096 now)' or
         'SymbolErrorCounter=4096 since boot or its last reset'."""
         if self.growth is None:
-            return f"{name}={self.now:g} since boot or its last reset"
-        return f"{name} +{self.growth.delta:g} {self.growth.span()} ({name}={self.now:g} now)"
+            return f"{name}={count(self.now)} since boot or its last reset"
+        return f"{name} +{count(self.growth.delta)} {self.growth.span()} " \
+               f"({name}={count(self.now)} now)"
 
 
 class Windows:
