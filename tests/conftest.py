@@ -78,6 +78,10 @@ FAULT_NODES: dict[str, list[str]] = {
     "riser": ["riser"],
     "ncclsocket": ["nccl-socket"],
     "hostoom": ["host-oom"],
+    "fabric": ["fabric-not-started"],
+    "resetreq": ["reset-required"],
+    "persistoff": ["persistence-off"],
+    "powercap": ["power-capped"],
 }
 
 

@@ -1,0 +1,143 @@
+"""What the driver itself says about each GPU: its NVSwitch fabric, its own recovery verdict,
+and the settings the profile pins.
+
+- gpu_fabric: on an HGX/DGX node the GPUs reach each other only through NVSwitches that
+  nvidia-fabricmanager brings up; until the driver reports the GPU's fabric `Completed` with
+  status `Success`, CUDA initialisation fails or hangs ("not fit for a job"). Judged only where
+  the profile declares `gpu.nvswitch: true`; there an unknown (N/A) fabric state is an error.
+- gpu_driver_verdict: 535+ drivers print `GPU Reset Status` (Reset Required, Drain and Reset
+  Recommended) and 550+ a `GPU Recovery Action` (NVML's nvmlDeviceGetGpuRecoveryAction: None,
+  Reset, Reboot, Drain P2P, Drain and Reset, ...). The driver knows the GPU better than any
+  rule here: its words are believed and shown verbatim. A driver that reports neither skips.
+- gpu_settings: persistence mode, MIG mode, compute mode and the power cap, where the profile
+  pins them, each named with the `nvidia-smi` command that sets it; an ECC mode change pending
+  until the next reset warns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from stetho.checking.verdict import Verdict
+    from stetho.facts.node import NodeFacts
+    from stetho.parsers.gpu_model import Gpu
+    from stetho.profiles import Profile
+
+_PROBE = "nvidia-smi -q -x"
+_FM_GUIDE = "docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide"
+
+
+def _show(value: object) -> str:
+    return "N/A" if value is None else str(value)
+
+
+def test_gpu_fabric(gpu: Gpu, profile: Profile, verdict: Verdict) -> None:
+    state, status = gpu.fabric_state, gpu.fabric_status
+    verdict.measure(state, expected="Completed")
+    verdict.cite(f"{gpu.pci_bus_id}: Fabric State={_show(state)} Status={_show(status)} "
+                 f"CliqueId={_show(gpu.fabric_clique_id)} "
+                 f"ClusterUUID={_show(gpu.fabric_cluster_uuid)}", _PROBE)
+    if not profile.gpu.nvswitch:
+        pytest.skip(f"profile {profile.name} declares no NVSwitch fabric (gpu.nvswitch): the "
+                    "GPUs do not depend on a fabric manager")
+    fix = ("check the fabric manager: `systemctl status nvidia-fabricmanager` and "
+           "`journalctl -u nvidia-fabricmanager` (its version must match the driver's); restart "
+           "it, and if the state stays, reset the GPUs or reboot the node "
+           f"({_FM_GUIDE})")
+    if state is None:
+        verdict.error(f"nvidia-smi reports no fabric state for gpu{gpu.index} (N/A), but "
+                      f"profile {profile.name} declares an NVSwitch fabric", fix)
+    if state != "Completed":
+        verdict.fail(f"GPU fabric State {state}, Status {_show(status)}: the GPU has not "
+                     "joined the NVSwitch fabric, not fit for a job", fix)
+    if status is None:
+        verdict.error(f"fabric State Completed but no Status for gpu{gpu.index} (N/A)", fix)
+    if status != "Success":
+        verdict.fail(f"GPU fabric State Completed, Status {status}: the fabric manager "
+                     "failed to set up this GPU, not fit for a job", fix)
+    verdict.ok("fabric Completed, Success")
+
+
+def test_gpu_driver_verdict(gpu: Gpu, facts: NodeFacts, verdict: Verdict) -> None:
+    required, drain = gpu.reset_required, gpu.drain_and_reset_recommended
+    action = gpu.recovery_action
+    verdict.measure(action if action is not None else (None if required is None else
+                    ("Reset Required" if required else "None")), expected="None")
+    verdict.cite(f"{gpu.pci_bus_id}: Reset Required={_show(required)} Drain and Reset "
+                 f"Recommended={_show(drain)} GPU Recovery Action={_show(action)}", _PROBE)
+    if required is None and drain is None and action is None:
+        driver = facts.smi().driver_version or "version unknown"
+        pytest.skip(f"the driver ({driver}) does not report GPU "
+                    "Reset Status or GPU Recovery Action (N/A or absent): no verdict of its own")
+    said = []
+    if action is not None and action.lower() != "none":
+        said.append(f"GPU Recovery Action: {action}")
+    if required:
+        said.append("Reset Required: Yes")
+    if drain:
+        said.append("Drain and Reset Recommended: Yes")
+    if said:
+        words = (action or "").lower()
+        fix = ("reboot the node" if "reboot" in words else
+               "drain the node, stop the GPU's processes and reset it: "
+               f"`sudo nvidia-smi -r -i {gpu.pci_bus_id}`")
+        verdict.fail(f"the driver says: {'; '.join(said)}", fix + " (NVIDIA, GPU memory error "
+                     "management: error recovery and response flags)")
+    verdict.ok("the driver asks for no recovery action")
+
+
+def test_gpu_settings(gpu: Gpu, profile: Profile, verdict: Verdict) -> None:
+    spec, bus = profile.gpu, gpu.pci_bus_id
+    # (setting, pinned value, measured value, command that sets it)
+    pins: list[tuple[str, object, object, str]] = []
+    if spec.persistence_mode is not None:
+        pins.append(("persistence mode", spec.persistence_mode, gpu.persistence_mode,
+                     f"sudo nvidia-smi -i {bus} -pm {int(spec.persistence_mode)}"))
+    if spec.mig is not None:
+        pins.append(("MIG mode", spec.mig, gpu.mig_enabled,
+                     f"sudo nvidia-smi -i {bus} -mig {int(spec.mig)} (then reset the GPU)"))
+    if spec.compute_mode is not None:
+        pins.append(("compute mode", spec.compute_mode, gpu.compute_mode,
+                     f"sudo nvidia-smi -i {bus} -c {spec.compute_mode.upper()}"))
+    limit, default = gpu.power_limit_w, gpu.default_power_limit_w
+    verdict.measure(limit, "W", expected=f">= default {_show(default)} W"
+                    if spec.power_limit else None)
+    verdict.cite(f"{bus}: persistence={_show(gpu.persistence_mode)} "
+                 f"MIG={_show(gpu.mig_enabled)} compute mode={_show(gpu.compute_mode)} "
+                 f"power limit={_show(limit)} W default={_show(default)} W ECC current="
+                 f"{_show(gpu.ecc_enabled)} pending={_show(gpu.ecc_pending)}", _PROBE)
+    ecc_known = gpu.ecc_enabled is not None and gpu.ecc_pending is not None
+    if not pins and spec.power_limit is None and not ecc_known:
+        pytest.skip(f"profile {profile.name} pins no GPU setting and the driver reports no "
+                    "pending ECC mode")
+    unknown = [name for name, _, have, _ in pins if have is None]
+    if spec.power_limit == "default" and (limit is None or default is None):
+        unknown.append("power limit (enforced or default)")
+    if unknown:
+        verdict.error(f"nvidia-smi reports no {', '.join(unknown)} for gpu{gpu.index}, which "
+                      f"profile {profile.name} pins")
+    off = [(f"{name} is {_word(have)}, the profile pins {_word(want)}", cmd)
+           for name, want, have, cmd in pins if have != want]
+    if spec.power_limit == "default" and limit is not None and default is not None \
+            and limit < default:
+        off.append((f"power cap {limit:g} W is below the default limit {default:g} W",
+                    f"sudo nvidia-smi -i {bus} -pl {default:g}"))
+    if off:
+        verdict.fail("; ".join(m for m, _ in off), "; ".join(c for _, c in off))
+    if ecc_known and gpu.ecc_enabled != gpu.ecc_pending:
+        verdict.warn(f"ECC mode pending {_word(gpu.ecc_pending)}, current "
+                     f"{_word(gpu.ecc_enabled)}: a reset applies it",
+                     f"drain the node and reset the GPU: `sudo nvidia-smi -r -i {bus}`")
+        return
+    verdict.ok("settings as pinned" if pins or spec.power_limit else "no ECC mode change pending")
+
+
+def _word(value: object) -> str:
+    if value is True:
+        return "enabled"
+    if value is False:
+        return "disabled"
+    return _show(value)
