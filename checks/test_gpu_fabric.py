@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.facts import fabric
+from stetho.facts.base import Unavailable
+
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
     from stetho.facts.node import NodeFacts
@@ -141,3 +144,28 @@ def _word(value: object) -> str:
     if value is False:
         return "disabled"
     return _show(value)
+
+
+def test_fabric_manager(node: NodeFacts, profile: Profile, verdict: Verdict) -> None:
+    """nvidia-fabricmanager must run on an NVSwitch node: it trains the fabric at boot and after
+    every GPU reset, and handles NVSwitch errors while jobs run."""
+    if not profile.gpu.nvswitch:
+        pytest.skip(f"profile {profile.name} declares no NVSwitch fabric (gpu.nvswitch): no "
+                    "fabric manager is needed")
+    fix = ("`sudo systemctl enable --now nvidia-fabricmanager`; if it fails, read "
+           "`journalctl -u nvidia-fabricmanager` (its version must match the driver's) "
+           f"({_FM_GUIDE})")
+    try:
+        state = fabric.fabric_manager(node)
+    except Unavailable as u:
+        verdict.error(f"cannot tell whether nvidia-fabricmanager runs ({u.reason}), but profile "
+                      f"{profile.name} declares an NVSwitch fabric", fix)
+    verdict.measure(state.state, expected="active")
+    verdict.cite(f"nvidia-fabricmanager: {state.state}"
+                 + (f" (pids {', '.join(map(str, state.pids))})" if state.pids else ""),
+                 "systemctl is-active nvidia-fabricmanager" if state.source == "systemctl"
+                 else "pgrep -l -x nv-fabricmanager")
+    if not state.active:
+        verdict.fail(f"nvidia-fabricmanager is {state.state}: the NVSwitch fabric is not "
+                     "managed, not fit for a job", fix)
+    verdict.ok(f"nvidia-fabricmanager {state.state}")

@@ -79,6 +79,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "ncclsocket": ["nccl-socket"],
     "hostoom": ["host-oom"],
     "fabric": ["fabric-not-started"],
+    "fmdown": ["fabric-manager-down"],
     "resetreq": ["reset-required"],
     "persistoff": ["persistence-off"],
     "powercap": ["power-capped"],

@@ -37,7 +37,7 @@ def test_healthy_node_passes_everything(fault_results):
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
-                      "gpu_settings"}
+                      "gpu_settings", "fabric_manager"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -298,3 +298,13 @@ def test_power_capped(fault_results):
     assert r["subject"] == "gpu6" and r["value"] == 500.0
     assert "500 W is below the default limit 700 W" in r["message"]
     assert "-pl 700" in r["remediation"]
+
+
+def test_fabric_manager_down(fault_results):
+    r = _one(fault_results, "fmdown", "fabric_manager")
+    assert r["status"] == "fail" and r["value"] == "failed" and r["expected"] == "active"
+    assert "nvidia-fabricmanager is failed" in r["message"]
+    assert "systemctl enable --now nvidia-fabricmanager" in r["remediation"]
+    # the GPUs still read a trained fabric: only the service shows the fault
+    assert len(_rows(fault_results, "fmdown", "gpu_fabric", "pass")) == 8
+    assert _one(fault_results, "healthy", "fabric_manager")["status"] == "pass"

@@ -72,6 +72,10 @@ class NodeDraft:
         self.nvlink_counters: dict[tuple[int, int], dict[str, int]] = {}
         self.hang: set[str] = set()
         self.garbage: set[str] = set()
+        # The HGX H100's nvidia-fabricmanager unit: active on a healthy node (it trained the
+        # NVSwitches the recorded `Fabric: Completed/Success` says joined); its state as
+        # `systemctl is-active` prints it, which exits 3 for any state but active.
+        self.fabric_manager = "active"
         self.truncate_xml = False
         self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
         #: device -> mlxlink field ("Speed", "Width", "FEC") -> the text it prints instead
@@ -323,6 +327,7 @@ class NodeDraft:
             "nvbandwidth": [("*", "nvbandwidth.txt")],
             "mlxlink": [],
             "perfquery": [],
+            "systemctl": [],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -341,6 +346,11 @@ class NodeDraft:
                          "exec awk -F '\\t' -v now=\"$now\" '{ t = now - $1; us = $2; "
                          'sub(/^[^\\t]*\\t[^\\t]*\\t/, ""); printf "%s,%s+00:00 %s\\n", '
                          'strftime("%Y-%m-%dT%H:%M:%S", t, 1), us, $0 }\' "$D/dmesg.tsv"']
+            elif tool == "systemctl":  # systemctl is-active nvidia-fabricmanager
+                rc = 0 if self.fabric_manager == "active" else 3
+                body += ['[ "$*" = "is-active nvidia-fabricmanager" ] && '
+                         f'{{ echo {self.fabric_manager}; exit {rc}; }}',
+                         'echo "simulated systemctl: unsupported arguments: $*" >&2; exit 2']
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

@@ -370,6 +370,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.fec_unreported, "device"),
     Fault("fabric-not-started", "every GPU's NVSwitch fabric State Not Started (no fabric "
           "manager)", fb.fabric_not_started),
+    Fault("fabric-manager-down", "nvidia-fabricmanager failed (systemctl is-active: failed) "
+          "after training the fabric (GPUs still Completed)", fb.fabric_manager_down),
     Fault("reset-required", "the driver says Reset Required and Drain and Reset Recommended "
           "on a GPU (default gpu2)", fb.reset_required, "gpuN"),
     Fault("persistence-off", "persistence mode disabled on a GPU (default gpu1)",

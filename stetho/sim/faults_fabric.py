@@ -45,3 +45,11 @@ def power_capped(d: NodeDraft, arg: str | None) -> None:
     g = _gpu(arg, 6, d)
     d.smi.set(g, ("GPU Power Readings", "Current Power Limit"), "500.00 W")
     d.smi.set(g, ("GPU Power Readings", "Requested Power Limit"), "500.00 W")
+
+
+def fabric_manager_down(d: NodeDraft, arg: str | None) -> None:
+    """nvidia-fabricmanager exited on an error after it had trained the NVSwitches
+    (`systemctl is-active` prints `failed`): the GPUs still read Fabric Completed/Success, so
+    only the service state shows that nothing now handles NVSwitch errors or new GPU
+    partitions, nor trains the fabric again after a GPU reset."""
+    d.fabric_manager = "failed"
