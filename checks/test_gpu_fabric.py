@@ -16,17 +16,19 @@ and the settings the profile pins.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import pytest
 
-from stetho.facts import fabric
+from stetho.facts import fabric, xid_time
 from stetho.facts.base import Unavailable
 
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
     from stetho.facts.node import NodeFacts
     from stetho.parsers.gpu_model import Gpu
+    from stetho.parsers.sxid import SxidEvent
     from stetho.profiles import Profile
 
 _PROBE = "nvidia-smi -q -x"
@@ -169,3 +171,55 @@ def test_fabric_manager(node: NodeFacts, profile: Profile, verdict: Verdict) -> 
         verdict.fail(f"nvidia-fabricmanager is {state.state}: the NVSwitch fabric is not "
                      "managed, not fit for a job", fix)
     verdict.ok(f"nvidia-fabricmanager {state.state}")
+
+
+def test_nvswitch_sxid(node: NodeFacts, profile: Profile, verdict: Verdict) -> None:
+    """NVSwitch errors (SXids) in the kernel log: a Fatal one within `gpu.xid_window_h` before
+    collection (or at a time the line does not carry) fails, a Non-fatal one warns, an older
+    Fatal one warns as history. The severity is the driver's own word on the line; a code
+    without a cited row in stetho/facts/sxid_catalog.yml is an error."""
+    if not profile.gpu.nvswitch:
+        pytest.skip(f"profile {profile.name} declares no NVSwitch fabric (gpu.nvswitch): no "
+                    "SXid applies")
+    try:
+        log = node.kernel_log()
+    except Unavailable as u:
+        verdict.error(f"cannot read the kernel log for NVSwitch SXids ({u.reason}), but profile "
+                      f"{profile.name} declares an NVSwitch fabric")
+    now = xid_time.collected_at(node.bundle.collected_at)
+    window = timedelta(hours=profile.gpu.xid_window_h)
+    table = fabric.sxid_catalog()
+    old = [e for e in log.sxids if e.time is not None and now is not None
+           and now - e.time > window]
+    recent = [e for e in log.sxids if e not in old]
+    fatal = [e for e in recent if e.fatal]
+    verdict.measure(len(fatal), "fatal SXids", expected=0,
+                    threshold=f"Fatal within the {xid_time.window_words(window)}")
+    if log.sxids:
+        verdict.cite("\n".join(e.line for e in log.sxids[-20:]), "kernel log")
+    unknown = sorted({e.code for e in log.sxids if e.code not in table})
+    if unknown:
+        verdict.error(f"SXid {', '.join(map(str, unknown))} has no row in stetho's SXid table: "
+                      "cannot judge it", "look the code up in NVIDIA's Fabric Manager User "
+                      "Guide (NVSwitch SXid errors) and add a cited row to "
+                      "stetho/facts/sxid_catalog.yml")
+
+    def said(events: list[SxidEvent]) -> str:
+        return "; ".join(sorted({f"SXid {e.code} ({table[e.code].name}) on nvidia-nvswitch"
+                                 f"{e.switch}" + (f" link {e.link}" if e.link is not None else "")
+                                 for e in events}))
+
+    fix = ("drain the node; NVIDIA's recovery for a fatal NVSwitch error is a reset of the GPUs "
+           "and NVSwitches (reboot the node); if it recurs on the same link, reseat or replace "
+           f"the baseboard ({_FM_GUIDE}, NVSwitch SXid errors)")
+    if fatal:
+        verdict.fail(f"{len(fatal)} fatal NVSwitch error(s) {xid_time.stamp(fatal[-1].time, now)}"
+                     f": {said(fatal)}", fix)
+    warned = [e for e in recent if not e.fatal] + [e for e in old if e.fatal]
+    if warned:
+        verdict.warn(f"NVSwitch error(s) that do not stop a job: {said(warned)}",
+                     "watch the link's counters; a recurring SXid on one link points at the "
+                     "baseboard")
+        return
+    verdict.ok("no NVSwitch SXid in the kernel log" if not log.sxids else
+               "only NVSwitch SXids older than the window (non-fatal)")

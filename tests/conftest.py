@@ -80,6 +80,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "hostoom": ["host-oom"],
     "fabric": ["fabric-not-started"],
     "fmdown": ["fabric-manager-down"],
+    "sxid": ["sxid-fatal"],
     "resetreq": ["reset-required"],
     "persistoff": ["persistence-off"],
     "powercap": ["power-capped"],

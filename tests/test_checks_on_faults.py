@@ -37,7 +37,7 @@ def test_healthy_node_passes_everything(fault_results):
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
-                      "gpu_settings", "fabric_manager"}
+                      "gpu_settings", "fabric_manager", "nvswitch_sxid"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -308,3 +308,12 @@ def test_fabric_manager_down(fault_results):
     # the GPUs still read a trained fabric: only the service shows the fault
     assert len(_rows(fault_results, "fmdown", "gpu_fabric", "pass")) == 8
     assert _one(fault_results, "healthy", "fabric_manager")["status"] == "pass"
+
+
+def test_sxid_fatal(fault_results):
+    r = _one(fault_results, "sxid", "nvswitch_sxid")
+    assert r["status"] == "fail" and r["value"] == 2
+    assert "SXid 20034 (LTSSM Fault Up) on nvidia-nvswitch0 link 63" in r["message"]
+    assert "SXid 20034 (LTSSM Fault Up) on nvidia-nvswitch1 link 48" in r["message"]
+    assert "ago)" in r["message"] and "reboot" in r["remediation"]
+    assert _one(fault_results, "healthy", "nvswitch_sxid")["status"] == "pass"

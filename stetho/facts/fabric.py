@@ -5,7 +5,12 @@ same rules as every other fact."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import yaml
 
 from stetho.parsers import service_state
 
@@ -14,9 +19,26 @@ if TYPE_CHECKING:
     from stetho.parsers.service_state import ServiceState
 
 FABRIC_MANAGER = "fabric_manager"
+SXID_TABLE = Path(__file__).with_name("sxid_catalog.yml")
 
 
 def fabric_manager(facts: Facts) -> ServiceState:
     """Whether nvidia-fabricmanager runs (systemctl, or pgrep without systemd)."""
     return facts.parsed(FABRIC_MANAGER,
                         lambda: service_state.parse(facts.text(FABRIC_MANAGER)))
+
+
+@dataclass(frozen=True)
+class SxidRow:
+    code: int
+    name: str
+    meaning: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def sxid_catalog() -> dict[int, SxidRow]:
+    """The cited SXid rows (sxid_catalog.yml beside this module), by code."""
+    data = yaml.safe_load(SXID_TABLE.read_text(encoding="utf-8"))
+    return {int(r["code"]): SxidRow(int(r["code"]), str(r["name"]), str(r["meaning"]),
+                                    str(r["source"])) for r in data["sxids"]}

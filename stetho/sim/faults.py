@@ -372,6 +372,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "manager)", fb.fabric_not_started),
     Fault("fabric-manager-down", "nvidia-fabricmanager failed (systemctl is-active: failed) "
           "after training the fabric (GPUs still Completed)", fb.fabric_manager_down),
+    Fault("sxid-fatal", "an NVSwitch link down: the recorded SXid 20034 Fatal lines, 10 min "
+          "before collection", fb.sxid_fatal),
     Fault("reset-required", "the driver says Reset Required and Drain and Reset Recommended "
           "on a GPU (default gpu2)", fb.reset_required, "gpuN"),
     Fault("persistence-off", "persistence mode disabled on a GPU (default gpu1)",

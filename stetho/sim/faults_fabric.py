@@ -53,3 +53,15 @@ def fabric_manager_down(d: NodeDraft, arg: str | None) -> None:
     only the service state shows that nothing now handles NVSwitch errors or new GPU
     partitions, nor trains the fabric again after a GPU reset."""
     d.fabric_manager = "failed"
+
+
+#: The recorded fatal SXid (leptonai/gpud's quoted LTSSM Fault Up log, fixtures/real/05-kernel-
+#: log/dmesg-nvswitch-sxid-20034-fatal-ltssm-EXCERPT.log), its uptime stamp left to the shim.
+_SXID_LOG = "05-kernel-log/dmesg-nvswitch-sxid-20034-fatal-ltssm-EXCERPT.log"
+
+
+def sxid_fatal(d: NodeDraft, arg: str | None) -> None:
+    """An NVSwitch link went down 10 minutes before collection: the recorded SXid 20034 Fatal
+    line and its Severity/Data detail lines, as the nvswitch driver printed them."""
+    for raw in d.real(_SXID_LOG).splitlines()[:4]:
+        d.kernel_message(raw.split("] ", 1)[1], ago_s=600.0)
