@@ -84,6 +84,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "resetreq": ["reset-required"],
     "persistoff": ["persistence-off"],
     "powercap": ["power-capped"],
+    "eccpending": ["ecc-pending-off"],
 }
 
 

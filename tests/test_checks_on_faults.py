@@ -317,3 +317,11 @@ def test_sxid_fatal(fault_results):
     assert "SXid 20034 (LTSSM Fault Up) on nvidia-nvswitch1 link 48" in r["message"]
     assert "ago)" in r["message"] and "reboot" in r["remediation"]
     assert _one(fault_results, "healthy", "nvswitch_sxid")["status"] == "pass"
+
+
+def test_ecc_pending_off(fault_results):
+    [r] = _rows(fault_results, "eccpending", "gpu_settings", "warn")
+    assert r["subject"] == "gpu4"
+    assert "ECC mode pending disabled, current enabled: a reset applies it" in r["message"]
+    assert "nvidia-smi -r -i" in r["remediation"]
+    assert _one(fault_results, "eccpending", "gpu_ecc", "gpu4")["status"] == "pass"

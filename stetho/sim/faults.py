@@ -378,6 +378,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "on a GPU (default gpu2)", fb.reset_required, "gpuN"),
     Fault("persistence-off", "persistence mode disabled on a GPU (default gpu1)",
           fb.persistence_off, "gpuN"),
+    Fault("ecc-pending-off", "ECC disabled pending the next reset on a GPU, still enabled now "
+          "(default gpu4)", fb.ecc_pending_off, "gpuN"),
     Fault("power-capped", "a GPU's power cap at 500 W, below its 700 W default (default gpu6)",
           fb.power_capped, "gpuN"),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "

@@ -65,3 +65,9 @@ def sxid_fatal(d: NodeDraft, arg: str | None) -> None:
     line and its Severity/Data detail lines, as the nvswitch driver printed them."""
     for raw in d.real(_SXID_LOG).splitlines()[:4]:
         d.kernel_message(raw.split("] ", 1)[1], ago_s=600.0)
+
+
+def ecc_pending_off(d: NodeDraft, arg: str | None) -> None:
+    """Someone ran `nvidia-smi -e 0` on a GPU: ECC still Enabled now, Disabled pending until
+    the next reset (ECC Mode: Current Enabled, Pending Disabled)."""
+    d.smi.set(_gpu(arg, 4, d), ("ECC Mode", "Pending"), "Disabled")
