@@ -30,6 +30,10 @@ class ClockTarget:
     tolerance_mhz: int = 15
 
 
+#: The compute modes nvidia-smi prints (and `nvidia-smi -c` sets).
+COMPUTE_MODES = ("Default", "Exclusive_Process", "Prohibited")
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     count: int | None = None
@@ -48,6 +52,14 @@ class GpuSpec:
     #: How far back a kernel-log Xid (or bus loss) since the GPU's last reset still counts as
     #: present (judged by its severity); older ones in the same epoch only warn.
     xid_window_h: float = 24.0
+    #: The GPUs reach each other through NVSwitches that the Fabric Manager must bring up
+    #: (HGX/DGX): gpu_fabric then requires the fabric Completed/Success on every GPU.
+    nvswitch: bool = False
+    #: Settings pinned per GPU (None: not pinned), judged by gpu_settings.
+    persistence_mode: bool | None = None
+    mig: bool | None = None
+    compute_mode: str | None = None
+    power_limit: str | None = None  # "default": the enforced cap at least the default limit
 
 
 @dataclass(frozen=True)
@@ -622,7 +634,17 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         pcie_replay_max=pcie.get("replay_max", int),
         ecc=s.get("ecc", str, _GPU.ecc),
         xid_window_h=s.get("xid_window_h", float, _GPU.xid_window_h, above=0),
+        nvswitch=s.get("nvswitch", bool, False),
+        persistence_mode=s.get("persistence_mode", bool),
+        mig=s.get("mig", bool),
+        compute_mode=s.get("compute_mode", str),
+        power_limit=s.get("power_limit", str),
     )
+    if spec.power_limit not in (None, "default"):
+        s.fail(f"gpu.power_limit must be default, got {spec.power_limit!r}", "power_limit")
+    if spec.compute_mode not in (None, *COMPUTE_MODES):
+        s.fail(f"gpu.compute_mode must be one of {', '.join(COMPUTE_MODES)}, "
+               f"got {spec.compute_mode!r}", "compute_mode")
     if spec.ecc not in ("required", "any"):
         s.fail(f"gpu.ecc must be required or any, got {spec.ecc!r}", "ecc")
     for sub in (pcie, temp, nvlink):

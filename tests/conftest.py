@@ -78,6 +78,13 @@ FAULT_NODES: dict[str, list[str]] = {
     "riser": ["riser"],
     "ncclsocket": ["nccl-socket"],
     "hostoom": ["host-oom"],
+    "fabric": ["fabric-not-started"],
+    "fmdown": ["fabric-manager-down"],
+    "sxid": ["sxid-fatal"],
+    "resetreq": ["reset-required"],
+    "persistoff": ["persistence-off"],
+    "powercap": ["power-capped"],
+    "eccpending": ["ecc-pending-off"],
 }
 
 

@@ -36,7 +36,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "gpu_xid", "gpu_bus_loss", "gpu_nvlink", "pcie_link", "pcie_aer",
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
-                      "ib_link_ber", "host_memory"}
+                      "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
+                      "gpu_settings", "fabric_manager", "nvswitch_sxid"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -265,3 +266,62 @@ def test_host_memory_pressure(fault_results):
     r = _one(fault_results, "hostoom", "host_memory")
     assert r["status"] == "fail" and "OOM killer ran 1 time(s), last on pt_data_worker" in \
         r["message"] and "95% of swap in use" in r["message"]
+
+
+def test_fabric_not_started(fault_results):
+    rows = _rows(fault_results, "fabric", "gpu_fabric", "fail")
+    assert len(rows) == 8
+    assert "State Not Started" in rows[0]["message"] and "not fit for a job" in rows[0]["message"]
+    assert "nvidia-fabricmanager" in rows[0]["remediation"]
+    assert _rows(fault_results, "healthy", "gpu_fabric", "pass") and len(
+        _rows(fault_results, "healthy", "gpu_fabric", "pass")) == 8
+
+
+def test_reset_required(fault_results):
+    [r] = _rows(fault_results, "resetreq", "gpu_driver_verdict", "fail")
+    assert r["subject"] == "gpu2"
+    assert "Reset Required: Yes" in r["message"] and "Drain and Reset Recommended: Yes" in r[
+        "message"]
+    assert "nvidia-smi -r -i" in r["remediation"]
+    assert len(_rows(fault_results, "resetreq", "gpu_driver_verdict", "pass")) == 7
+
+
+def test_persistence_off(fault_results):
+    [r] = _rows(fault_results, "persistoff", "gpu_settings", "fail")
+    assert r["subject"] == "gpu1"
+    assert "persistence mode is disabled" in r["message"]
+    assert "nvidia-smi -i 00000000:" in r["remediation"] and "-pm 1" in r["remediation"]
+
+
+def test_power_capped(fault_results):
+    [r] = _rows(fault_results, "powercap", "gpu_settings", "fail")
+    assert r["subject"] == "gpu6" and r["value"] == 500.0
+    assert "500 W is below the default limit 700 W" in r["message"]
+    assert "-pl 700" in r["remediation"]
+
+
+def test_fabric_manager_down(fault_results):
+    r = _one(fault_results, "fmdown", "fabric_manager")
+    assert r["status"] == "fail" and r["value"] == "failed" and r["expected"] == "active"
+    assert "nvidia-fabricmanager is failed" in r["message"]
+    assert "systemctl enable --now nvidia-fabricmanager" in r["remediation"]
+    # the GPUs still read a trained fabric: only the service shows the fault
+    assert len(_rows(fault_results, "fmdown", "gpu_fabric", "pass")) == 8
+    assert _one(fault_results, "healthy", "fabric_manager")["status"] == "pass"
+
+
+def test_sxid_fatal(fault_results):
+    r = _one(fault_results, "sxid", "nvswitch_sxid")
+    assert r["status"] == "fail" and r["value"] == 2
+    assert "SXid 20034 (LTSSM Fault Up) on nvidia-nvswitch0 link 63" in r["message"]
+    assert "SXid 20034 (LTSSM Fault Up) on nvidia-nvswitch1 link 48" in r["message"]
+    assert "ago)" in r["message"] and "reboot" in r["remediation"]
+    assert _one(fault_results, "healthy", "nvswitch_sxid")["status"] == "pass"
+
+
+def test_ecc_pending_off(fault_results):
+    [r] = _rows(fault_results, "eccpending", "gpu_settings", "warn")
+    assert r["subject"] == "gpu4"
+    assert "ECC mode pending disabled, current enabled: a reset applies it" in r["message"]
+    assert "nvidia-smi -r -i" in r["remediation"]
+    assert _one(fault_results, "eccpending", "gpu_ecc", "gpu4")["status"] == "pass"

@@ -59,6 +59,10 @@ def _write(tmp_path, text, name="site.yml"):
     # a median over one node is the node itself
     ("profile: x\nfleet:\n  min_peers: 1\n", 3, "fleet.min_peers must be at least 2, not 1"),
     ("profile: x\ngpu:\n  ecc: maybe\n", 3, "gpu.ecc must be required or any"),
+    ("profile: x\ngpu:\n  power_limit: 500\n", 3, "power_limit"),
+    ("profile: x\ngpu:\n  compute_mode: exclusive\n", 3,
+     "gpu.compute_mode must be one of Default, Exclusive_Process, Prohibited"),
+    ("profile: x\ngpu:\n  nvswitch: maybe\n", 3, "nvswitch"),
     ("profile: x\nib:\n  port_groups:\n    a: {devices: [mlx5_*], link_layer: RoCE}\n", 3,
      "link layer must be one of InfiniBand, Ethernet"),
     ("profile: x\nnccl:\n  baseline:\n    shape: {collective: allreduce}\n", 4,

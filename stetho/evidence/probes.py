@@ -85,6 +85,11 @@ MLXLINK = Probe("mlxlink", ("mlxlink", "-d", "{device}", "-m", "-c", "--json"), 
                 description="per-HCA link diagnostics: pre-FEC BER, module power (MFT; the "
                 "text format where --json is refused)")
 
+FABRIC_MANAGER = Probe("fabric_manager", ("systemctl", "is-active", "nvidia-fabricmanager"),
+                       timeout_s=10, fallbacks=(("pgrep", "-l", "-x", "nv-fabricmanager"),),
+                       description="whether nvidia-fabricmanager runs (NVSwitch systems; "
+                       "pgrep for the process where there is no systemd)")
+
 HOST_PRESSURE = Probe("host_pressure", globs=("/proc/pressure/io", "/proc/pressure/memory",
                                              "/proc/pressure/cpu", "/proc/meminfo"),
                       description="I/O and memory stall (PSI), swap use")
@@ -107,8 +112,8 @@ ROCE_PROBES: tuple[Probe, ...] = (ROCE_SYSFS, ETHTOOL_STATS, MLNX_QOS)
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
-    BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
-    PERFQUERY_RCV_ERRORS,
+    BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
+    MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS,
 )
 
 

@@ -3,8 +3,9 @@ the part of NodeFacts that the per-source loaders (stetho.facts.ib, stetho.facts
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from stetho.evidence.bundle import Bundle, ProbeRecord
@@ -26,6 +27,9 @@ class Expected:
     ib_devices: tuple[str, ...] = ()  # globs of the HCAs the profile expects on ib_link_layer
     nccl: bool = False
     nccl_collective: str | None = None  # the collective the profile says its nccl-tests ran
+
+
+T = TypeVar("T")
 
 
 class Unavailable(Exception):
@@ -53,6 +57,7 @@ class Facts(Protocol):
 
     def record(self, name: str) -> ProbeRecord: ...
     def text(self, name: str) -> str: ...
+    def parsed(self, key: str, load: Callable[[], T]) -> T: ...
     def files(self, name: str) -> dict[str, str]: ...
     def ibstat(self) -> IbstatReport: ...
     def ib_devices(self) -> tuple[IbDevice, ...]: ...

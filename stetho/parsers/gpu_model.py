@@ -118,6 +118,17 @@ class Gpu:
     remapped_rows: RemappedRows | None = None
     fabric_state: str | None = None
     fabric_status: str | None = None
+    fabric_clique_id: str | None = None  # NVLink clique (multi-node NVLink; 550+ drivers)
+    fabric_cluster_uuid: str | None = None
+    # The driver's own verdict on the GPU ('GPU Reset Status', 'GPU Recovery Action'):
+    # believed as printed; None where N/A or absent (drivers before they existed).
+    reset_required: bool | None = None
+    drain_and_reset_recommended: bool | None = None
+    recovery_action: str | None = None  # 'None', 'Reset', 'Reboot', 'Drain P2P', ...
+    # Settings a profile may pin (test_gpu_settings).
+    compute_mode: str | None = None  # 'Default', 'Exclusive_Process', 'Prohibited'
+    ecc_pending: bool | None = None  # takes effect at the next reset
+    default_power_limit_w: float | None = None
     # Reported by newer drivers; None where N/A, missing (older DTDs) or deprecated.
     performance_state: str | None = None  # "P0" (full speed) .. "P8"/"P12" (idle)
     max_graphics_mhz: int | None = None

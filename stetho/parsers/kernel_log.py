@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
-from stetho.parsers import ParseError
+from stetho.parsers import ParseError, sxid
 from stetho.parsers._text import require_text
 
 TOOL = "kernel log"
@@ -91,6 +91,7 @@ class KernelLog:
     oom_kills: tuple[OomKill, ...]
     lines: int  # log records read (continuation lines joined, journal markers left out)
     inits: tuple[GpuInit, ...] = ()
+    sxids: tuple[sxid.SxidEvent, ...] = ()  # NVSwitch errors (stetho.parsers.sxid)
 
     def epoch_start(self, pci_bus_id: str) -> GpuInit | None:
         """The last line that (re)initialised this GPU (a driver load, or its identity line
@@ -359,6 +360,7 @@ def parse(data: str | bytes) -> KernelLog:
         lost: list[BusLoss] = []
         inits: list[GpuInit] = []
         kills: list[OomKill] = []
+        sxids: list[sxid.SxidEvent] = []
         aer: list[_Aer] = []
         open_aer: dict[str, _Aer] = {}  # device -> its latest event, for the detail lines
         for rec in records:
@@ -369,6 +371,10 @@ def parse(data: str | bytes) -> KernelLog:
                 xids.append(event)
                 if event.code == 79:
                     lost.append(BusLoss(event.pci_id, line, event.time, rec.seq))
+                continue
+            if (sm := sxid.match(msg)) is not None:
+                ev = sxid.event(sm, rec.timestamp, absolute_time(rec.timestamp), line, rec.seq)
+                sxids += [ev] if ev else []
                 continue
             if _FALLEN.search(msg):
                 pm = _ANY_PCI.search(msg)
@@ -391,7 +397,7 @@ def parse(data: str | bytes) -> KernelLog:
             fallen_off_bus=tuple(lost),
             oom_kills=tuple(kills),
             lines=len(records),
-            inits=tuple(inits),
+            inits=tuple(inits), sxids=tuple(sxids),
         )
     except (ValueError, KeyError, IndexError, AttributeError) as exc:
         if isinstance(exc, ParseError):

@@ -72,6 +72,10 @@ class NodeDraft:
         self.nvlink_counters: dict[tuple[int, int], dict[str, int]] = {}
         self.hang: set[str] = set()
         self.garbage: set[str] = set()
+        # The HGX H100's nvidia-fabricmanager unit: active on a healthy node (it trained the
+        # NVSwitches the recorded `Fabric: Completed/Success` says joined); its state as
+        # `systemctl is-active` prints it, which exits 3 for any state but active.
+        self.fabric_manager = "active"
         self.truncate_xml = False
         self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
         #: device -> mlxlink field ("Speed", "Width", "FEC") -> the text it prints instead
@@ -332,6 +336,7 @@ class NodeDraft:
             "perfquery": [],
             "ethtool": [],  # ethtool -S <netdev>, mlnx_qos -i <netdev>: that netdev's output
             "mlnx_qos": [],
+            "systemctl": [],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -354,6 +359,11 @@ class NodeDraft:
                 data = f'"$D/{"ethtool-S" if tool == "ethtool" else tool}-$2.txt"'
                 body += [f'[ -f {data} ] && exec cat {data}',
                          f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
+            elif tool == "systemctl":  # systemctl is-active nvidia-fabricmanager
+                rc = 0 if self.fabric_manager == "active" else 3
+                body += ['[ "$*" = "is-active nvidia-fabricmanager" ] && '
+                         f'{{ echo {self.fabric_manager}; exit {rc}; }}',
+                         'echo "simulated systemctl: unsupported arguments: $*" >&2; exit 2']
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from stetho.errors import ConfigError
+from stetho.sim import faults_fabric as fb
 from stetho.sim import faults_facts as ff
 from stetho.sim.draft import IDLE_SM_MHZ, REASONS, NodeDraft
 
@@ -374,6 +375,20 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.link_edr_no_fec, "device"),
     Fault("fec-unreported", "mlxlink prints N/A for a port's FEC mode (default mlx5_9)",
           ff.fec_unreported, "device"),
+    Fault("fabric-not-started", "every GPU's NVSwitch fabric State Not Started (no fabric "
+          "manager)", fb.fabric_not_started),
+    Fault("fabric-manager-down", "nvidia-fabricmanager failed (systemctl is-active: failed) "
+          "after training the fabric (GPUs still Completed)", fb.fabric_manager_down),
+    Fault("sxid-fatal", "an NVSwitch link down: the recorded SXid 20034 Fatal lines, 10 min "
+          "before collection", fb.sxid_fatal),
+    Fault("reset-required", "the driver says Reset Required and Drain and Reset Recommended "
+          "on a GPU (default gpu2)", fb.reset_required, "gpuN"),
+    Fault("persistence-off", "persistence mode disabled on a GPU (default gpu1)",
+          fb.persistence_off, "gpuN"),
+    Fault("ecc-pending-off", "ECC disabled pending the next reset on a GPU, still enabled now "
+          "(default gpu4)", fb.ecc_pending_off, "gpuN"),
+    Fault("power-capped", "a GPU's power cap at 500 W, below its 700 W default (default gpu6)",
+          fb.power_capped, "gpuN"),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
           "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}

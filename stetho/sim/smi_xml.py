@@ -116,7 +116,10 @@ def _gpu(root: ET.Element, g: Gpu) -> None:
     _group(el, "gpu_operation_mode", ("current_gom", NA), ("pending_gom", NA))
     _leaf(el, "gsp_firmware_version", NA)
     _group(el, "gpu_virtualization_mode", ("virtualization_mode", NA), ("host_vgpu_mode", NA))
-    _group(el, "gpu_reset_status", ("reset_required", NA), ("drain_and_reset_recommended", NA))
+    _group(el, "gpu_reset_status", ("reset_required", _b(g.reset_required, "Yes", "No")),
+           ("drain_and_reset_recommended", _b(g.drain_and_reset_recommended, "Yes", "No")))
+    if g.recovery_action is not None:  # 550+ drivers only: absent where the recording lacks it
+        _leaf(el, "gpu_recovery_action", g.recovery_action)
     _group(el, "ibmnpu", ("relaxed_ordering_mode", NA))
     _pci(el, g)
     _leaf(el, "fan_speed", NA)
@@ -126,13 +129,13 @@ def _gpu(root: ET.Element, g: Gpu) -> None:
     _group(el, "fb_memory_usage", ("total", NA), ("reserved", NA), ("used", NA), ("free", NA))
     for tag in ("bar1_memory_usage", "cc_protected_memory_usage"):
         _group(el, tag, ("total", NA), ("used", NA), ("free", NA))
-    _leaf(el, "compute_mode", NA)
+    _leaf(el, "compute_mode", _s(g.compute_mode))
     _group(el, "utilization", *((t, NA) for t in (
         "gpu_util", "memory_util", "encoder_util", "decoder_util", "jpeg_util", "ofa_util")))
     for tag in ("encoder_stats", "fbc_stats"):
         _group(el, tag, ("session_count", NA), ("average_fps", NA), ("average_latency", NA))
     _group(el, "ecc_mode", ("current_ecc", _enabled(g.ecc_enabled)),
-           ("pending_ecc", _enabled(g.ecc_enabled)))
+           ("pending_ecc", _enabled(g.ecc_pending)))
     errors = ET.SubElement(el, "ecc_errors")
     _ecc(errors, "volatile", g.ecc_volatile)
     _ecc(errors, "aggregate", g.ecc_aggregate)
@@ -144,7 +147,8 @@ def _gpu(root: ET.Element, g: Gpu) -> None:
     _group(el, "gpu_power_readings", ("power_state", NA),
            ("power_draw", _f(g.power_draw_w, "W", 2)),
            ("current_power_limit", _f(g.power_limit_w, "W", 2)),
-           ("requested_power_limit", NA), ("default_power_limit", NA),
+           ("requested_power_limit", NA),
+           ("default_power_limit", _f(g.default_power_limit_w, "W", 2)),
            ("min_power_limit", NA), ("max_power_limit", NA))
     _group(el, "module_power_readings", *((t, NA) for t in (
         "power_state", "power_draw", "current_power_limit", "requested_power_limit",
@@ -172,7 +176,11 @@ def _gpu(root: ET.Element, g: Gpu) -> None:
            ("auto_boost_default", _d(g, "auto_boost_default",
                                      _b(g.auto_boost_default, "On", "Off"))))
     _group(el, "voltage", ("graphics_volt", NA))
-    _group(el, "fabric", ("state", _s(g.fabric_state)), ("status", _s(g.fabric_status)))
+    fabric = _group(el, "fabric", ("state", _s(g.fabric_state)), ("status", _s(g.fabric_status)))
+    # 550+ drivers add the NVLink clique: rendered only where the source had it (535 has not).
+    for tag, value in (("cliqueId", g.fabric_clique_id), ("clusterUuid", g.fabric_cluster_uuid)):
+        if value is not None:
+            _leaf(fabric, tag, value)
     _leaf(el, "supported_clocks", NA)
     ET.SubElement(el, "processes")
     ET.SubElement(el, "accounted_processes")

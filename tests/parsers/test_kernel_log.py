@@ -26,7 +26,7 @@ def _real(name: str) -> KernelLog:
 
 
 def test_there_are_real_samples() -> None:
-    assert len(FILES) == 5
+    assert len(FILES) == 7
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
@@ -34,7 +34,10 @@ def test_every_real_file_parses(path: Path) -> None:
     text = path.read_text()
     log = parse(text)
     assert log.lines > 0
-    assert log.xids or log.aer or log.fallen_off_bus
+    assert log.xids or log.aer or log.fallen_off_bus or log.sxids
+    for e in log.sxids:
+        assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", e.pci_id)
+        assert e.code > 0 and e.message and e.line in text
     for x in log.xids:
         assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}", x.pci_id)
         assert x.code > 0 and x.message
@@ -321,3 +324,34 @@ def test_driver_load_starts_every_gpus_epoch() -> None:
     assert start is not None and start.kind == "driver-load" and start.pci_id is None
     assert start.time == datetime(2024, 11, 15, 13, 0, tzinfo=timezone.utc)
     assert log.xids[0].seq < start.seq
+
+
+def test_nvswitch_sxid_fatal_events_and_detail_lines() -> None:
+    """The recorded SXid 20034 group: 4 Fatal event lines (link down), their Severity/Data
+    detail lines recognised and left out, and none of it read as a GPU Xid."""
+    log = parse((REAL / "05-kernel-log" /
+                 "dmesg-nvswitch-sxid-20034-fatal-ltssm-EXCERPT.log").read_text())
+    assert log.xids == ()
+    assert [(e.switch, e.pci_id, e.code, e.fatal, e.link) for e in log.sxids] == [
+        (1, "0000:06:00.0", 20034, True, 48), (0, "0000:05:00.0", 20034, True, 63),
+        (2, "0000:07:00.0", 20034, True, 37), (0, "0000:05:00.0", 20034, True, 62)]
+    assert log.sxids[0].message == "LTSSM Fault Up"
+    assert log.sxids[0].timestamp == "6781753.400584" and log.sxids[0].time is None
+
+
+def test_nvswitch_sxid_non_fatal() -> None:
+    log = parse((REAL / "05-kernel-log" /
+                 "dmesg-nvswitch-sxid-22013-nonfatal-dlreq-EXCERPT.log").read_text())
+    assert [(e.code, e.fatal, e.link) for e in log.sxids] == [
+        (22013, False, 44), (22013, False, 45), (22013, False, 46)]
+    assert log.sxids[0].message == "Minion Link DLREQ interrupt"
+    assert len(log.inits) == 1  # the driver load line is still read
+
+
+def test_sxid_without_a_link_number() -> None:
+    """Older drivers print no link: the event is kept with link None."""
+    log = parse("[38889.018130] nvidia-nvswitch0: SXid (PCI:0000:07:00.0): 10001, Non-fatal, "
+                "PRI WRITE SYSB error, instance=3\n")
+    [e] = log.sxids
+    assert (e.code, e.fatal, e.link) == (10001, False, None)
+    assert e.message == "PRI WRITE SYSB error, instance=3"

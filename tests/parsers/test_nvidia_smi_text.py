@@ -302,3 +302,17 @@ def test_clock_fields_of_a_535_driver() -> None:
     assert gpu.max_customer_boost_graphics_mhz == 1980 and gpu.deferred_mem_mhz is None
     assert (gpu.auto_boost, gpu.auto_boost_default) == (None, None)
     assert gpu.deprecated == frozenset() and not gpu.app_clocks_deprecated
+
+
+def test_h100_fabric_reset_status_and_settings() -> None:
+    """The recorded HGX H100: every GPU joined the NVSwitch fabric, the driver asks for no
+    reset, and the settings the h100-sxm-8gpu profile pins read as it pins them."""
+    gpus = parse(H100.read_text()).gpus
+    assert len(gpus) == 8
+    for gpu in gpus:
+        assert (gpu.fabric_state, gpu.fabric_status) == ("Completed", "Success")
+        assert gpu.reset_required is False and gpu.drain_and_reset_recommended is False
+        assert gpu.recovery_action is None  # a 535 driver has no 'GPU Recovery Action'
+        assert gpu.compute_mode == "Default" and gpu.persistence_mode is True
+        assert gpu.ecc_enabled is True and gpu.ecc_pending is True
+        assert gpu.power_limit_w == gpu.default_power_limit_w == 700.0

@@ -348,3 +348,18 @@ def test_one_unreadable_gpu_section_leaves_the_others() -> None:
     report = parse(bad)
     assert [g.index for g in report.gpus] == [0] and report.attached_gpus == 2
     assert report.unreadable[0].index == 1 and "yes/no" in report.unreadable[0].reason
+
+
+def test_driver_verdict_fabric_and_pinned_settings() -> None:
+    """The driver's own verdict, the fabric ids and the settings gpu_settings judges: a 590
+    driver prints a recovery action and the fabric's clique/cluster (N/A off NVSwitch), a 535
+    driver the reset status only."""
+    for gpu in parse(_read(A5000)).gpus:
+        assert gpu.recovery_action == "None" and gpu.fabric_state is None
+        assert gpu.fabric_clique_id is None and gpu.fabric_cluster_uuid is None
+    a100 = parse(_read(A100)).gpus[0]
+    assert (a100.reset_required, a100.drain_and_reset_recommended) == (False, False)
+    assert a100.recovery_action is None
+    for gpu in parse(_read(A100)).gpus + parse(_read(A5000)).gpus:
+        assert gpu.compute_mode in ("Default", "Exclusive_Process", "Prohibited")
+        assert gpu.ecc_pending is None or gpu.ecc_pending == gpu.ecc_enabled

@@ -1,0 +1,44 @@
+"""Facts of a node's NVSwitch fabric, read beside NodeFacts (whose module is full): the
+fabric manager's service state. Each function takes the NodeFacts and caches through
+`facts.parsed`, so a probe that is missing, failed or unparsable is a skip or an error by the
+same rules as every other fact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from stetho.parsers import service_state
+
+if TYPE_CHECKING:
+    from stetho.facts.base import Facts
+    from stetho.parsers.service_state import ServiceState
+
+FABRIC_MANAGER = "fabric_manager"
+SXID_TABLE = Path(__file__).with_name("sxid_catalog.yml")
+
+
+def fabric_manager(facts: Facts) -> ServiceState:
+    """Whether nvidia-fabricmanager runs (systemctl, or pgrep without systemd)."""
+    return facts.parsed(FABRIC_MANAGER,
+                        lambda: service_state.parse(facts.text(FABRIC_MANAGER)))
+
+
+@dataclass(frozen=True)
+class SxidRow:
+    code: int
+    name: str
+    meaning: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def sxid_catalog() -> dict[int, SxidRow]:
+    """The cited SXid rows (sxid_catalog.yml beside this module), by code."""
+    data = yaml.safe_load(SXID_TABLE.read_text(encoding="utf-8"))
+    return {int(r["code"]): SxidRow(int(r["code"]), str(r["name"]), str(r["meaning"]),
+                                    str(r["source"])) for r in data["sxids"]}
