@@ -83,6 +83,13 @@ CASES: list[Case] = [
     C("nvme1", ("nvme-rotational=nvme1n1",), "nvme-rotational", command="/sys/block/nvme1n1/"),
     C("hostoom", ("host-oom",), "host-memory-pressure", command="out of memory"),
     C("hcafw", ("hca-fw-old",), "version-drift", command="fw_ver"),
+    # the NVLink fabric and the driver's own verdict (issue 24)
+    C("fabric-not-started", ("fabric-not-started",), "nvswitch-fabric-down",
+      command="grep -A6 Fabric", disposition="drain"),
+    C("fabric-manager-down", ("fabric-manager-down",), "nvswitch-fabric-down",
+      command="systemctl status nvidia-fabricmanager", disposition="drain"),
+    C("sxid-fatal", ("sxid-fatal",), "nvswitch-fabric-down", command="grep -i sxid"),
+    C("reset-required", ("reset-required",), "gpu-reset-required", command="grep -iA3 reset"),
     # two causes on one node: severity first, the other one also found
     C("xid79+governor", ("xid=79", "governor-powersave"), "gpu-off-bus",
       also=("cpu-governor",), command="0000:4c:00"),

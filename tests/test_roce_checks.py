@@ -170,3 +170,22 @@ def test_roce_metrics_are_declared_counters(bundles) -> None:
     storm = {m.metric: m.value for m in rows if m.subject == "mlx5_4:1"}
     assert storm["rx_prio3_pause"] == 4_812_337 and storm["out_of_sequence"] == 0
     assert not [m for m in metrics.extract(NodeFacts(bundles["ib"])) if m.check == "roce"]
+
+
+@pytest.mark.parametrize("name", ["storm", "oos", "pcp", "ecn"])
+def test_diagnosis_names_roce_congestion_first(bundles, name) -> None:
+    """Every RoCE fault leads the diagnosis to roce-congestion, aimed at its port."""
+    from stetho import profiles
+    from stetho.checking import nodes
+    from stetho.checking import run as checkrun
+    from stetho.diagnosis import engine
+    from stetho.diagnosis.context import NodeContext
+
+    bundle = bundles[name]
+    prof = profiles.load(ROCE)
+    facts = nodes.node_facts(bundle, prof)
+    results = list(checkrun.run([bundle], profile=ROCE).results)
+    top, _ = engine.hypotheses(NodeContext(name, results, facts, None,
+                                           nodes.summary(facts, prof)))
+    assert top and top[0].cause == "roce-congestion", [(h.cause, h.score) for h in top]
+    assert any("mlx5_" in (e.command or "") for e in top[0].evidence)

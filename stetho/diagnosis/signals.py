@@ -370,6 +370,40 @@ def nvlink_down(ctx: NodeContext) -> list[Evidence]:
                                            f"nvidia-smi nvlink -e{_gpu_flag(w)}")
 
 
+def fabric_not_ready(ctx: NodeContext) -> list[Evidence]:
+    return from_results(ctx, ctx.results_of("gpu_fabric", ("fail", "error")), "fabric_not_ready",
+                        commands=lambda w: f"nvidia-smi -q{_gpu_flag(w)} | grep -A6 Fabric")
+
+
+def fabric_manager_down(ctx: NodeContext) -> list[Evidence]:
+    return from_results(ctx, ctx.results_of("fabric_manager", ("fail",)), "fabric_manager_down",
+                        "systemctl status nvidia-fabricmanager; "
+                        "journalctl -u nvidia-fabricmanager -n 50 --no-pager")
+
+
+def nvswitch_fatal(ctx: NodeContext) -> list[Evidence]:
+    return from_results(ctx, ctx.results_of("nvswitch_sxid", ("fail",)), "nvswitch_fatal",
+                        "dmesg --time-format=iso | grep -i sxid")
+
+
+def driver_reset_required(ctx: NodeContext) -> list[Evidence]:
+    return from_results(ctx, ctx.results_of("gpu_driver_verdict", ("fail",)),
+                        "driver_reset_required",
+                        commands=lambda w: f"nvidia-smi -q{_gpu_flag(w)} | grep -iA3 reset")
+
+
+def roce_congestion(ctx: NodeContext) -> list[Evidence]:
+    return from_results(ctx, ctx.results_of("roce_congestion", ("fail", "warn")),
+                        "roce_congestion", commands=lambda w: "cat /sys/class/infiniband/"
+                        f"{w.get('device', '*')}/ports/{w.get('port', '1')}/hw_counters/*")
+
+
+def roce_qos_wrong(ctx: NodeContext) -> list[Evidence]:
+    return from_results(ctx, ctx.results_of("roce_qos", ("fail",)), "roce_qos_wrong",
+                        commands=lambda w: "mlnx_qos -i $(ls /sys/class/infiniband/"
+                        f"{w.get('device', '*')}/device/net)")
+
+
 SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
@@ -378,5 +412,7 @@ SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
         xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, nvlink_down,
+        fabric_not_ready, fabric_manager_down, nvswitch_fatal, driver_reset_required,
+        roce_congestion, roce_qos_wrong,
         *trends.SIGNALS, *clean.SIGNALS)
 }
