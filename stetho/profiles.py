@@ -114,6 +114,9 @@ class IbSpec:
     state: str = "ACTIVE"
     phys_state: str = "LinkUp"
     counter_max: dict[str, int] = field(default_factory=dict)
+    #: LinkDownedCounter growth within the counter window above which a port flapped
+    #: (ib_link_flaps); None: the counter is judged among ib_counters' counter_max instead
+    link_flaps_max: int | None = None
     pre_fec_ber: tuple[BerRow, ...] = DEFAULT_BER_ROWS
     port_groups: tuple[PortGroup, ...] = ()
 
@@ -618,6 +621,7 @@ def _ib(s: yamlconf.Section) -> IbSpec:
         link_layer=s.get("link_layer", str, _IB.link_layer), state=s.get("state", str, _IB.state),
         phys_state=s.get("phys_state", str, _IB.phys_state),
         counter_max=_counter_map(s, "counter_max"),
+        link_flaps_max=s.get("link_flaps_max", int, within=(0, None)),
         pre_fec_ber=_ber_rows(s),
         port_groups=_port_groups(s.section("port_groups")),
     )

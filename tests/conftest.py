@@ -78,6 +78,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "riser": ["riser"],
     "ncclsocket": ["nccl-socket"],
     "hostoom": ["host-oom"],
+    "ibflap": ["ib-link-flap"],
 }
 
 

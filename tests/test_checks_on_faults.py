@@ -265,3 +265,15 @@ def test_host_memory_pressure(fault_results):
     r = _one(fault_results, "hostoom", "host_memory")
     assert r["status"] == "fail" and "OOM killer ran 1 time(s), last on pt_data_worker" in \
         r["message"] and "95% of swap in use" in r["message"]
+
+
+def test_ib_link_flap(fault_results):
+    """A port whose LinkDownedCounter reads 3: named a flap by ib_link_flaps, with the cable
+    remediation; ib_counters leaves that counter to it; the other ports pass."""
+    r = _one(fault_results, "ibflap", "ib_link_flaps", "mlx5_1:1")
+    assert r["status"] == "fail" and r["value"] == 3
+    assert "link flapped 3 times since boot or the last counter reset" in r["message"]
+    assert "cable/transceiver of mlx5_1:1" in r["remediation"]
+    assert _one(fault_results, "ibflap", "ib_counters", "mlx5_1:1")["status"] == "pass"
+    assert len(_rows(fault_results, "ibflap", "ib_link_flaps", "pass")) == 7
+    assert _one(fault_results, "healthy", "ib_link_flaps", "mlx5_1:1")["status"] == "pass"

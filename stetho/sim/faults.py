@@ -367,6 +367,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.link_edr_no_fec, "device"),
     Fault("fec-unreported", "mlxlink prints N/A for a port's FEC mode (default mlx5_9)",
           ff.fec_unreported, "device"),
+    Fault("ib-link-flap", "an IB port's link went down 3 times: link_downed 3 (default mlx5_1)",
+          ff.ib_link_flap, "device"),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
           "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}

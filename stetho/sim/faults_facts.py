@@ -159,3 +159,14 @@ def perfquery_higher(d: NodeDraft, arg: str | None) -> None:
     """perfquery -x reads 5000 SymbolErrorCounter on one HCA while its sysfs counter reads 0
     (the two are read moments apart; counters only grow, so the higher one is judged)."""
     d.perfquery_counters.setdefault(_device(arg, "mlx5_0", d), {})["SymbolErrorCounter"] = 5000
+
+
+def ib_link_flap(d: NodeDraft, arg: str | None) -> None:
+    """A port whose link went down and came back 3 times (LinkDownedCounter 3, as sysfs's
+    counters/link_downed reads it; the recording's mlx5_1 read a saturated 255,
+    the healthy node 0): a flapping cable."""
+    dev = _device(arg, "mlx5_1", d)
+    p = d.sysroot / f"sys/class/infiniband/{dev}/ports/1/counters/link_downed"
+    if not p.exists():
+        raise ConfigError(f"simulated node has no {p}")
+    p.write_text("3\n")
