@@ -107,6 +107,19 @@ DEFAULT_BER_ROWS = (
 
 
 @dataclass(frozen=True)
+class OpticsSpec:
+    """Transceiver limits for modules that print no thresholds of their own (ib_optics), and
+    how close to a module's own low/high threshold a reading warns."""
+
+    rx_power_fail_dbm: float = -11.0
+    rx_power_warn_dbm: float = -7.0
+    temperature_fail_c: float = 75.0
+    temperature_warn_c: float = 70.0
+    warn_margin_db: float = 1.0
+    warn_margin_c: float = 5.0
+
+
+@dataclass(frozen=True)
 class IbSpec:
     ports: int | None = None
     rate_gbps: float | None = None
@@ -119,6 +132,7 @@ class IbSpec:
     link_flaps_max: int | None = None
     pre_fec_ber: tuple[BerRow, ...] = DEFAULT_BER_ROWS
     port_groups: tuple[PortGroup, ...] = ()
+    optics: OpticsSpec = OpticsSpec()
 
     def ber_limits(self, fec: str | None, lane_gbps: float | None) -> BerChoice:
         """The first row for this FEC mode and lane speed; else the strictest row (lowest
@@ -624,6 +638,7 @@ def _ib(s: yamlconf.Section) -> IbSpec:
         link_flaps_max=s.get("link_flaps_max", int, within=(0, None)),
         pre_fec_ber=_ber_rows(s),
         port_groups=_port_groups(s.section("port_groups")),
+        optics=_optics(s.section("optics")),
     )
     for layer, key in ((spec.link_layer, "link_layer"),
                        *((g.link_layer, "port_groups") for g in spec.port_groups)):
@@ -634,6 +649,20 @@ def _ib(s: yamlconf.Section) -> IbSpec:
 
 
 _LINK_LAYERS = ("InfiniBand", "Ethernet")
+
+
+def _optics(s: yamlconf.Section) -> OpticsSpec:
+    d = OpticsSpec()
+    spec = OpticsSpec(**{k: s.get(k, float, getattr(d, k)) for k in (
+        "rx_power_fail_dbm", "rx_power_warn_dbm", "temperature_fail_c", "temperature_warn_c")},
+        warn_margin_db=s.get("warn_margin_db", float, d.warn_margin_db, within=(0, None)),
+        warn_margin_c=s.get("warn_margin_c", float, d.warn_margin_c, within=(0, None)))
+    if spec.rx_power_warn_dbm < spec.rx_power_fail_dbm:
+        s.fail("rx_power_warn_dbm must not be below rx_power_fail_dbm", "rx_power_warn_dbm")
+    if spec.temperature_warn_c > spec.temperature_fail_c:
+        s.fail("temperature_warn_c must not be above temperature_fail_c", "temperature_warn_c")
+    s.check_unknown()
+    return spec
 
 
 def _ber_rows(ib: yamlconf.Section) -> tuple[BerRow, ...]:

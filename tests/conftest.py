@@ -79,6 +79,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "ncclsocket": ["nccl-socket"],
     "hostoom": ["host-oom"],
     "ibflap": ["ib-link-flap"],
+    "rxlow": ["optics-rx-low"],
 }
 
 

@@ -277,3 +277,16 @@ def test_ib_link_flap(fault_results):
     assert _one(fault_results, "ibflap", "ib_counters", "mlx5_1:1")["status"] == "pass"
     assert len(_rows(fault_results, "ibflap", "ib_link_flaps", "pass")) == 7
     assert _one(fault_results, "healthy", "ib_link_flaps", "mlx5_1:1")["status"] == "pass"
+
+
+def test_optics_rx_low(fault_results):
+    """One lane at -12 dBm under the module's own -9.914 dBm: ib_optics names the lane and
+    value and the module's threshold; the other ports, and the healthy node, pass."""
+    r = _one(fault_results, "rxlow", "ib_optics", "mlx5_4:1")
+    assert r["status"] == "fail" and r["value"] == -12
+    assert "lane 1 Rx power -12 dBm under the module's low threshold -9.914 dBm" in r["message"]
+    assert "clean the fibre" in r["remediation"] and "replace the transceiver" in r["remediation"]
+    assert len(_rows(fault_results, "rxlow", "ib_optics", "pass")) >= 7
+    h = _one(fault_results, "healthy", "ib_optics", "mlx5_4:1")
+    assert h["status"] == "pass" and h["value"] == 2.658
+    assert "over the module's low threshold -9.914 dBm, module 61 C" in h["message"]

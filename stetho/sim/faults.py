@@ -369,6 +369,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.fec_unreported, "device"),
     Fault("ib-link-flap", "an IB port's link went down 3 times: link_downed 3 (default mlx5_1)",
           ff.ib_link_flap, "device"),
+    Fault("optics-rx-low", "one lane of an IB port's transceiver receives -12 dBm, under the "
+          "module's -9.914 dBm threshold (default mlx5_4)", ff.optics_rx_low, "device"),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
           "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}

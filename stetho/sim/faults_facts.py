@@ -170,3 +170,13 @@ def ib_link_flap(d: NodeDraft, arg: str | None) -> None:
     if not p.exists():
         raise ConfigError(f"simulated node has no {p}")
     p.write_text("3\n")
+
+
+def optics_rx_low(d: NodeDraft, arg: str | None) -> None:
+    """One lane's Rx power at -12 dBm in the recorded 400G OSFP DR4's Module Info, the other
+    lanes, the module's [-9.914..6.999] thresholds and the BER as recorded: a dirty or
+    cracked fibre on one lane of a parallel-fibre DR4 dims that lane only, and the module
+    reads it before FEC runs out (the smallest edit that shows it)."""
+    dev = _device(arg, "mlx5_4", d)
+    d.mlxlink_fields.setdefault(dev, {})["Rx Power Current [dBm]"] = \
+        "3.583,-12.000,3.233,2.658 [-9.914..6.999]"
