@@ -45,6 +45,8 @@ class GpuSpec:
     nvlink_error_max: dict[str, int] = field(default_factory=dict)
     pcie_replay_max: int | None = None
     ecc: str = "any"  # required: ECC disabled fails; any: the mode is reported, not judged
+    #: required: the GPUDirect RDMA peer memory module (nvidia_peermem) must be loaded
+    gpudirect_rdma: str = "any"
     #: How far back a kernel-log Xid (or bus loss) since the GPU's last reset still counts as
     #: present (judged by its severity); older ones in the same epoch only warn.
     xid_window_h: float = 24.0
@@ -607,10 +609,14 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         nvlink_error_max=_counter_map(nvlink, "error_max"),
         pcie_replay_max=pcie.get("replay_max", int),
         ecc=s.get("ecc", str, _GPU.ecc),
+        gpudirect_rdma=s.get("gpudirect_rdma", str, _GPU.gpudirect_rdma),
         xid_window_h=s.get("xid_window_h", float, _GPU.xid_window_h, above=0),
     )
     if spec.ecc not in ("required", "any"):
         s.fail(f"gpu.ecc must be required or any, got {spec.ecc!r}", "ecc")
+    if spec.gpudirect_rdma not in ("required", "any"):
+        s.fail(f"gpu.gpudirect_rdma must be required or any, got {spec.gpudirect_rdma!r}",
+               "gpudirect_rdma")
     for sub in (pcie, temp, nvlink):
         sub.check_unknown()
     _positive(s, "count", spec.count)

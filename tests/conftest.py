@@ -80,6 +80,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "hostoom": ["host-oom"],
     "ibflap": ["ib-link-flap"],
     "rxlow": ["optics-rx-low"],
+    "nopeermem": ["peermem-missing"],
 }
 
 

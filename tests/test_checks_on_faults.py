@@ -290,3 +290,11 @@ def test_optics_rx_low(fault_results):
     h = _one(fault_results, "healthy", "ib_optics", "mlx5_4:1")
     assert h["status"] == "pass" and h["value"] == 2.658
     assert "over the module's low threshold -9.914 dBm, module 61 C" in h["message"]
+
+
+def test_peermem_missing(fault_results):
+    r = _one(fault_results, "nopeermem", "gpudirect_rdma")
+    assert r["status"] == "fail" and "nvidia_peermem is not loaded" in r["message"]
+    assert "modprobe nvidia_peermem" in r["remediation"]
+    h = _one(fault_results, "healthy", "gpudirect_rdma")
+    assert h["status"] == "pass" and h["value"] == "nvidia_peermem live"

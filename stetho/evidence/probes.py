@@ -89,11 +89,16 @@ HOST_PRESSURE = Probe("host_pressure", globs=("/proc/pressure/io", "/proc/pressu
                                              "/proc/pressure/cpu", "/proc/meminfo"),
                       description="I/O and memory stall (PSI), swap use")
 
+GPUDIRECT = Probe("gpudirect", globs=("/sys/module/nvidia_peermem/initstate",
+                                      "/sys/module/nv_peer_mem/initstate"),
+                  description="GPUDirect RDMA peer memory module loaded (nvidia_peermem, or "
+                  "Mellanox's older nv_peer_mem): the kernel's `live` in its initstate")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
-    PERFQUERY_RCV_ERRORS,
+    PERFQUERY_RCV_ERRORS, GPUDIRECT,
 )
 
 

@@ -137,6 +137,8 @@ class NodeDraft:
             _write(s / f"proc/pressure/{res}", "some avg10=0.00 avg60=0.02 avg300=0.05 "
                    "total=18731\nfull avg10=0.00 avg60=0.00 avg300=0.01 total=4417\n")
         _write(s / f"usr/lib/x86_64-linux-gnu/libnccl.so.{NCCL_VERSION}", "")
+        # GPUDirect RDMA's peer memory module loaded: what the kernel's sysfs-module ABI prints
+        _write(s / "sys/module/nvidia_peermem/initstate", "live\n")
         src = self.fixtures / IB_TREE
         dst = s / "sys/class/infiniband"
         for f in sorted(src.rglob("*")):

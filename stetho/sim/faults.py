@@ -371,6 +371,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.ib_link_flap, "device"),
     Fault("optics-rx-low", "one lane of an IB port's transceiver receives -12 dBm, under the "
           "module's -9.914 dBm threshold (default mlx5_4)", ff.optics_rx_low, "device"),
+    Fault("peermem-missing", "nvidia_peermem not loaded: no GPUDirect RDMA", ff.peermem_missing),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
           "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}

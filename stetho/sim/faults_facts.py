@@ -180,3 +180,11 @@ def optics_rx_low(d: NodeDraft, arg: str | None) -> None:
     dev = _device(arg, "mlx5_4", d)
     d.mlxlink_fields.setdefault(dev, {})["Rx Power Current [dBm]"] = \
         "3.583,-12.000,3.233,2.658 [-9.914..6.999]"
+
+
+def peermem_missing(d: NodeDraft, arg: str | None) -> None:
+    """nvidia_peermem not loaded (never modprobed, or it failed to load): no
+    /sys/module/nvidia_peermem, as on a node without it."""
+    import shutil
+
+    shutil.rmtree(d.sysroot / "sys/module/nvidia_peermem")
