@@ -47,6 +47,8 @@ class GpuSpec:
     ecc: str = "any"  # required: ECC disabled fails; any: the mode is reported, not judged
     #: required: the GPUDirect RDMA peer memory module (nvidia_peermem) must be loaded
     gpudirect_rdma: str = "any"
+    #: gpu0 -> mlx5_0 ...: the NIC each GPU must reach at PIX/PXB; empty: any NIC will do
+    nic_pairs: dict[str, str] = field(default_factory=dict)
     #: How far back a kernel-log Xid (or bus loss) since the GPU's last reset still counts as
     #: present (judged by its severity); older ones in the same epoch only warn.
     xid_window_h: float = 24.0
@@ -610,6 +612,7 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         pcie_replay_max=pcie.get("replay_max", int),
         ecc=s.get("ecc", str, _GPU.ecc),
         gpudirect_rdma=s.get("gpudirect_rdma", str, _GPU.gpudirect_rdma),
+        nic_pairs={str(k): str(v) for k, v in (s.get("nic_pairs", dict) or {}).items()},
         xid_window_h=s.get("xid_window_h", float, _GPU.xid_window_h, above=0),
     )
     if spec.ecc not in ("required", "any"):

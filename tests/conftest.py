@@ -81,6 +81,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "ibflap": ["ib-link-flap"],
     "rxlow": ["optics-rx-low"],
     "nopeermem": ["peermem-missing"],
+    "nicsocket": ["nic-wrong-socket"],
 }
 
 

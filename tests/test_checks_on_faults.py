@@ -298,3 +298,13 @@ def test_peermem_missing(fault_results):
     assert "modprobe nvidia_peermem" in r["remediation"]
     h = _one(fault_results, "healthy", "gpudirect_rdma")
     assert h["status"] == "pass" and h["value"] == "nvidia_peermem live"
+
+
+def test_nic_wrong_socket(fault_results):
+    r = _one(fault_results, "nicsocket", "gpu_nic_affinity", "gpu3")
+    assert r["status"] == "fail" and "gpu3: no NIC on its PCIe switch" in r["message"]
+    assert "NODE (across host bridges of its socket)" in r["message"]
+    assert "slot the platform pairs with GPU 3" in r["remediation"]
+    assert len(_rows(fault_results, "nicsocket", "gpu_nic_affinity", "pass")) == 7
+    h = _one(fault_results, "healthy", "gpu_nic_affinity", "gpu4")
+    assert h["status"] == "pass" and h["value"] == "mlx5_6 PIX"

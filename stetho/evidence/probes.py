@@ -94,11 +94,15 @@ GPUDIRECT = Probe("gpudirect", globs=("/sys/module/nvidia_peermem/initstate",
                   description="GPUDirect RDMA peer memory module loaded (nvidia_peermem, or "
                   "Mellanox's older nv_peer_mem): the kernel's `live` in its initstate")
 
+NVIDIA_TOPO = Probe("nvidia_topo", ("nvidia-smi", "topo", "-m"), timeout_s=30,
+                    description="PCIe paths between GPUs and NICs (PIX/PXB/NODE/SYS), with each "
+                    "GPU's CPU and NUMA affinity")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
-    PERFQUERY_RCV_ERRORS, GPUDIRECT,
+    PERFQUERY_RCV_ERRORS, GPUDIRECT, NVIDIA_TOPO,
 )
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import render
+from stetho.sim import render, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -85,6 +85,7 @@ class NodeDraft:
         self.tool_garbage: set[str] = set()  # per-device garbage outputs: "mlxlink:mlx5_3"
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
+        self.wrong_socket: set[int] = set()  # GPUs whose NICs sit on the other socket
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
         self.faults: list[str] = []
         self._healthy()
@@ -254,6 +255,7 @@ class NodeDraft:
             "dcgmi-diag-r1.json": self.real(DCGMI_R1),
             "gpu_burn.txt": self.real(GPU_BURN),
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
+            "nvidia-topo.txt": topo.render(self.real(topo.TOPO), self.wrong_socket),
         }
         real_mlx = self.real(MLXLINK)
         for dev in sorted({*self.mlxlink_ber, *self.mlxlink_fields}):
@@ -315,7 +317,8 @@ class NodeDraft:
             "nvidia-smi": [(COMPUTE_APPS, "compute-apps.csv"),
                            ("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
                            ("nvlink -s|nvlink --status", "nvlink-s.txt"),
-                           ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt")],
+                           ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt"),
+                           ("topo -m", "nvidia-topo.txt")],
             "dmesg": [],
             "ibstat": [("*", "ibstat.txt")],
             "lspci": [("*", "lspci.txt")],

@@ -188,3 +188,9 @@ def peermem_missing(d: NodeDraft, arg: str | None) -> None:
     import shutil
 
     shutil.rmtree(d.sysroot / "sys/module/nvidia_peermem")
+
+
+def nic_wrong_socket(d: NodeDraft, arg: str | None) -> None:
+    """A GPU's NICs on the other socket: in the recorded topo -m, its PIX/PXB cells read SYS
+    (default gpu3)."""
+    d.wrong_socket.add(_gpu(arg, 3, d))
