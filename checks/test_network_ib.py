@@ -128,7 +128,8 @@ def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
     counter, the higher reading is judged (stetho.facts.ib.port_counters, the same number
     history records) and the message names its source; the disagreement itself warns."""
     p = ib_port
-    limits = profile.ib.counter_max
+    limits = {k: v for k, v in profile.ib.counter_max.items()
+              if not (k == _FLAPS and profile.ib.link_flaps_max is not None)}  # ib_link_flaps'
     merged = port_counters(facts, p)
     readings, notes = merged.readings, list(merged.notes)
     if facts.ib_source() == "ibstat" and not p.errors():
@@ -164,6 +165,42 @@ def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
                      "it cannot read this HCA")
         return
     verdict.ok(f"error counters under thresholds ({w.basis()})")
+
+
+_FLAPS = "LinkDownedCounter"
+_FLAP_FIX = ("a link that went down and came back flapped: reseat, clean or replace the cable/"
+             "transceiver of {port} (`mlxlink -d {dev} -p {pn} -m` shows its optics), then the "
+             "switch port; reset the counters after the fix: `perfquery -R -x <lid> {pn}`")
+
+
+def test_ib_link_flaps(ib_port: IbPort, facts: NodeFacts, profile: Profile,
+                       verdict: Verdict) -> None:
+    """Link flaps: LinkDownedCounter's growth within the counter window (the same window,
+    history key and reading as ib_counters), over `ib.link_flaps_max`. A flap is named as one:
+    it drops every job on the port, and the cable or transceiver is the usual cause."""
+    p = ib_port
+    _expects(profile, p)
+    limit = profile.ib.link_flaps_max
+    if limit is None:
+        pytest.skip(f"profile {profile.name} sets no ib.link_flaps_max (ib_counters judges "
+                    f"{_FLAPS})")
+    merged = port_counters(facts, p)
+    reading = merged.readings.get(_FLAPS)
+    if reading is None:
+        verdict.error(f"port {p.id}: no {_FLAPS} reading"
+                      + (": " + "; ".join(merged.notes) if merged.notes else ""))
+    w = facts.windows()
+    c = w.count(("ib", p.id, _FLAPS), reading.value)
+    n = c.amount
+    where = c.growth.span() if c.growth is not None else "since boot or the last counter reset"
+    verdict.measure(n, "flaps", expected=f"<= {limit}", threshold=Limit(limit, "<=", "flaps"))
+    verdict.cite(f"{c.describe(_FLAPS)}; {reading.describe(_FLAPS)}; {w.basis()}",
+                 facts.ib_source())
+    if n > limit:
+        verdict.fail(f"port {p.id}: link flapped {n:g} time{'s' if n != 1 else ''} {where} "
+                     f"({_FLAPS}; max {limit})",
+                     remediation=_FLAP_FIX.format(port=p.id, dev=p.device, pn=p.port))
+    verdict.ok(f"no link flaps {where} ({_FLAPS} {n:g}, max {limit})")
 
 
 def _over(name: str, counted: Counted, reading: Reading, limit: int) -> str:

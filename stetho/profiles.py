@@ -49,6 +49,10 @@ class GpuSpec:
     nvlink_error_max: dict[str, int] = field(default_factory=dict)
     pcie_replay_max: int | None = None
     ecc: str = "any"  # required: ECC disabled fails; any: the mode is reported, not judged
+    #: required: the GPUDirect RDMA peer memory module (nvidia_peermem) must be loaded
+    gpudirect_rdma: str = "any"
+    #: gpu0 -> mlx5_0 ...: the NIC each GPU must reach at PIX/PXB; empty: any NIC will do
+    nic_pairs: dict[str, str] = field(default_factory=dict)
     #: How far back a kernel-log Xid (or bus loss) since the GPU's last reset still counts as
     #: present (judged by its severity); older ones in the same epoch only warn.
     xid_window_h: float = 24.0
@@ -120,6 +124,19 @@ DEFAULT_BER_ROWS = (
 
 
 @dataclass(frozen=True)
+class OpticsSpec:
+    """Transceiver limits for modules that print no thresholds of their own (ib_optics), and
+    how close to a module's own low/high threshold a reading warns."""
+
+    rx_power_fail_dbm: float = -11.0
+    rx_power_warn_dbm: float = -7.0
+    temperature_fail_c: float = 75.0
+    temperature_warn_c: float = 70.0
+    warn_margin_db: float = 1.0
+    warn_margin_c: float = 5.0
+
+
+@dataclass(frozen=True)
 class IbSpec:
     ports: int | None = None
     rate_gbps: float | None = None
@@ -127,8 +144,12 @@ class IbSpec:
     state: str = "ACTIVE"
     phys_state: str = "LinkUp"
     counter_max: dict[str, int] = field(default_factory=dict)
+    #: LinkDownedCounter growth within the counter window above which a port flapped
+    #: (ib_link_flaps); None: the counter is judged among ib_counters' counter_max instead
+    link_flaps_max: int | None = None
     pre_fec_ber: tuple[BerRow, ...] = DEFAULT_BER_ROWS
     port_groups: tuple[PortGroup, ...] = ()
+    optics: OpticsSpec = OpticsSpec()
 
     def ber_limits(self, fec: str | None, lane_gbps: float | None) -> BerChoice:
         """The first row for this FEC mode and lane speed; else the strictest row (lowest
@@ -633,6 +654,8 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         nvlink_error_max=_counter_map(nvlink, "error_max"),
         pcie_replay_max=pcie.get("replay_max", int),
         ecc=s.get("ecc", str, _GPU.ecc),
+        gpudirect_rdma=s.get("gpudirect_rdma", str, _GPU.gpudirect_rdma),
+        nic_pairs={str(k): str(v) for k, v in (s.get("nic_pairs", dict) or {}).items()},
         xid_window_h=s.get("xid_window_h", float, _GPU.xid_window_h, above=0),
         nvswitch=s.get("nvswitch", bool, False),
         persistence_mode=s.get("persistence_mode", bool),
@@ -647,6 +670,9 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
                f"got {spec.compute_mode!r}", "compute_mode")
     if spec.ecc not in ("required", "any"):
         s.fail(f"gpu.ecc must be required or any, got {spec.ecc!r}", "ecc")
+    if spec.gpudirect_rdma not in ("required", "any"):
+        s.fail(f"gpu.gpudirect_rdma must be required or any, got {spec.gpudirect_rdma!r}",
+               "gpudirect_rdma")
     for sub in (pcie, temp, nvlink):
         sub.check_unknown()
     _positive(s, "count", spec.count)
@@ -671,8 +697,10 @@ def _ib(s: yamlconf.Section) -> IbSpec:
         link_layer=s.get("link_layer", str, _IB.link_layer), state=s.get("state", str, _IB.state),
         phys_state=s.get("phys_state", str, _IB.phys_state),
         counter_max=_counter_map(s, "counter_max"),
+        link_flaps_max=s.get("link_flaps_max", int, within=(0, None)),
         pre_fec_ber=_ber_rows(s),
         port_groups=_port_groups(s.section("port_groups")),
+        optics=_optics(s.section("optics")),
     )
     for layer, key in ((spec.link_layer, "link_layer"),
                        *((g.link_layer, "port_groups") for g in spec.port_groups)):
@@ -683,6 +711,20 @@ def _ib(s: yamlconf.Section) -> IbSpec:
 
 
 _LINK_LAYERS = ("InfiniBand", "Ethernet")
+
+
+def _optics(s: yamlconf.Section) -> OpticsSpec:
+    d = OpticsSpec()
+    spec = OpticsSpec(**{k: s.get(k, float, getattr(d, k)) for k in (
+        "rx_power_fail_dbm", "rx_power_warn_dbm", "temperature_fail_c", "temperature_warn_c")},
+        warn_margin_db=s.get("warn_margin_db", float, d.warn_margin_db, within=(0, None)),
+        warn_margin_c=s.get("warn_margin_c", float, d.warn_margin_c, within=(0, None)))
+    if spec.rx_power_warn_dbm < spec.rx_power_fail_dbm:
+        s.fail("rx_power_warn_dbm must not be below rx_power_fail_dbm", "rx_power_warn_dbm")
+    if spec.temperature_warn_c > spec.temperature_fail_c:
+        s.fail("temperature_warn_c must not be above temperature_fail_c", "temperature_warn_c")
+    s.check_unknown()
+    return spec
 
 
 def _ber_rows(ib: yamlconf.Section) -> tuple[BerRow, ...]:

@@ -85,6 +85,10 @@ FAULT_NODES: dict[str, list[str]] = {
     "persistoff": ["persistence-off"],
     "powercap": ["power-capped"],
     "eccpending": ["ecc-pending-off"],
+    "ibflap": ["ib-link-flap"],
+    "rxlow": ["optics-rx-low"],
+    "nopeermem": ["peermem-missing"],
+    "nicsocket": ["nic-wrong-socket"],
 }
 
 

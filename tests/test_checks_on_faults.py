@@ -325,3 +325,46 @@ def test_ecc_pending_off(fault_results):
     assert "ECC mode pending disabled, current enabled: a reset applies it" in r["message"]
     assert "nvidia-smi -r -i" in r["remediation"]
     assert _one(fault_results, "eccpending", "gpu_ecc", "gpu4")["status"] == "pass"
+
+
+def test_ib_link_flap(fault_results):
+    """A port whose LinkDownedCounter reads 3: named a flap by ib_link_flaps, with the cable
+    remediation; ib_counters leaves that counter to it; the other ports pass."""
+    r = _one(fault_results, "ibflap", "ib_link_flaps", "mlx5_1:1")
+    assert r["status"] == "fail" and r["value"] == 3
+    assert "link flapped 3 times since boot or the last counter reset" in r["message"]
+    assert "cable/transceiver of mlx5_1:1" in r["remediation"]
+    assert _one(fault_results, "ibflap", "ib_counters", "mlx5_1:1")["status"] == "pass"
+    assert len(_rows(fault_results, "ibflap", "ib_link_flaps", "pass")) == 7
+    assert _one(fault_results, "healthy", "ib_link_flaps", "mlx5_1:1")["status"] == "pass"
+
+
+def test_optics_rx_low(fault_results):
+    """One lane at -12 dBm under the module's own -9.914 dBm: ib_optics names the lane and
+    value and the module's threshold; the other ports, and the healthy node, pass."""
+    r = _one(fault_results, "rxlow", "ib_optics", "mlx5_4:1")
+    assert r["status"] == "fail" and r["value"] == -12
+    assert "lane 1 Rx power -12 dBm under the module's low threshold -9.914 dBm" in r["message"]
+    assert "clean the fibre" in r["remediation"] and "replace the transceiver" in r["remediation"]
+    assert len(_rows(fault_results, "rxlow", "ib_optics", "pass")) >= 7
+    h = _one(fault_results, "healthy", "ib_optics", "mlx5_4:1")
+    assert h["status"] == "pass" and h["value"] == 2.658
+    assert "over the module's low threshold -9.914 dBm, module 61 C" in h["message"]
+
+
+def test_peermem_missing(fault_results):
+    r = _one(fault_results, "nopeermem", "gpudirect_rdma")
+    assert r["status"] == "fail" and "nvidia_peermem is not loaded" in r["message"]
+    assert "modprobe nvidia_peermem" in r["remediation"]
+    h = _one(fault_results, "healthy", "gpudirect_rdma")
+    assert h["status"] == "pass" and h["value"] == "nvidia_peermem live"
+
+
+def test_nic_wrong_socket(fault_results):
+    r = _one(fault_results, "nicsocket", "gpu_nic_affinity", "gpu3")
+    assert r["status"] == "fail" and "gpu3: no NIC on its PCIe switch" in r["message"]
+    assert "NODE (across host bridges of its socket)" in r["message"]
+    assert "slot the platform pairs with GPU 3" in r["remediation"]
+    assert len(_rows(fault_results, "nicsocket", "gpu_nic_affinity", "pass")) == 7
+    h = _one(fault_results, "healthy", "gpu_nic_affinity", "gpu4")
+    assert h["status"] == "pass" and h["value"] == "mlx5_6 PIX"

@@ -342,3 +342,41 @@ def test_throttle_counters_windowed(bundles, tmp_path: Path) -> None:
     burst = throttle(hot, db)
     assert burst.status == "fail" and "for 5 s in the" in burst.message
     assert throttle(earlier, db).status == "pass"
+
+
+def _flaps_at(bundle: Bundle, value: int) -> Bundle:
+    """The bundle with mlx5_1's LinkDownedCounter read as `value` by sysfs and perfquery -x."""
+    import re
+
+    rec = bundle.probes["ib_sysfs"]
+    path = "/sys/class/infiniband/mlx5_1/ports/1/counters/link_downed"
+    assert path in rec.files
+    probes = {**bundle.probes, "ib_sysfs": replace(rec, files={**rec.files, path: f"{value}\n"})}
+    pq = bundle.probes["perfquery:mlx5_1"]
+    text, n = re.subn(r"^(LinkDownedCounter:\.*)\d+$", rf"\g<1>{value}", pq.stdout, flags=re.M)
+    assert n == 1
+    probes["perfquery:mlx5_1"] = replace(pq, stdout=text)
+    return replace(bundle, probes=probes)
+
+
+def test_a_flap_within_the_window_is_named_a_flap(bundles, tmp_path: Path) -> None:
+    """LinkDownedCounter 5 a day and a half ago, 7 six hours ago, 9 now: the span starts at
+    the reading at or before the window's start (36 h), 4 flaps in it, named as flaps
+    (ib_counters leaves the counter to ib_link_flaps)."""
+    db = tmp_path / "h.db"
+    _record(db, _flaps_at(bundles["healthy"], 5), hours_ago=36)
+    _record(db, _flaps_at(bundles["healthy"], 7), hours_ago=6)
+    results = _check(_flaps_at(bundles["healthy"], 9), db, "ib_link_flaps or ib_counters")
+    r = _one(results, "ib_link_flaps", "mlx5_1:1")
+    assert r.status == "fail" and r.value == 4, r.message
+    assert "link flapped 4 times in the last 36 h" in r.message and "max 0" in r.message
+    assert "cable/transceiver of mlx5_1:1" in r.remediation
+    assert _one(results, "ib_counters", "mlx5_1:1").status == "pass"
+
+
+def test_flaps_long_ago_pass(bundles, tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    _record(db, _flaps_at(bundles["healthy"], 9), hours_ago=30)
+    r = _one(_check(_flaps_at(bundles["healthy"], 9), db, "ib_link_flaps"), "ib_link_flaps",
+             "mlx5_1:1")
+    assert r.status == "pass" and "no link flaps in the last 30 h" in r.message, r.message

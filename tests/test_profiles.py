@@ -22,6 +22,7 @@ def test_h100_profile():
     assert p.host.governor == "performance" and p.host.rotational_devices == ("nvme*",)
     assert p.ib.ports == 8 and p.ib.rate_gbps == 400.0 and p.ib.state == "ACTIVE"
     assert p.ib.counter_max["PortXmitDiscards"] == 1000  # inherited from generic
+    assert p.ib.link_flaps_max == 0 and p.ib.optics.rx_power_fail_dbm == -11.0
     assert p.versions["hca_firmware"].minimum == "28.39.1002"
     assert p.nccl.run and p.nccl.argv[:3] == ("all_reduce_perf", "-b", "8")
     assert p.nccl.min_size_bytes == 64 << 20 and p.nccl.tolerance_pct == 5.0
@@ -71,6 +72,10 @@ def _write(tmp_path, text, name="site.yml"):
     ("profile: x\nib:\n  pre_fec_ber_warn: 1.0e-7\n", 3,
      "ib.pre_fec_ber_warn is replaced by the table ib.pre_fec_ber"),
     ("profile: x\nib:\n  pre_fec_ber: {}\n", 3, "ib.pre_fec_ber needs at least one row"),
+    ("profile: x\nib:\n  optics:\n    rx_power_warn_dbm: -12\n", 4,
+     "rx_power_warn_dbm must not be below rx_power_fail_dbm"),
+    ("profile: x\nib:\n  optics:\n    rx_dbm: -12\n", 4, "unknown key ib.optics.rx_dbm"),
+    ("profile: x\nib:\n  link_flaps_max: -1\n", 3, "ib.link_flaps_max must be at least 0"),
     ("profile: x\nib:\n  pre_fec_ber: [1, 2]\n", 3, "expected a mapping"),
     ("profile: x\nib:\n  pre_fec_ber:\n    a: {fec: kp4, warn: 1.0e-6, fail: 1.0e-5}\n", 4,
      "unknown FEC mode 'kp4' (known: rs544, rs528, rs272, firecode, none)"),

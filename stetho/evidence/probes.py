@@ -108,12 +108,20 @@ MLNX_QOS = Probe("mlnx_qos", ("mlnx_qos", "-i", "{netdev}"), timeout_s=20, per_d
                  description="RoCE: trust state (dscp/pcp) and PFC-enabled priorities "
                  "(MLNX_OFED/DOCA mlnx_qos)")
 ROCE_PROBES: tuple[Probe, ...] = (ROCE_SYSFS, ETHTOOL_STATS, MLNX_QOS)
+GPUDIRECT = Probe("gpudirect", globs=("/sys/module/nvidia_peermem/initstate",
+                                      "/sys/module/nv_peer_mem/initstate"),
+                  description="GPUDirect RDMA peer memory module loaded (nvidia_peermem, or "
+                  "Mellanox's older nv_peer_mem): the kernel's `live` in its initstate")
+
+NVIDIA_TOPO = Probe("nvidia_topo", ("nvidia-smi", "topo", "-m"), timeout_s=30,
+                    description="PCIe paths between GPUs and NICs (PIX/PXB/NODE/SYS), with each "
+                    "GPU's CPU and NUMA affinity")
 
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
-    MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS,
+    MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, GPUDIRECT, NVIDIA_TOPO,
 )
 
 

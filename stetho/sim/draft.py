@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import render, roce
+from stetho.sim import render, roce, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -89,6 +89,7 @@ class NodeDraft:
         self.tool_garbage: set[str] = set()  # per-device garbage outputs: "mlxlink:mlx5_3"
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
+        self.wrong_socket: set[int] = set()  # GPUs whose NICs sit on the other socket
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
         #: A RoCE node (the roce faults): its Ethernet ports get RoCE outputs (stetho.sim.roce),
         #: with device -> counter -> value, the trust state and ECN off as faults set them
@@ -146,6 +147,8 @@ class NodeDraft:
             _write(s / f"proc/pressure/{res}", "some avg10=0.00 avg60=0.02 avg300=0.05 "
                    "total=18731\nfull avg10=0.00 avg60=0.00 avg300=0.01 total=4417\n")
         _write(s / f"usr/lib/x86_64-linux-gnu/libnccl.so.{NCCL_VERSION}", "")
+        # GPUDirect RDMA's peer memory module loaded: what the kernel's sysfs-module ABI prints
+        _write(s / "sys/module/nvidia_peermem/initstate", "live\n")
         src = self.fixtures / IB_TREE
         dst = s / "sys/class/infiniband"
         for f in sorted(src.rglob("*")):
@@ -263,6 +266,7 @@ class NodeDraft:
             "dcgmi-diag-r1.json": self.real(DCGMI_R1),
             "gpu_burn.txt": self.real(GPU_BURN),
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
+            "nvidia-topo.txt": topo.render(self.real(topo.TOPO), self.wrong_socket),
         }
         real_mlx = self.real(MLXLINK)
         for dev in sorted({*self.mlxlink_ber, *self.mlxlink_fields}):
@@ -324,7 +328,8 @@ class NodeDraft:
             "nvidia-smi": [(COMPUTE_APPS, "compute-apps.csv"),
                            ("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
                            ("nvlink -s|nvlink --status", "nvlink-s.txt"),
-                           ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt")],
+                           ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt"),
+                           ("topo -m", "nvidia-topo.txt")],
             "dmesg": [],
             "ibstat": [("*", "ibstat.txt")],
             "lspci": [("*", "lspci.txt")],

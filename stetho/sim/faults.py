@@ -389,6 +389,13 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "(default gpu4)", fb.ecc_pending_off, "gpuN"),
     Fault("power-capped", "a GPU's power cap at 500 W, below its 700 W default (default gpu6)",
           fb.power_capped, "gpuN"),
+    Fault("ib-link-flap", "an IB port's link went down 3 times: link_downed 3 (default mlx5_1)",
+          ff.ib_link_flap, "device"),
+    Fault("optics-rx-low", "one lane of an IB port's transceiver receives -12 dBm, under the "
+          "module's -9.914 dBm threshold (default mlx5_4)", ff.optics_rx_low, "device"),
+    Fault("peermem-missing", "nvidia_peermem not loaded: no GPUDirect RDMA", ff.peermem_missing),
+    Fault("nic-wrong-socket", "a GPU's NICs sit on the other socket (SYS in nvidia-smi topo -m; "
+          "default gpu3)", ff.nic_wrong_socket, "gpuN"),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
           "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}

@@ -193,3 +193,38 @@ def roce_ecn_off(d: NodeDraft, arg: str | None) -> None:
     """ECN disabled on priority 3 (roce_np and roce_rp) on every port: no DCQCN."""
     roce(d, None)
     d.roce_ecn_off = True
+
+
+def ib_link_flap(d: NodeDraft, arg: str | None) -> None:
+    """A port whose link went down and came back 3 times (LinkDownedCounter 3, as sysfs's
+    counters/link_downed reads it; the recording's mlx5_1 read a saturated 255,
+    the healthy node 0): a flapping cable."""
+    dev = _device(arg, "mlx5_1", d)
+    p = d.sysroot / f"sys/class/infiniband/{dev}/ports/1/counters/link_downed"
+    if not p.exists():
+        raise ConfigError(f"simulated node has no {p}")
+    p.write_text("3\n")
+
+
+def optics_rx_low(d: NodeDraft, arg: str | None) -> None:
+    """One lane's Rx power at -12 dBm in the recorded 400G OSFP DR4's Module Info, the other
+    lanes, the module's [-9.914..6.999] thresholds and the BER as recorded: a dirty or
+    cracked fibre on one lane of a parallel-fibre DR4 dims that lane only, and the module
+    reads it before FEC runs out (the smallest edit that shows it)."""
+    dev = _device(arg, "mlx5_4", d)
+    d.mlxlink_fields.setdefault(dev, {})["Rx Power Current [dBm]"] = \
+        "3.583,-12.000,3.233,2.658 [-9.914..6.999]"
+
+
+def peermem_missing(d: NodeDraft, arg: str | None) -> None:
+    """nvidia_peermem not loaded (never modprobed, or it failed to load): no
+    /sys/module/nvidia_peermem, as on a node without it."""
+    import shutil
+
+    shutil.rmtree(d.sysroot / "sys/module/nvidia_peermem")
+
+
+def nic_wrong_socket(d: NodeDraft, arg: str | None) -> None:
+    """A GPU's NICs on the other socket: in the recorded topo -m, its PIX/PXB cells read SYS
+    (default gpu3)."""
+    d.wrong_socket.add(_gpu(arg, 3, d))
