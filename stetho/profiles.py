@@ -51,9 +51,22 @@ class GpuSpec:
 
 
 @dataclass(frozen=True)
+class FsLimit:
+    """A filesystem the profile names (`host.filesystems`): the one holding `path` keeps at
+    least these percentages free (None: not judged)."""
+
+    path: str
+    min_free_pct: float | None = None
+    min_free_inodes_pct: float | None = None
+
+
+@dataclass(frozen=True)
 class HostSpec:
     governor: str | None = None
     rotational_devices: tuple[str, ...] = ("nvme*",)
+    filesystems: tuple[FsLimit, ...] = ()
+    mounts: tuple[str, ...] = ()  # mount points that must be mounted, read-write
+    services: tuple[str, ...] = ()  # systemd units that must be active
 
 
 @dataclass(frozen=True)
@@ -607,9 +620,25 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
 
 def _host(s: yamlconf.Section) -> HostSpec:
     spec = HostSpec(governor=s.get("governor", str),
-                    rotational_devices=s.str_list("rotational_devices", _HOST.rotational_devices))
+                    rotational_devices=s.str_list("rotational_devices", _HOST.rotational_devices),
+                    filesystems=_filesystems(s.section("filesystems")),
+                    mounts=s.str_list("mounts"), services=s.str_list("services"))
+    for path in (*spec.mounts, *(f.path for f in spec.filesystems)):
+        if not path.startswith("/"):
+            s.fail(f"{path!r} is not an absolute path", "mounts" if path in spec.mounts
+                   else "filesystems")
     s.check_unknown()
     return spec
+
+
+def _filesystems(s: yamlconf.Section) -> tuple[FsLimit, ...]:
+    out = []
+    for path in s.data:
+        f = s.section(str(path))
+        out.append(FsLimit(str(path), f.get("min_free_pct", (int, float), within=(0, 100)),
+                           f.get("min_free_inodes_pct", (int, float), within=(0, 100))))
+        f.check_unknown()
+    return tuple(out)
 
 
 def _ib(s: yamlconf.Section) -> IbSpec:

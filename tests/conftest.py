@@ -78,6 +78,8 @@ FAULT_NODES: dict[str, list[str]] = {
     "riser": ["riser"],
     "ncclsocket": ["nccl-socket"],
     "hostoom": ["host-oom"],
+    "diskfull": ["disk-full"],
+    "fsro": ["fs-readonly"],
 }
 
 

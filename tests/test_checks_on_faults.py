@@ -36,7 +36,7 @@ def test_healthy_node_passes_everything(fault_results):
                       "gpu_xid", "gpu_bus_loss", "gpu_nvlink", "pcie_link", "pcie_aer",
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
-                      "ib_link_ber", "host_memory"}
+                      "ib_link_ber", "host_memory", "host_filesystems"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -265,3 +265,20 @@ def test_host_memory_pressure(fault_results):
     r = _one(fault_results, "hostoom", "host_memory")
     assert r["status"] == "fail" and "OOM killer ran 1 time(s), last on pt_data_worker" in \
         r["message"] and "95% of swap in use" in r["message"]
+
+
+def test_disk_full(fault_results):
+    r = _one(fault_results, "diskfull", "host_filesystems", "/")
+    assert r["status"] == "fail" and r["value"] == 1.0
+    assert "/ is 99.0% full" in r["message"] and "(1.0% < 10%)" in r["message"]
+    assert "du -xh" in r["remediation"]
+    assert _one(fault_results, "diskfull", "host_filesystems", "/raid")["status"] == "pass"
+    assert _one(fault_results, "healthy", "host_filesystems", "/")["value"] == 72.7
+
+
+def test_fs_readonly(fault_results):
+    r = _one(fault_results, "fsro", "host_filesystems", "/raid")
+    assert r["status"] == "fail"
+    assert "/raid (/dev/md0, ext4) is mounted read-only" in r["message"]
+    assert "remount,rw /raid" in r["remediation"]
+    assert _one(fault_results, "fsro", "host_filesystems", "/")["status"] == "pass"

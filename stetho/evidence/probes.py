@@ -89,11 +89,18 @@ HOST_PRESSURE = Probe("host_pressure", globs=("/proc/pressure/io", "/proc/pressu
                                              "/proc/pressure/cpu", "/proc/meminfo"),
                       description="I/O and memory stall (PSI), swap use")
 
+MOUNTS = Probe("mounts", globs=("/proc/mounts",),
+               description="mounted filesystems and their options (read-only or not)")
+DF_BYTES = Probe("df_bytes", ("df", "-P", "-B1"), timeout_s=20,
+                 description="free space per mounted filesystem, in bytes")
+DF_INODES = Probe("df_inodes", ("df", "-P", "-i"), timeout_s=20,
+                  description="free inodes per mounted filesystem")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
-    PERFQUERY_RCV_ERRORS,
+    PERFQUERY_RCV_ERRORS, MOUNTS, DF_BYTES, DF_INODES,
 )
 
 

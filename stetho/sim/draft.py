@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import render
+from stetho.sim import hostfs, render
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -86,6 +86,7 @@ class NodeDraft:
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
+        self.filesystems = hostfs.healthy()  # /proc/mounts and df (stetho.sim.hostfs)
         self.faults: list[str] = []
         self._healthy()
 
@@ -252,7 +253,10 @@ class NodeDraft:
             "dcgmi-diag-r1.json": self.real(DCGMI_R1),
             "gpu_burn.txt": self.real(GPU_BURN),
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
+            "df-B1.txt": hostfs.df_bytes(self.filesystems),
+            "df-i.txt": hostfs.df_inodes(self.filesystems),
         }
+        _write(self.sysroot / "proc/mounts", hostfs.mounts(self.filesystems))
         real_mlx = self.real(MLXLINK)
         for dev in sorted({*self.mlxlink_ber, *self.mlxlink_fields}):
             edits = {"Raw Physical BER": self.mlxlink_ber.get(dev),
@@ -323,6 +327,7 @@ class NodeDraft:
             "nvbandwidth": [("*", "nvbandwidth.txt")],
             "mlxlink": [],
             "perfquery": [],
+            "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from stetho.errors import ConfigError
 from stetho.sim import faults_facts as ff
+from stetho.sim import faults_host as fh
 from stetho.sim.draft import IDLE_SM_MHZ, REASONS, NodeDraft
 
 
@@ -287,6 +288,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("nccl-socket", "NCCL falls back to TCP sockets (recorded NET/Socket lines); busbw "
           "drops 65%", nccl_socket),
     Fault("host-oom", "OOM-killer line, swap in use and memory PSI high", host_oom),
+    Fault("disk-full", "a filesystem at 99% of its usable space (default /)", fh.disk_full,
+          "mountpoint"),
+    Fault("fs-readonly", "ext4 remounted read-only after a journal abort (default /raid)",
+          fh.fs_readonly, "mountpoint"),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
           "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",

@@ -1,0 +1,47 @@
+"""Host hygiene facts: mounts and free space (and, beside them, the other host-wide settings
+a job relies on). Functions over NodeFacts, parsed once through `facts.parsed`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stetho.facts.base import Unavailable
+
+if TYPE_CHECKING:
+    from stetho.facts.node import NodeFacts
+    from stetho.parsers.filesystems import DfRow, Mount
+
+
+def mounts(facts: NodeFacts) -> tuple[Mount, ...]:
+    from stetho.parsers import filesystems
+
+    def load() -> tuple[Mount, ...]:
+        text = facts.files("mounts").get("/proc/mounts")
+        if text is None:
+            raise Unavailable("error", "/proc/mounts was not read", "mounts")
+        return filesystems.parse_mounts(text)
+
+    return facts.parsed("mounts", load)
+
+
+def df(facts: NodeFacts, inodes: bool) -> dict[str, DfRow]:
+    """{mount point: df row}; the last row of a mount point wins (what is mounted over)."""
+    from stetho.parsers import filesystems
+
+    probe = "df_inodes" if inodes else "df_bytes"
+
+    def load() -> dict[str, DfRow]:
+        try:
+            text = facts.text(probe)
+        except Unavailable as u:
+            # df is coreutils: a node without it cannot be judged, never a skip
+            raise Unavailable("error", u.reason, u.probe) from None
+        return {r.mountpoint: r for r in filesystems.parse_df(text, inodes)}
+
+    return facts.parsed(probe, load)
+
+
+def mount_at(facts: NodeFacts, path: str) -> Mount | None:
+    """What is mounted at exactly `path` (the last mount listed: it hides those below)."""
+    found = [m for m in mounts(facts) if m.mountpoint == path]
+    return found[-1] if found else None

@@ -1,0 +1,36 @@
+"""Host hygiene faults: a full or read-only filesystem (and the other host-wide settings a
+job relies on). Each edits the draft's model of the node (stetho.sim.hostfs)."""
+
+from __future__ import annotations
+
+from stetho.errors import ConfigError
+from stetho.sim.draft import NodeDraft
+from stetho.sim.hostfs import SimFs
+
+
+def _fs(d: NodeDraft, mountpoint: str) -> SimFs:
+    for f in d.filesystems:
+        if f.mountpoint == mountpoint:
+            return f
+    raise ConfigError(f"simulated node mounts no {mountpoint} (it has "
+                      f"{', '.join(f.mountpoint for f in d.filesystems)})")
+
+
+def disk_full(d: NodeDraft, arg: str | None) -> None:
+    """The filesystem at 99% of its usable space (checkpoints, core dumps): what df then
+    prints, used + available unchanged."""
+    f = _fs(d, arg or "/")
+    usable = f.used + f.avail
+    f.avail = usable // 100
+    f.used = usable - f.avail
+
+
+def fs_readonly(d: NodeDraft, arg: str | None) -> None:
+    """ext4 remounted read-only after an I/O error (errors=remount-ro): its mount options turn
+    `ro`, and the kernel says why. The lines follow fs/ext4/super.c's messages."""
+    f = _fs(d, arg or "/raid")
+    f.options = "ro" + f.options[2:] if f.options.startswith("rw") else "ro," + f.options
+    dev = f.device.rsplit("/", 1)[-1]
+    d.kernel_message(f"EXT4-fs error (device {dev}): ext4_journal_check_start:83: "
+                     "comm kworker/u256:2: Detected aborted journal")
+    d.kernel_message(f"EXT4-fs ({dev}): Remounting filesystem read-only")
