@@ -80,6 +80,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "hostoom": ["host-oom"],
     "diskfull": ["disk-full"],
     "fsro": ["fs-readonly"],
+    "servicedown": ["service-down"],
 }
 
 

@@ -36,7 +36,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "gpu_xid", "gpu_bus_loss", "gpu_nvlink", "pcie_link", "pcie_aer",
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
-                      "ib_link_ber", "host_memory", "host_filesystems"}
+                      "ib_link_ber", "host_memory", "host_filesystems",
+                      "host_services"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -282,3 +283,14 @@ def test_fs_readonly(fault_results):
     assert "/raid (/dev/md0, ext4) is mounted read-only" in r["message"]
     assert "remount,rw /raid" in r["remediation"]
     assert _one(fault_results, "fsro", "host_filesystems", "/")["status"] == "pass"
+
+
+def test_service_down(fault_results):
+    r = _one(fault_results, "servicedown", "host_services", "nvidia-fabricmanager")
+    assert r["status"] == "fail" and r["value"] == "failed" and r["expected"] == "active"
+    assert r["message"] == "nvidia-fabricmanager is failed"
+    assert "sudo systemctl start nvidia-fabricmanager" in r["remediation"]
+    assert _one(fault_results, "servicedown", "host_services",
+                "nvidia-persistenced")["status"] == "pass"
+    assert {r["subject"] for r in _rows(fault_results, "healthy", "host_services", "pass")} == \
+        {"nvidia-persistenced", "nvidia-fabricmanager"}

@@ -232,6 +232,14 @@ def _filesystems(n: CheckNode) -> list[Subject]:
     return [Subject(n, path, limit) for path, limit in limits.items()]
 
 
+def _services(n: CheckNode) -> list[Subject]:
+    """Each systemd unit the profile lists (`host.services`), by name."""
+    units = n.profile.host.services
+    if not units:
+        raise Unavailable("skip", f"profile {n.profile.name} lists no services (host.services)")
+    return [Subject(n, u, u) for u in units]
+
+
 #: fixture name -> how to list a node's subjects of that kind.
 KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "node": _node,
@@ -244,6 +252,7 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "bench_metric": _bench_metrics,
     "bench_run": _bench_runs,
     "filesystem": _filesystems,
+    "service": _services,
 }
 
 

@@ -126,3 +126,9 @@ def nccl_probe(argv: tuple[str, ...], timeout_s: float) -> Probe:
 def nccl_saved_probe(path: str) -> Probe:
     """A saved nccl-tests output named in the profile, read instead of a live run."""
     return Probe("nccl_tests", globs=(path,), description="saved nccl-tests output")
+
+
+def services_probe(units: tuple[str, ...]) -> Probe:
+    """The systemd units a profile needs running (`host.services`), asked in one call."""
+    return Probe("services", ("systemctl", "is-active", *units), timeout_s=20,
+                 description="whether the profile's systemd units are active")

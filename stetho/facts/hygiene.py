@@ -45,3 +45,28 @@ def mount_at(facts: NodeFacts, path: str) -> Mount | None:
     """What is mounted at exactly `path` (the last mount listed: it hides those below)."""
     found = [m for m in mounts(facts) if m.mountpoint == path]
     return found[-1] if found else None
+
+
+def services(facts: NodeFacts) -> dict[str, str]:
+    """{unit: ActiveState} from `systemctl is-active`, for the units the probe asked about (its
+    argv: the profile at collection time). Asked for, systemctl missing or refused is an
+    error: nothing then says the units run."""
+    from stetho.parsers import systemctl
+
+    def load() -> dict[str, str]:
+        rec = facts.record("services")
+        units = rec.argv[2:] if rec.argv[:2] == ("systemctl", "is-active") else ()
+        if not units:
+            raise Unavailable("error", f"services probe ran {' '.join(rec.argv) or 'nothing'}, "
+                              "not systemctl is-active UNIT...", "services")
+        try:
+            text = facts.text("services")
+        except Unavailable as u:
+            raise Unavailable("error", f"{u.reason} (systemctl is needed: the profile lists "
+                              "services)", u.probe) from None
+        if not text.strip():
+            raise Unavailable("error", f"systemctl printed no unit states: "
+                              f"{rec.stderr.strip()[:200] or rec.reason}", "services")
+        return systemctl.parse_is_active(text, tuple(units))
+
+    return facts.parsed("services", load)

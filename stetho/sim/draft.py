@@ -87,6 +87,8 @@ class NodeDraft:
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
         self.filesystems = hostfs.healthy()  # /proc/mounts and df (stetho.sim.hostfs)
+        #: systemd units and their ActiveState: the h100 profile's units all running (healthy)
+        self.services = {u: "active" for u in hostfs.UNITS}
         self.faults: list[str] = []
         self._healthy()
 
@@ -255,6 +257,7 @@ class NodeDraft:
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
             "df-B1.txt": hostfs.df_bytes(self.filesystems),
             "df-i.txt": hostfs.df_inodes(self.filesystems),
+            "units.tsv": "".join(f"{u}\t{st}\n" for u, st in self.services.items()),
         }
         _write(self.sysroot / "proc/mounts", hostfs.mounts(self.filesystems))
         real_mlx = self.real(MLXLINK)
@@ -328,6 +331,7 @@ class NodeDraft:
             "mlxlink": [],
             "perfquery": [],
             "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
+            "systemctl": [],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -346,6 +350,8 @@ class NodeDraft:
                          "exec awk -F '\\t' -v now=\"$now\" '{ t = now - $1; us = $2; "
                          'sub(/^[^\\t]*\\t[^\\t]*\\t/, ""); printf "%s,%s+00:00 %s\\n", '
                          'strftime("%Y-%m-%dT%H:%M:%S", t, 1), us, $0 }\' "$D/dmesg.tsv"']
+            elif tool == "systemctl":
+                body += hostfs.SYSTEMCTL_SHIM
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

@@ -292,6 +292,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "mountpoint"),
     Fault("fs-readonly", "ext4 remounted read-only after a journal abort (default /raid)",
           fh.fs_readonly, "mountpoint"),
+    Fault("service-down", "a systemd unit failed (default nvidia-fabricmanager)",
+          fh.service_down, "unit"),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
           "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",

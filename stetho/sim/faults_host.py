@@ -34,3 +34,12 @@ def fs_readonly(d: NodeDraft, arg: str | None) -> None:
     d.kernel_message(f"EXT4-fs error (device {dev}): ext4_journal_check_start:83: "
                      "comm kworker/u256:2: Detected aborted journal")
     d.kernel_message(f"EXT4-fs ({dev}): Remounting filesystem read-only")
+
+
+def service_down(d: NodeDraft, arg: str | None) -> None:
+    """A unit whose main process exited with an error: systemd marks it `failed`."""
+    unit = arg or "nvidia-fabricmanager"
+    if unit not in d.services:
+        raise ConfigError(f"simulated node runs no unit {unit} (it runs "
+                          f"{', '.join(d.services)})")
+    d.services[unit] = "failed"

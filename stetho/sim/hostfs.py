@@ -6,6 +6,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The units a healthy simulated node runs: the h100 profile's (NVIDIA's persistence daemon
+#: and the NVSwitch fabric manager an HGX node needs), and sshd, which every node runs.
+UNITS = ("nvidia-persistenced", "nvidia-fabricmanager", "sshd")
+
+#: `systemctl is-active UNIT...`: each unit's state from data/units.tsv, `inactive` for one
+#: systemd does not know (as systemctl prints), exit 3 unless all are active (systemctl's
+#: "not running" code).
+SYSTEMCTL_SHIM = [
+    '[ "$1" = "is-active" ] || { echo "simulated systemctl: unsupported arguments: $*" >&2; '
+    'exit 2; }', "shift", "rc=0",
+    'for u in "$@"; do',
+    "  s=$(awk -F '\\t' -v u=\"$u\" '$1 == u { print $2 }' \"$D/units.tsv\")",
+    '  [ -n "$s" ] || s=inactive', '  echo "$s"', '  [ "$s" = active ] || rc=3', "done",
+    'exit "$rc"',
+]
+
 
 @dataclass
 class SimFs:
@@ -45,14 +61,16 @@ def mounts(fss: list[SimFs]) -> str:
 
 
 def df_bytes(fss: list[SimFs]) -> str:
-    rows: list[tuple[str, ...]] = [("Filesystem", "1-blocks", "Used", "Available", "Capacity", "Mounted on")]
+    rows: list[tuple[str, ...]] = [
+        ("Filesystem", "1-blocks", "Used", "Available", "Capacity", "Mounted on")]
     rows += [(f.device, str(f.size), str(f.used), str(f.avail),
               f"{_ceil_pct(f.used, f.used + f.avail)}%", f.mountpoint) for f in fss]
     return _table(rows)
 
 
 def df_inodes(fss: list[SimFs]) -> str:
-    rows: list[tuple[str, ...]] = [("Filesystem", "Inodes", "IUsed", "IFree", "IUse%", "Mounted on")]
+    rows: list[tuple[str, ...]] = [
+        ("Filesystem", "Inodes", "IUsed", "IFree", "IUse%", "Mounted on")]
     rows += [(f.device, str(f.inodes), str(f.iused), str(f.inodes - f.iused),
               f"{_ceil_pct(f.iused, f.inodes)}%", f.mountpoint) for f in fss]
     return _table(rows)
