@@ -67,6 +67,8 @@ class HostSpec:
     filesystems: tuple[FsLimit, ...] = ()
     mounts: tuple[str, ...] = ()  # mount points that must be mounted, read-write
     services: tuple[str, ...] = ()  # systemd units that must be active
+    time_sync: bool = False  # chronyd must have synchronised the clock (host_time_sync)
+    time_offset_max_ms: float = 100.0
 
 
 @dataclass(frozen=True)
@@ -622,7 +624,10 @@ def _host(s: yamlconf.Section) -> HostSpec:
     spec = HostSpec(governor=s.get("governor", str),
                     rotational_devices=s.str_list("rotational_devices", _HOST.rotational_devices),
                     filesystems=_filesystems(s.section("filesystems")),
-                    mounts=s.str_list("mounts"), services=s.str_list("services"))
+                    mounts=s.str_list("mounts"), services=s.str_list("services"),
+                    time_sync=s.get("time_sync", bool, _HOST.time_sync),
+                    time_offset_max_ms=s.get("time_offset_max_ms", (int, float),
+                                             _HOST.time_offset_max_ms, above=0))
     for path in (*spec.mounts, *(f.path for f in spec.filesystems)):
         if not path.startswith("/"):
             s.fail(f"{path!r} is not an absolute path", "mounts" if path in spec.mounts

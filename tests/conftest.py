@@ -81,6 +81,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "diskfull": ["disk-full"],
     "fsro": ["fs-readonly"],
     "servicedown": ["service-down"],
+    "unsynced": ["clock-unsynced"],
 }
 
 

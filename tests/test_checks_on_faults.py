@@ -36,7 +36,7 @@ def test_healthy_node_passes_everything(fault_results):
                       "gpu_xid", "gpu_bus_loss", "gpu_nvlink", "pcie_link", "pcie_aer",
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
-                      "ib_link_ber", "host_memory", "host_filesystems",
+                      "ib_link_ber", "host_memory", "host_filesystems", "host_time_sync",
                       "host_services"}
 
 
@@ -294,3 +294,11 @@ def test_service_down(fault_results):
                 "nvidia-persistenced")["status"] == "pass"
     assert {r["subject"] for r in _rows(fault_results, "healthy", "host_services", "pass")} == \
         {"nvidia-persistenced", "nvidia-fabricmanager"}
+
+
+def test_clock_unsynced(fault_results):
+    r = _one(fault_results, "unsynced", "host_time_sync")
+    assert r["status"] == "fail" and r["value"] == -2500.0
+    assert "clock not synchronised (Leap status: Not synchronised" in r["message"]
+    assert "chronyc sources -v" in r["remediation"]
+    assert _one(fault_results, "healthy", "host_time_sync")["status"] == "pass"

@@ -96,11 +96,14 @@ DF_BYTES = Probe("df_bytes", ("df", "-P", "-B1"), timeout_s=20,
 DF_INODES = Probe("df_inodes", ("df", "-P", "-i"), timeout_s=20,
                   description="free inodes per mounted filesystem")
 
+CHRONY = Probe("chrony", ("chronyc", "tracking"), timeout_s=10,
+               description="whether chronyd has synchronised the clock, and its offset")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
-    PERFQUERY_RCV_ERRORS, MOUNTS, DF_BYTES, DF_INODES,
+    PERFQUERY_RCV_ERRORS, MOUNTS, DF_BYTES, DF_INODES, CHRONY,
 )
 
 

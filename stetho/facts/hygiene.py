@@ -9,6 +9,7 @@ from stetho.facts.base import Unavailable
 
 if TYPE_CHECKING:
     from stetho.facts.node import NodeFacts
+    from stetho.parsers.chrony import Tracking
     from stetho.parsers.filesystems import DfRow, Mount
 
 
@@ -70,3 +71,20 @@ def services(facts: NodeFacts) -> dict[str, str]:
         return systemctl.parse_is_active(text, tuple(units))
 
     return facts.parsed("services", load)
+
+
+def tracking(facts: NodeFacts) -> Tracking:
+    """chronyd's view of the clock. Called only where the profile asks for time sync, so
+    chronyc missing (or chronyd not answering) is an error: nothing says the clock is right."""
+    from stetho.parsers import chrony
+
+    def load() -> Tracking:
+        try:
+            text = facts.text("chrony")
+        except Unavailable as u:
+            raise Unavailable("error", f"{u.reason} (the profile asks for time sync: "
+                              "host.time_sync)", u.probe,
+                              remediation="install chrony and start chronyd") from None
+        return chrony.parse_tracking(text)
+
+    return facts.parsed("chrony", load)

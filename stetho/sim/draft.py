@@ -89,6 +89,8 @@ class NodeDraft:
         self.filesystems = hostfs.healthy()  # /proc/mounts and df (stetho.sim.hostfs)
         #: systemd units and their ActiveState: the h100 profile's units all running (healthy)
         self.services = {u: "active" for u in hostfs.UNITS}
+        #: healthy: the recorded chronyd, synchronised at stratum 3, 34 ns fast
+        self.chrony_tracking = self.real(hostfs.CHRONY_TRACKING)
         self.faults: list[str] = []
         self._healthy()
 
@@ -257,6 +259,7 @@ class NodeDraft:
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
             "df-B1.txt": hostfs.df_bytes(self.filesystems),
             "df-i.txt": hostfs.df_inodes(self.filesystems),
+            "chronyc-tracking.txt": self.chrony_tracking,
             "units.tsv": "".join(f"{u}\t{st}\n" for u, st in self.services.items()),
         }
         _write(self.sysroot / "proc/mounts", hostfs.mounts(self.filesystems))
@@ -332,6 +335,7 @@ class NodeDraft:
             "perfquery": [],
             "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
             "systemctl": [],
+            "chronyc": [("tracking", "chronyc-tracking.txt")],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '

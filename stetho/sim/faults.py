@@ -294,6 +294,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           fh.fs_readonly, "mountpoint"),
     Fault("service-down", "a systemd unit failed (default nvidia-fabricmanager)",
           fh.service_down, "unit"),
+    Fault("clock-unsynced", "chronyd has no source: not synchronised, 2.5 s slow",
+          fh.clock_unsynced),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
           "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",

@@ -3,6 +3,8 @@ job relies on). Each edits the draft's model of the node (stetho.sim.hostfs)."""
 
 from __future__ import annotations
 
+import re
+
 from stetho.errors import ConfigError
 from stetho.sim.draft import NodeDraft
 from stetho.sim.hostfs import SimFs
@@ -43,3 +45,19 @@ def service_down(d: NodeDraft, arg: str | None) -> None:
         raise ConfigError(f"simulated node runs no unit {unit} (it runs "
                           f"{', '.join(d.services)})")
     d.services[unit] = "failed"
+
+
+def clock_unsynced(d: NodeDraft, arg: str | None) -> None:
+    """chronyd lost its sources (a firewall on UDP 123, a dead NTP server): it reports what
+    an unsynchronised chronyd does (reference 00000000, stratum 0, Not synchronised) and the
+    clock has drifted 2.5 s behind (the recorded drift of an unsynchronised clock is ppm:
+    days without a source)."""
+    edits = {"Reference ID": "00000000 ()", "Stratum": "0",
+             "System time": "2.500000000 seconds slow of NTP time",
+             "Leap status": "Not synchronised"}
+    text = d.chrony_tracking
+    for key, value in edits.items():
+        text, n = re.subn(rf"^({re.escape(key)}\s*: ).*$", rf"\g<1>{value}", text, flags=re.M)
+        if n != 1:
+            raise ConfigError(f"the chronyc tracking recording has {n} {key!r} lines")
+    d.chrony_tracking = text

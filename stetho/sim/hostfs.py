@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CHRONY_TRACKING = "14-host/chronyc-tracking-synced-stratum3-lan.txt"
+
 #: The units a healthy simulated node runs: the h100 profile's (NVIDIA's persistence daemon
 #: and the NVSwitch fabric manager an HGX node needs), and sshd, which every node runs.
 UNITS = ("nvidia-persistenced", "nvidia-fabricmanager", "sshd")
