@@ -69,6 +69,8 @@ class HostSpec:
     services: tuple[str, ...] = ()  # systemd units that must be active
     time_sync: bool = False  # chronyd must have synchronised the clock (host_time_sync)
     time_offset_max_ms: float = 100.0
+    hugepages_min: int | None = None  # /proc/sys/vm/nr_hugepages at least this
+    memlock: str | None = None  # "unlimited", or a number of bytes: the least RLIMIT_MEMLOCK
 
 
 @dataclass(frozen=True)
@@ -627,13 +629,25 @@ def _host(s: yamlconf.Section) -> HostSpec:
                     mounts=s.str_list("mounts"), services=s.str_list("services"),
                     time_sync=s.get("time_sync", bool, _HOST.time_sync),
                     time_offset_max_ms=s.get("time_offset_max_ms", (int, float),
-                                             _HOST.time_offset_max_ms, above=0))
+                                             _HOST.time_offset_max_ms, above=0),
+                    hugepages_min=s.get("hugepages_min", int, within=(0, None)),
+                    memlock=_memlock(s))
     for path in (*spec.mounts, *(f.path for f in spec.filesystems)):
         if not path.startswith("/"):
             s.fail(f"{path!r} is not an absolute path", "mounts" if path in spec.mounts
                    else "filesystems")
     s.check_unknown()
     return spec
+
+
+def _memlock(s: yamlconf.Section) -> str | None:
+    value = s.get("memlock", (str, int))
+    if value is None:
+        return None
+    text = str(value)
+    if text != "unlimited" and not text.isdigit():
+        s.fail(f"memlock must be unlimited or a number of bytes, not {text!r}", "memlock")
+    return text
 
 
 def _filesystems(s: yamlconf.Section) -> tuple[FsLimit, ...]:

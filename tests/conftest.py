@@ -82,6 +82,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "fsro": ["fs-readonly"],
     "servicedown": ["service-down"],
     "unsynced": ["clock-unsynced"],
+    "memlock": ["memlock-limited"],
 }
 
 

@@ -37,7 +37,7 @@ def test_healthy_node_passes_everything(fault_results):
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "host_filesystems", "host_time_sync",
-                      "host_services"}
+                      "host_services", "host_limits"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -302,3 +302,12 @@ def test_clock_unsynced(fault_results):
     assert "clock not synchronised (Leap status: Not synchronised" in r["message"]
     assert "chronyc sources -v" in r["remediation"]
     assert _one(fault_results, "healthy", "host_time_sync")["status"] == "pass"
+
+
+def test_memlock_limited(fault_results):
+    r = _one(fault_results, "memlock", "host_limits")
+    assert r["status"] == "fail" and r["value"] == 8388608
+    assert "locked-memory limit 8388608 bytes (the collecting process's" in r["message"]
+    assert "LimitMEMLOCK=infinity" in r["remediation"]
+    healthy = _one(fault_results, "healthy", "host_limits")
+    assert healthy["status"] == "pass" and healthy["value"] == "unlimited"

@@ -99,11 +99,16 @@ DF_INODES = Probe("df_inodes", ("df", "-P", "-i"), timeout_s=20,
 CHRONY = Probe("chrony", ("chronyc", "tracking"), timeout_s=10,
                description="whether chronyd has synchronised the clock, and its offset")
 
+HOST_LIMITS = Probe("host_limits", globs=("/proc/sys/vm/nr_hugepages", "/proc/self/limits"),
+                    description="hugepages reserved, and the collecting process's resource "
+                    "limits (memlock: what a job started the same way inherits)")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
     PERFQUERY_RCV_ERRORS, MOUNTS, DF_BYTES, DF_INODES, CHRONY,
+    HOST_LIMITS,
 )
 
 

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from stetho.facts.node import NodeFacts
     from stetho.parsers.chrony import Tracking
     from stetho.parsers.filesystems import DfRow, Mount
+    from stetho.parsers.limits import Limit
 
 
 def mounts(facts: NodeFacts) -> tuple[Mount, ...]:
@@ -88,3 +89,29 @@ def tracking(facts: NodeFacts) -> Tracking:
         return chrony.parse_tracking(text)
 
     return facts.parsed("chrony", load)
+
+
+def nr_hugepages(facts: NodeFacts) -> int:
+    from stetho.parsers import limits
+
+    return facts.parsed("nr_hugepages", lambda: limits.parse_count(
+        _file(facts, "/proc/sys/vm/nr_hugepages"), "/proc/sys/vm/nr_hugepages"))
+
+
+def memlock(facts: NodeFacts) -> Limit:
+    """RLIMIT_MEMLOCK of the process that collected the evidence (/proc/self/limits)."""
+    from stetho.parsers import limits
+
+    return facts.parsed("memlock", lambda: limits.parse_limits(
+        _file(facts, "/proc/self/limits"))["Max locked memory"])
+
+
+def _file(facts: NodeFacts, path: str) -> str:
+    try:
+        files = facts.files("host_limits")
+    except Unavailable as u:
+        raise Unavailable("error", u.reason, "host_limits") from None
+    text = files.get(path)
+    if text is None:  # procfs always has these: not read is an error, never a skip
+        raise Unavailable("error", f"{path} was not read", "host_limits")
+    return text

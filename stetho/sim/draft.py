@@ -137,6 +137,7 @@ class NodeDraft:
         _write(s / "proc/sys/kernel/random/boot_id", _uuid(f"{self.name}/boot")[4:] + "\n")
         rec = shipped("fixtures/recorded") / PROC
         _write(s / "proc/meminfo", (rec / "meminfo").read_text())
+        hostfs.limits(s)
         for res in ("io", "memory", "cpu"):
             # the recording was taken under load: a healthy idle node reads near zero
             _write(s / f"proc/pressure/{res}", "some avg10=0.00 avg60=0.02 avg300=0.05 "

@@ -296,6 +296,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           fh.service_down, "unit"),
     Fault("clock-unsynced", "chronyd has no source: not synchronised, 2.5 s slow",
           fh.clock_unsynced),
+    Fault("memlock-limited", "the collecting process's locked-memory limit at 8 MiB (as "
+          "recorded on a VM)", fh.memlock_limited),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
           "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",

@@ -61,3 +61,13 @@ def clock_unsynced(d: NodeDraft, arg: str | None) -> None:
         if n != 1:
             raise ConfigError(f"the chronyc tracking recording has {n} {key!r} lines")
     d.chrony_tracking = text
+
+
+def memlock_limited(d: NodeDraft, arg: str | None) -> None:
+    """The collector (and so a job started the same way) under the recorded VM's 8 MiB
+    locked-memory limit, the default a PAM login gets without limits.d: RDMA cannot pin."""
+    from stetho.core.resources import shipped
+    from stetho.sim.hostfs import LIMITS
+
+    (d.sysroot / "proc/self/limits").write_text(
+        (shipped("fixtures/recorded") / LIMITS).read_text())

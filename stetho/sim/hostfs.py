@@ -4,7 +4,11 @@ fixtures/recorded/host-debian12-vm)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
+
+from stetho.core.resources import shipped
 
 CHRONY_TRACKING = "14-host/chronyc-tracking-synced-stratum3-lan.txt"
 
@@ -23,6 +27,28 @@ SYSTEMCTL_SHIM = [
     '  [ -n "$s" ] || s=inactive', '  echo "$s"', '  [ "$s" = active ] || rc=3', "done",
     'exit "$rc"',
 ]
+
+
+LIMITS = "host-debian12-vm/limits"  # fixtures/recorded: this project's VM, 8 MiB memlock
+
+
+def limits(sysroot: Path) -> None:
+    """No hugepages reserved (as recorded: an H100 node's jobs do not ask for them), and the
+    recorded process limits with memlock unlimited: what a GPU node's job launcher sets for
+    RDMA (NVIDIA's and Slurm's guidance for GPUDirect RDMA), so the healthy node passes."""
+    rec = shipped("fixtures/recorded")
+    (sysroot / "proc/sys/vm").mkdir(parents=True, exist_ok=True)
+    (sysroot / "proc/sys/vm/nr_hugepages").write_text((rec / "host-debian12-vm/nr_hugepages")
+                                                      .read_text())
+    text = re.sub(r"^(Max locked memory\s+)\S+(\s+)\S+", _unlimited,
+                  (rec / LIMITS).read_text(), flags=re.M)
+    (sysroot / "proc/self").mkdir(parents=True, exist_ok=True)
+    (sysroot / "proc/self/limits").write_text(text)
+
+
+def _unlimited(m: re.Match[str]) -> str:
+    """The recorded row's numbers replaced by `unlimited`, the columns kept aligned."""
+    return f"{m.group(1)}{'unlimited':<21}unlimited"
 
 
 @dataclass
