@@ -285,6 +285,8 @@ class CounterSpec:
     ecc_correctable_max: int = 1000
     #: Seconds of hardware (thermal, power brake) clock slowdown within the window that fail.
     hw_throttle_max_s: float = 1.0
+    #: Corrected memory errors (EDAC, all memory controllers) within the window: above, warn.
+    edac_corrected_max: int = 100
 
 
 @dataclass(frozen=True)
@@ -466,7 +468,9 @@ def _counters(s: yamlconf.Section) -> CounterSpec:
         ecc_correctable_max=s.get("ecc_correctable_max", int, d.ecc_correctable_max,
                                   within=(0, None)),
         hw_throttle_max_s=s.get("hw_throttle_max_s", float, d.hw_throttle_max_s,
-                                within=(0, None)))
+                                within=(0, None)),
+        edac_corrected_max=s.get("edac_corrected_max", int, d.edac_corrected_max,
+                                 within=(0, None)))
     s.check_unknown()
     return spec
 

@@ -83,6 +83,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "servicedown": ["service-down"],
     "unsynced": ["clock-unsynced"],
     "memlock": ["memlock-limited"],
+    "edacue": ["edac-ue"],
 }
 
 

@@ -37,7 +37,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "host_filesystems", "host_time_sync",
-                      "host_services", "host_limits"}
+                      "host_services", "host_limits",
+                      "host_memory_errors"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -311,3 +312,12 @@ def test_memlock_limited(fault_results):
     assert "LimitMEMLOCK=infinity" in r["remediation"]
     healthy = _one(fault_results, "healthy", "host_limits")
     assert healthy["status"] == "pass" and healthy["value"] == "unlimited"
+
+
+def test_edac_ue(fault_results):
+    r = _one(fault_results, "edacue", "host_memory_errors")
+    assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
+    assert "1 uncorrected memory error(s) since the EDAC driver loaded (mc1: 1)" in r["message"]
+    assert "drain the node" in r["remediation"] and "ras-mc-ctl" in r["remediation"]
+    healthy = _one(fault_results, "healthy", "host_memory_errors")
+    assert healthy["status"] == "pass" and "corrected=0 since boot" in healthy["message"]

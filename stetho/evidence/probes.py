@@ -103,12 +103,16 @@ HOST_LIMITS = Probe("host_limits", globs=("/proc/sys/vm/nr_hugepages", "/proc/se
                     description="hugepages reserved, and the collecting process's resource "
                     "limits (memlock: what a job started the same way inherits)")
 
+EDAC = Probe("edac", globs=("/sys/devices/system/edac/mc/mc*/ce_count",
+                           "/sys/devices/system/edac/mc/mc*/ue_count"),
+             description="corrected and uncorrected memory errors per memory controller")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, MLXLINK, PERFQUERY,
     PERFQUERY_RCV_ERRORS, MOUNTS, DF_BYTES, DF_INODES, CHRONY,
-    HOST_LIMITS,
+    HOST_LIMITS, EDAC,
 )
 
 

@@ -10,6 +10,7 @@ from stetho.facts.base import Unavailable
 if TYPE_CHECKING:
     from stetho.facts.node import NodeFacts
     from stetho.parsers.chrony import Tracking
+    from stetho.parsers.edac import MemoryController
     from stetho.parsers.filesystems import DfRow, Mount
     from stetho.parsers.limits import Limit
 
@@ -115,3 +116,20 @@ def _file(facts: NodeFacts, path: str) -> str:
     if text is None:  # procfs always has these: not read is an error, never a skip
         raise Unavailable("error", f"{path} was not read", "host_limits")
     return text
+
+
+def edac(facts: NodeFacts) -> tuple[MemoryController, ...]:
+    """The memory controllers EDAC exposes; a skip where there are none (a VM)."""
+    from stetho.parsers import edac as parser
+
+    def load() -> tuple[MemoryController, ...]:
+        try:
+            files = facts.files("edac")
+        except Unavailable as u:
+            if u.status == "skip":
+                raise Unavailable("skip", "no EDAC memory controller in /sys/devices/system/"
+                                  "edac/mc (a VM, or no EDAC driver loaded)", "edac") from None
+            raise
+        return parser.parse_edac(files)
+
+    return facts.parsed("edac", load)

@@ -138,6 +138,9 @@ class NodeDraft:
         rec = shipped("fixtures/recorded") / PROC
         _write(s / "proc/meminfo", (rec / "meminfo").read_text())
         hostfs.limits(s)
+        for mc in range(2):  # two sockets' memory controllers, no error since boot (healthy)
+            for count in ("ce_count", "ue_count"):
+                _write(s / f"sys/devices/system/edac/mc/mc{mc}/{count}", "0\n")
         for res in ("io", "memory", "cpu"):
             # the recording was taken under load: a healthy idle node reads near zero
             _write(s / f"proc/pressure/{res}", "some avg10=0.00 avg60=0.02 avg300=0.05 "

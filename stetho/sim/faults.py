@@ -298,6 +298,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           fh.clock_unsynced),
     Fault("memlock-limited", "the collecting process's locked-memory limit at 8 MiB (as "
           "recorded on a VM)", fh.memlock_limited),
+    Fault("edac-ue", "an uncorrected memory error (EDAC ue_count 1, 12 corrected; default mc1)",
+          fh.edac_ue, "mcN"),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
           "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",

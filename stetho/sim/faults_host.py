@@ -71,3 +71,13 @@ def memlock_limited(d: NodeDraft, arg: str | None) -> None:
 
     (d.sysroot / "proc/self/limits").write_text(
         (shipped("fixtures/recorded") / LIMITS).read_text())
+
+
+def edac_ue(d: NodeDraft, arg: str | None) -> None:
+    """A DIMM on the second socket failing: corrected errors, then an uncorrected one."""
+    mc = arg or "mc1"
+    base = d.sysroot / f"sys/devices/system/edac/mc/{mc}"
+    if not base.is_dir():
+        raise ConfigError(f"simulated node has no memory controller {mc} (mc0, mc1)")
+    (base / "ce_count").write_text("12\n")
+    (base / "ue_count").write_text("1\n")
