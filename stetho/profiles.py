@@ -67,9 +67,26 @@ class GpuSpec:
 
 
 @dataclass(frozen=True)
+class FsLimit:
+    """A filesystem the profile names (`host.filesystems`): the one holding `path` keeps at
+    least these percentages free (None: not judged)."""
+
+    path: str
+    min_free_pct: float | None = None
+    min_free_inodes_pct: float | None = None
+
+
+@dataclass(frozen=True)
 class HostSpec:
     governor: str | None = None
     rotational_devices: tuple[str, ...] = ("nvme*",)
+    filesystems: tuple[FsLimit, ...] = ()
+    mounts: tuple[str, ...] = ()  # mount points that must be mounted, read-write
+    services: tuple[str, ...] = ()  # systemd units that must be active
+    time_sync: bool = False  # chronyd must have synchronised the clock (host_time_sync)
+    time_offset_max_ms: float = 100.0
+    hugepages_min: int | None = None  # /proc/sys/vm/nr_hugepages at least this
+    memlock: str | None = None  # "unlimited", or a number of bytes: the least RLIMIT_MEMLOCK
 
 
 @dataclass(frozen=True)
@@ -302,6 +319,8 @@ class CounterSpec:
     ecc_correctable_max: int = 1000
     #: Seconds of hardware (thermal, power brake) clock slowdown within the window that fail.
     hw_throttle_max_s: float = 1.0
+    #: Corrected memory errors (EDAC, all memory controllers) within the window: above, warn.
+    edac_corrected_max: int = 100
 
 
 @dataclass(frozen=True)
@@ -513,7 +532,9 @@ def _counters(s: yamlconf.Section) -> CounterSpec:
         ecc_correctable_max=s.get("ecc_correctable_max", int, d.ecc_correctable_max,
                                   within=(0, None)),
         hw_throttle_max_s=s.get("hw_throttle_max_s", float, d.hw_throttle_max_s,
-                                within=(0, None)))
+                                within=(0, None)),
+        edac_corrected_max=s.get("edac_corrected_max", int, d.edac_corrected_max,
+                                 within=(0, None)))
     s.check_unknown()
     return spec
 
@@ -686,9 +707,40 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
 
 def _host(s: yamlconf.Section) -> HostSpec:
     spec = HostSpec(governor=s.get("governor", str),
-                    rotational_devices=s.str_list("rotational_devices", _HOST.rotational_devices))
+                    rotational_devices=s.str_list("rotational_devices", _HOST.rotational_devices),
+                    filesystems=_filesystems(s.section("filesystems")),
+                    mounts=s.str_list("mounts"), services=s.str_list("services"),
+                    time_sync=s.get("time_sync", bool, _HOST.time_sync),
+                    time_offset_max_ms=s.get("time_offset_max_ms", (int, float),
+                                             _HOST.time_offset_max_ms, above=0),
+                    hugepages_min=s.get("hugepages_min", int, within=(0, None)),
+                    memlock=_memlock(s))
+    for path in (*spec.mounts, *(f.path for f in spec.filesystems)):
+        if not path.startswith("/"):
+            s.fail(f"{path!r} is not an absolute path", "mounts" if path in spec.mounts
+                   else "filesystems")
     s.check_unknown()
     return spec
+
+
+def _memlock(s: yamlconf.Section) -> str | None:
+    value = s.get("memlock", (str, int))
+    if value is None:
+        return None
+    text = str(value)
+    if text != "unlimited" and not text.isdigit():
+        s.fail(f"memlock must be unlimited or a number of bytes, not {text!r}", "memlock")
+    return text
+
+
+def _filesystems(s: yamlconf.Section) -> tuple[FsLimit, ...]:
+    out = []
+    for path in s.data:
+        f = s.section(str(path))
+        out.append(FsLimit(str(path), f.get("min_free_pct", (int, float), within=(0, 100)),
+                           f.get("min_free_inodes_pct", (int, float), within=(0, 100))))
+        f.check_unknown()
+    return tuple(out)
 
 
 def _ib(s: yamlconf.Section) -> IbSpec:

@@ -89,6 +89,12 @@ FAULT_NODES: dict[str, list[str]] = {
     "rxlow": ["optics-rx-low"],
     "nopeermem": ["peermem-missing"],
     "nicsocket": ["nic-wrong-socket"],
+    "diskfull": ["disk-full"],
+    "fsro": ["fs-readonly"],
+    "servicedown": ["service-down"],
+    "unsynced": ["clock-unsynced"],
+    "memlock": ["memlock-limited"],
+    "edacue": ["edac-ue"],
 }
 
 

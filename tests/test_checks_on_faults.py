@@ -37,7 +37,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "cpu_governor", "disk_rotational", "versions", "ib_port_state",
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
-                      "gpu_settings", "fabric_manager", "nvswitch_sxid"}
+                      "gpu_settings", "fabric_manager", "nvswitch_sxid", "host_filesystems",
+                      "host_time_sync", "host_services", "host_limits", "host_memory_errors"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -368,3 +369,57 @@ def test_nic_wrong_socket(fault_results):
     assert len(_rows(fault_results, "nicsocket", "gpu_nic_affinity", "pass")) == 7
     h = _one(fault_results, "healthy", "gpu_nic_affinity", "gpu4")
     assert h["status"] == "pass" and h["value"] == "mlx5_6 PIX"
+
+
+def test_disk_full(fault_results):
+    r = _one(fault_results, "diskfull", "host_filesystems", "/")
+    assert r["status"] == "fail" and r["value"] == 1.0
+    assert "/ is 99.0% full" in r["message"] and "(1.0% < 10%)" in r["message"]
+    assert "du -xh" in r["remediation"]
+    assert _one(fault_results, "diskfull", "host_filesystems", "/raid")["status"] == "pass"
+    assert _one(fault_results, "healthy", "host_filesystems", "/")["value"] == 72.7
+
+
+def test_fs_readonly(fault_results):
+    r = _one(fault_results, "fsro", "host_filesystems", "/raid")
+    assert r["status"] == "fail"
+    assert "/raid (/dev/md0, ext4) is mounted read-only" in r["message"]
+    assert "remount,rw /raid" in r["remediation"]
+    assert _one(fault_results, "fsro", "host_filesystems", "/")["status"] == "pass"
+
+
+def test_service_down(fault_results):
+    r = _one(fault_results, "servicedown", "host_services", "nvidia-fabricmanager")
+    assert r["status"] == "fail" and r["value"] == "failed" and r["expected"] == "active"
+    assert r["message"] == "nvidia-fabricmanager is failed"
+    assert "sudo systemctl start nvidia-fabricmanager" in r["remediation"]
+    assert _one(fault_results, "servicedown", "host_services",
+                "nvidia-persistenced")["status"] == "pass"
+    assert {r["subject"] for r in _rows(fault_results, "healthy", "host_services", "pass")} == \
+        {"nvidia-persistenced", "nvidia-fabricmanager"}
+
+
+def test_clock_unsynced(fault_results):
+    r = _one(fault_results, "unsynced", "host_time_sync")
+    assert r["status"] == "fail" and r["value"] == -2500.0
+    assert "clock not synchronised (Leap status: Not synchronised" in r["message"]
+    assert "chronyc sources -v" in r["remediation"]
+    assert _one(fault_results, "healthy", "host_time_sync")["status"] == "pass"
+
+
+def test_memlock_limited(fault_results):
+    r = _one(fault_results, "memlock", "host_limits")
+    assert r["status"] == "fail" and r["value"] == 8388608
+    assert "locked-memory limit 8388608 bytes (the collecting process's" in r["message"]
+    assert "LimitMEMLOCK=infinity" in r["remediation"]
+    healthy = _one(fault_results, "healthy", "host_limits")
+    assert healthy["status"] == "pass" and healthy["value"] == "unlimited"
+
+
+def test_edac_ue(fault_results):
+    r = _one(fault_results, "edacue", "host_memory_errors")
+    assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
+    assert "1 uncorrected memory error(s) since the EDAC driver loaded (mc1: 1)" in r["message"]
+    assert "drain the node" in r["remediation"] and "ras-mc-ctl" in r["remediation"]
+    healthy = _one(fault_results, "healthy", "host_memory_errors")
+    assert healthy["status"] == "pass" and "corrected=0 since boot" in healthy["message"]

@@ -13,8 +13,9 @@ from stetho.evidence.bundle import Bundle, ProbeRecord
 
 pytestmark = pytest.mark.xdist_group("faultsim2")
 
-PROBES = [p.name for p in P.BASE_PROBES] + ["nccl_tests"]
-BY_NAME = {p.name: p for p in P.BASE_PROBES} | {"nccl_tests": P.nccl_probe(("x",), 1)}
+PROBES = [p.name for p in P.BASE_PROBES] + ["nccl_tests", "services"]
+BY_NAME = {p.name: p for p in P.BASE_PROBES} | {"nccl_tests": P.nccl_probe(("x",), 1),
+                                               "services": P.services_probe(("x",))}
 #: Free text where any line is valid input (a kernel log without events is a quiet kernel).
 FREE_TEXT = {"kernel_log"}
 GARBAGE = "\x1b[1m%%% not what this tool prints %%%\n{{ 12 ?? ]] <x\n"

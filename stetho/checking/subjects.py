@@ -217,6 +217,29 @@ def _bench_runs(n: CheckNode) -> list[Subject]:
 PLAN_PROBE = "bench:"
 
 
+def _filesystems(n: CheckNode) -> list[Subject]:
+    """Each filesystem the profile names (`host.filesystems`, `host.mounts`), as a FsLimit:
+    a mount that is only required to be there has no free-space limits."""
+    from stetho.profiles import FsLimit
+
+    host = n.profile.host
+    limits = {f.path: f for f in host.filesystems}
+    for path in host.mounts:
+        limits.setdefault(path, FsLimit(path))
+    if not limits:
+        raise Unavailable("skip", f"profile {n.profile.name} names no filesystems "
+                          "(host.filesystems, host.mounts)")
+    return [Subject(n, path, limit) for path, limit in limits.items()]
+
+
+def _services(n: CheckNode) -> list[Subject]:
+    """Each systemd unit the profile lists (`host.services`), by name."""
+    units = n.profile.host.services
+    if not units:
+        raise Unavailable("skip", f"profile {n.profile.name} lists no services (host.services)")
+    return [Subject(n, u, u) for u in units]
+
+
 #: fixture name -> how to list a node's subjects of that kind.
 KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "node": _node,
@@ -228,6 +251,8 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "nccl_size": _nccl_sizes,
     "bench_metric": _bench_metrics,
     "bench_run": _bench_runs,
+    "filesystem": _filesystems,
+    "service": _services,
 }
 
 

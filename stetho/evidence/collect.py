@@ -25,6 +25,8 @@ def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
         extra = (P.nccl_probe(profile.nccl.argv, profile.nccl.timeout_s),)
     elif profile.nccl.saved_output:
         extra = (P.nccl_saved_probe(profile.nccl.saved_output),)
+    if profile.host.services:
+        extra += (P.services_probe(profile.host.services),)
     roce = P.ROCE_PROBES if profile.roce is not None else ()
     return P.BASE_PROBES + roce + extra
 

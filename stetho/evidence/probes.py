@@ -117,11 +117,30 @@ NVIDIA_TOPO = Probe("nvidia_topo", ("nvidia-smi", "topo", "-m"), timeout_s=30,
                     description="PCIe paths between GPUs and NICs (PIX/PXB/NODE/SYS), with each "
                     "GPU's CPU and NUMA affinity")
 
+MOUNTS = Probe("mounts", globs=("/proc/mounts",),
+               description="mounted filesystems and their options (read-only or not)")
+DF_BYTES = Probe("df_bytes", ("df", "-P", "-B1"), timeout_s=20,
+                 description="free space per mounted filesystem, in bytes")
+DF_INODES = Probe("df_inodes", ("df", "-P", "-i"), timeout_s=20,
+                  description="free inodes per mounted filesystem")
+
+CHRONY = Probe("chrony", ("chronyc", "tracking"), timeout_s=10,
+               description="whether chronyd has synchronised the clock, and its offset")
+
+HOST_LIMITS = Probe("host_limits", globs=("/proc/sys/vm/nr_hugepages", "/proc/self/limits"),
+                    description="hugepages reserved, and the collecting process's resource "
+                    "limits (memlock: what a job started the same way inherits)")
+
+EDAC = Probe("edac", globs=("/sys/devices/system/edac/mc/mc*/ce_count",
+                           "/sys/devices/system/edac/mc/mc*/ue_count"),
+             description="corrected and uncorrected memory errors per memory controller")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
-    MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, GPUDIRECT, NVIDIA_TOPO,
+    MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, GPUDIRECT, NVIDIA_TOPO, MOUNTS, DF_BYTES,
+    DF_INODES, CHRONY, HOST_LIMITS, EDAC,
 )
 
 
@@ -148,3 +167,9 @@ def nccl_probe(argv: tuple[str, ...], timeout_s: float) -> Probe:
 def nccl_saved_probe(path: str) -> Probe:
     """A saved nccl-tests output named in the profile, read instead of a live run."""
     return Probe("nccl_tests", globs=(path,), description="saved nccl-tests output")
+
+
+def services_probe(units: tuple[str, ...]) -> Probe:
+    """The systemd units a profile needs running (`host.services`), asked in one call."""
+    return Probe("services", ("systemctl", "is-active", *units), timeout_s=20,
+                 description="whether the profile's systemd units are active")

@@ -94,6 +94,9 @@ TABLE: dict[str, MetricKind] = {
     # reads as a reset. Each Xid is the static check's to judge.
     "xid_events": _counter(),
     "aer_corrected": _counter(),
+    # Host memory errors since the EDAC driver loaded (all memory controllers summed).
+    "edac_ce": _counter(trend=True),
+    "edac_ue": _counter(),
     # Microseconds of clock slowdown since the driver loaded (550+ drivers): judged by their
     # growth within the counter window by the throttle check.
     "throttle_hw_thermal_us": _counter(),

@@ -68,7 +68,7 @@ def extract(facts: NodeFacts) -> list[Metric]:
     boot = window.boot_id(facts)
     if boot is not None:  # marks the epoch of every counter below (stetho.facts.window)
         out.append(Metric("host", "", "boot_id", boot))
-    for part in (_gpus, _nvlink, _ib, _roce, _nccl, _kernel):
+    for part in (_gpus, _nvlink, _ib, _roce, _nccl, _kernel, _edac):
         try:
             out.extend(part(facts))
         except Unavailable:
@@ -179,3 +179,11 @@ def _kernel(f: NodeFacts) -> list[Metric]:
     return [Metric("kernel", "", "xid_events", float(len(log.xids))),
             Metric("kernel", "", "aer_corrected",
                    float(sum(1 for e in log.aer if e.severity == "corrected")))]
+
+
+def _edac(f: NodeFacts) -> list[Metric]:
+    from stetho.facts import hygiene
+
+    mcs = hygiene.edac(f)
+    return [Metric("host", "", "edac_ce", float(sum(m.ce for m in mcs))),
+            Metric("host", "", "edac_ue", float(sum(m.ue for m in mcs)))]

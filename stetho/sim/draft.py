@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import render, roce, topo
+from stetho.sim import hostfs, render, roce, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -72,10 +72,6 @@ class NodeDraft:
         self.nvlink_counters: dict[tuple[int, int], dict[str, int]] = {}
         self.hang: set[str] = set()
         self.garbage: set[str] = set()
-        # The HGX H100's nvidia-fabricmanager unit: active on a healthy node (it trained the
-        # NVSwitches the recorded `Fabric: Completed/Success` says joined); its state as
-        # `systemctl is-active` prints it, which exits 3 for any state but active.
-        self.fabric_manager = "active"
         self.truncate_xml = False
         self.mlxlink_ber: dict[str, str] = {}  # device -> raw physical BER text
         #: device -> mlxlink field ("Speed", "Width", "FEC") -> the text it prints instead
@@ -96,6 +92,11 @@ class NodeDraft:
         self.roce_node = False
         self.roce_counters: dict[str, dict[str, int]] = {}
         self.roce_trust, self.roce_ecn_off = "dscp", False
+        self.filesystems = hostfs.healthy()  # /proc/mounts and df (stetho.sim.hostfs)
+        #: systemd units and their ActiveState: the h100 profile's units all running (healthy)
+        self.services = {u: "active" for u in hostfs.UNITS}
+        #: healthy: the recorded chronyd, synchronised at stratum 3, 34 ns fast
+        self.chrony_tracking = self.real(hostfs.CHRONY_TRACKING)
         self.faults: list[str] = []
         self._healthy()
 
@@ -142,6 +143,10 @@ class NodeDraft:
         _write(s / "proc/sys/kernel/random/boot_id", _uuid(f"{self.name}/boot")[4:] + "\n")
         rec = shipped("fixtures/recorded") / PROC
         _write(s / "proc/meminfo", (rec / "meminfo").read_text())
+        hostfs.limits(s)
+        for mc in range(2):  # two sockets' memory controllers, no error since boot (healthy)
+            for count in ("ce_count", "ue_count"):
+                _write(s / f"sys/devices/system/edac/mc/mc{mc}/{count}", "0\n")
         for res in ("io", "memory", "cpu"):
             # the recording was taken under load: a healthy idle node reads near zero
             _write(s / f"proc/pressure/{res}", "some avg10=0.00 avg60=0.02 avg300=0.05 "
@@ -267,7 +272,12 @@ class NodeDraft:
             "gpu_burn.txt": self.real(GPU_BURN),
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
             "nvidia-topo.txt": topo.render(self.real(topo.TOPO), self.wrong_socket),
+            "df-B1.txt": hostfs.df_bytes(self.filesystems),
+            "df-i.txt": hostfs.df_inodes(self.filesystems),
+            "chronyc-tracking.txt": self.chrony_tracking,
+            "units.tsv": "".join(f"{u}\t{st}\n" for u, st in self.services.items()),
         }
+        _write(self.sysroot / "proc/mounts", hostfs.mounts(self.filesystems))
         real_mlx = self.real(MLXLINK)
         for dev in sorted({*self.mlxlink_ber, *self.mlxlink_fields}):
             edits = {"Raw Physical BER": self.mlxlink_ber.get(dev),
@@ -341,7 +351,9 @@ class NodeDraft:
             "perfquery": [],
             "ethtool": [],  # ethtool -S <netdev>, mlnx_qos -i <netdev>: that netdev's output
             "mlnx_qos": [],
+            "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
             "systemctl": [],
+            "chronyc": [("tracking", "chronyc-tracking.txt")],
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -364,11 +376,8 @@ class NodeDraft:
                 data = f'"$D/{"ethtool-S" if tool == "ethtool" else tool}-$2.txt"'
                 body += [f'[ -f {data} ] && exec cat {data}',
                          f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
-            elif tool == "systemctl":  # systemctl is-active nvidia-fabricmanager
-                rc = 0 if self.fabric_manager == "active" else 3
-                body += ['[ "$*" = "is-active nvidia-fabricmanager" ] && '
-                         f'{{ echo {self.fabric_manager}; exit {rc}; }}',
-                         'echo "simulated systemctl: unsupported arguments: $*" >&2; exit 2']
+            elif tool == "systemctl":  # is-active UNIT...: the units' states (units.tsv)
+                body += hostfs.SYSTEMCTL_SHIM
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from stetho.errors import ConfigError
 from stetho.sim import faults_fabric as fb
 from stetho.sim import faults_facts as ff
+from stetho.sim import faults_host as fh
 from stetho.sim.draft import IDLE_SM_MHZ, REASONS, NodeDraft
 
 
@@ -288,6 +289,18 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("nccl-socket", "NCCL falls back to TCP sockets (recorded NET/Socket lines); busbw "
           "drops 65%", nccl_socket),
     Fault("host-oom", "OOM-killer line, swap in use and memory PSI high", host_oom),
+    Fault("disk-full", "a filesystem at 99% of its usable space (default /)", fh.disk_full,
+          "mountpoint"),
+    Fault("fs-readonly", "ext4 remounted read-only after a journal abort (default /raid)",
+          fh.fs_readonly, "mountpoint"),
+    Fault("service-down", "a systemd unit failed (default nvidia-fabricmanager)",
+          fh.service_down, "unit"),
+    Fault("clock-unsynced", "chronyd has no source: not synchronised, 2.5 s slow",
+          fh.clock_unsynced),
+    Fault("memlock-limited", "the collecting process's locked-memory limit at 8 MiB (as "
+          "recorded on a VM)", fh.memlock_limited),
+    Fault("edac-ue", "an uncorrected memory error (EDAC ue_count 1, 12 corrected; default mc1)",
+          fh.edac_ue, "mcN"),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
           "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",

@@ -52,7 +52,7 @@ def fabric_manager_down(d: NodeDraft, arg: str | None) -> None:
     (`systemctl is-active` prints `failed`): the GPUs still read Fabric Completed/Success, so
     only the service state shows that nothing now handles NVSwitch errors or new GPU
     partitions, nor trains the fabric again after a GPU reset."""
-    d.fabric_manager = "failed"
+    d.services["nvidia-fabricmanager"] = "failed"
 
 
 #: The recorded fatal SXid (leptonai/gpud's quoted LTSSM Fault Up log, fixtures/real/05-kernel-

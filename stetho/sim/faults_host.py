@@ -1,0 +1,83 @@
+"""Host hygiene faults: a full or read-only filesystem (and the other host-wide settings a
+job relies on). Each edits the draft's model of the node (stetho.sim.hostfs)."""
+
+from __future__ import annotations
+
+import re
+
+from stetho.errors import ConfigError
+from stetho.sim.draft import NodeDraft
+from stetho.sim.hostfs import SimFs
+
+
+def _fs(d: NodeDraft, mountpoint: str) -> SimFs:
+    for f in d.filesystems:
+        if f.mountpoint == mountpoint:
+            return f
+    raise ConfigError(f"simulated node mounts no {mountpoint} (it has "
+                      f"{', '.join(f.mountpoint for f in d.filesystems)})")
+
+
+def disk_full(d: NodeDraft, arg: str | None) -> None:
+    """The filesystem at 99% of its usable space (checkpoints, core dumps): what df then
+    prints, used + available unchanged."""
+    f = _fs(d, arg or "/")
+    usable = f.used + f.avail
+    f.avail = usable // 100
+    f.used = usable - f.avail
+
+
+def fs_readonly(d: NodeDraft, arg: str | None) -> None:
+    """ext4 remounted read-only after an I/O error (errors=remount-ro): its mount options turn
+    `ro`, and the kernel says why. The lines follow fs/ext4/super.c's messages."""
+    f = _fs(d, arg or "/raid")
+    f.options = "ro" + f.options[2:] if f.options.startswith("rw") else "ro," + f.options
+    dev = f.device.rsplit("/", 1)[-1]
+    d.kernel_message(f"EXT4-fs error (device {dev}): ext4_journal_check_start:83: "
+                     "comm kworker/u256:2: Detected aborted journal")
+    d.kernel_message(f"EXT4-fs ({dev}): Remounting filesystem read-only")
+
+
+def service_down(d: NodeDraft, arg: str | None) -> None:
+    """A unit whose main process exited with an error: systemd marks it `failed`."""
+    unit = arg or "nvidia-fabricmanager"
+    if unit not in d.services:
+        raise ConfigError(f"simulated node runs no unit {unit} (it runs "
+                          f"{', '.join(d.services)})")
+    d.services[unit] = "failed"
+
+
+def clock_unsynced(d: NodeDraft, arg: str | None) -> None:
+    """chronyd lost its sources (a firewall on UDP 123, a dead NTP server): it reports what
+    an unsynchronised chronyd does (reference 00000000, stratum 0, Not synchronised) and the
+    clock has drifted 2.5 s behind (the recorded drift of an unsynchronised clock is ppm:
+    days without a source)."""
+    edits = {"Reference ID": "00000000 ()", "Stratum": "0",
+             "System time": "2.500000000 seconds slow of NTP time",
+             "Leap status": "Not synchronised"}
+    text = d.chrony_tracking
+    for key, value in edits.items():
+        text, n = re.subn(rf"^({re.escape(key)}\s*: ).*$", rf"\g<1>{value}", text, flags=re.M)
+        if n != 1:
+            raise ConfigError(f"the chronyc tracking recording has {n} {key!r} lines")
+    d.chrony_tracking = text
+
+
+def memlock_limited(d: NodeDraft, arg: str | None) -> None:
+    """The collector (and so a job started the same way) under the recorded VM's 8 MiB
+    locked-memory limit, the default a PAM login gets without limits.d: RDMA cannot pin."""
+    from stetho.core.resources import shipped
+    from stetho.sim.hostfs import LIMITS
+
+    (d.sysroot / "proc/self/limits").write_text(
+        (shipped("fixtures/recorded") / LIMITS).read_text())
+
+
+def edac_ue(d: NodeDraft, arg: str | None) -> None:
+    """A DIMM on the second socket failing: corrected errors, then an uncorrected one."""
+    mc = arg or "mc1"
+    base = d.sysroot / f"sys/devices/system/edac/mc/{mc}"
+    if not base.is_dir():
+        raise ConfigError(f"simulated node has no memory controller {mc} (mc0, mc1)")
+    (base / "ce_count").write_text("12\n")
+    (base / "ue_count").write_text("1\n")
