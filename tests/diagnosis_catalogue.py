@@ -90,6 +90,7 @@ CASES: list[Case] = [
       command="systemctl status nvidia-fabricmanager", disposition="drain"),
     C("sxid-fatal", ("sxid-fatal",), "nvswitch-fabric-down", command="grep -i sxid"),
     C("reset-required", ("reset-required",), "gpu-reset-required", command="grep -iA3 reset"),
+    C("nic-socket", ("nic-wrong-socket",), "gpu-nic-affinity", command="topo -m"),
     # two causes on one node: severity first, the other one also found
     C("xid79+governor", ("xid=79", "governor-powersave"), "gpu-off-bus",
       also=("cpu-governor",), command="0000:4c:00"),

@@ -32,6 +32,7 @@ EXPECTED = {
     "version-drift": ["hcafw"],
     "nvswitch-fabric-down": ["fabric", "fmdown", "sxid"],
     "gpu-reset-required": ["resetreq"],
+    "gpu-nic-affinity": ["nicsocket"],
 }
 
 

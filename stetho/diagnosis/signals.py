@@ -404,6 +404,11 @@ def roce_qos_wrong(ctx: NodeContext) -> list[Evidence]:
                         f"{w.get('device', '*')}/device/net)")
 
 
+def nic_affinity_wrong(ctx: NodeContext) -> list[Evidence]:
+    return from_results(ctx, ctx.results_of("gpu_nic_affinity", ("fail",)), "nic_affinity_wrong",
+                        "nvidia-smi topo -m")
+
+
 SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
@@ -413,6 +418,6 @@ SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, nvlink_down,
         fabric_not_ready, fabric_manager_down, nvswitch_fatal, driver_reset_required,
-        roce_congestion, roce_qos_wrong,
+        roce_congestion, roce_qos_wrong, nic_affinity_wrong,
         *trends.SIGNALS, *clean.SIGNALS)
 }
