@@ -380,3 +380,32 @@ def test_flaps_long_ago_pass(bundles, tmp_path: Path) -> None:
     r = _one(_check(_flaps_at(bundles["healthy"], 9), db, "ib_link_flaps"), "ib_link_flaps",
              "mlx5_1:1")
     assert r.status == "pass" and "no link flaps in the last 30 h" in r.message, r.message
+
+
+def test_stetho_check_records_and_reads_the_window(tmp_path: Path) -> None:
+    """As the README says: `stetho check` keeps its history (`--db`) and the next check of the
+    node judges its counters against it; `--no-history` judges the count since reset."""
+    import json
+    import subprocess
+    import sys
+
+    from stetho.sim.builder import build_node
+
+    db, out = tmp_path / "history.db", tmp_path / "r.json"
+
+    def check(node: Path, *extra: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--sim", str(node),
+                               "--profile", PROFILE, "-k", "ib_counters", "--json", str(out),
+                               "-q", *extra], capture_output=True, text=True, timeout=300)
+        assert proc.returncode in (0, 1), proc.stderr
+        return next(r for r in json.loads(out.read_text())["results"]
+                    if r["subject"] == "mlx5_5:1")
+
+    healthy = build_node(tmp_path / "a" / "gpu07", "gpu07", [])
+    assert check(healthy, "--db", str(db))["status"] == "pass"
+    faulty = build_node(tmp_path / "b" / "gpu07", "gpu07", ["ib-symbol-errors=mlx5_5"])
+    r = check(faulty, "--db", str(db))
+    assert r["status"] == "fail" and "SymbolErrorCounter +4096 in the" in r["message"]
+    assert f"history {db}" in r["message"]
+    plain = check(faulty, "--no-history")
+    assert plain["status"] == "fail" and "reads no history" in plain["message"]

@@ -166,14 +166,19 @@ class BenchMetric:
     metric: Metric
 
 
-def _bench_metrics(n: CheckNode) -> list[Subject]:
+def _runs(n: CheckNode) -> list[BenchRun]:
+    """The node's benchmark runs; none is a skip for every benchmark check."""
     from stetho.facts import bench
 
     runs = bench.runs(n.facts)
     if not runs:
         raise Unavailable("skip", "no benchmarks in this run (`stetho bench run --suite ...`)")
+    return list(runs)
+
+
+def _bench_metrics(n: CheckNode) -> list[Subject]:
     out = []
-    for run in runs:
+    for run in _runs(n):
         if run.definition is None:
             out.append(_undefined(n, run))
             continue
@@ -197,13 +202,8 @@ def _undefined(n: CheckNode, run: BenchRun) -> Subject:
 def _bench_runs(n: CheckNode) -> list[Subject]:
     """Each benchmark run (per device for per: hca/gpu), for the tool's own verdict: a
     benchmark that did not run skips with the reason, one no definition names is an error."""
-    from stetho.facts import bench
-
-    runs = bench.runs(n.facts)
-    if not runs:
-        raise Unavailable("skip", "no benchmarks in this run (`stetho bench run --suite ...`)")
     out = []
-    for run in runs:
+    for run in _runs(n):
         if run.definition is None:
             out.append(_undefined(n, run))
         elif run.skipped is not None:
