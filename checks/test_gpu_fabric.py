@@ -223,3 +223,29 @@ def test_nvswitch_sxid(node: NodeFacts, profile: Profile, verdict: Verdict) -> N
         return
     verdict.ok("no NVSwitch SXid in the kernel log" if not log.sxids else
                "only NVSwitch SXids older than the window (non-fatal)")
+
+
+def test_nvswitch_count(node: NodeFacts, profile: Profile, verdict: Verdict) -> None:
+    """The NVSwitches on the PCI bus against the board's count (`gpu.nvswitch_count`: 4 on
+    HGX H100, 6 on HGX A100). An NVSwitch that fell off the bus leaves the fabric manager
+    unable to train the fabric: it fails to start and no GPU's fabric completes."""
+    want = profile.gpu.nvswitch_count
+    if not want:
+        pytest.skip(f"profile {profile.name} expects no NVSwitch on the bus "
+                    "(gpu.nvswitch_count unset or 0: a PCIe or NVLink-bridge node)")
+    fix = ("an NVSwitch is missing from the PCI bus: reboot the node (a cold power cycle, "
+           "not a warm reset); if it stays missing, the HGX baseboard needs service "
+           f"({_FM_GUIDE})")
+    try:
+        found = fabric.nvswitches(node)
+    except Unavailable as u:
+        verdict.error(f"cannot count the NVSwitches ({u.reason}), but profile {profile.name} "
+                      f"expects {want}", fix)
+    verdict.measure(len(found), "NVSwitches", expected=want)
+    verdict.cite(", ".join(f"{d.address} [{d.vendor}:{d.device}] class {d.pci_class}"
+                           for d in found) or "no NVIDIA bridge 22a3/1af1 in "
+                 "/sys/bus/pci/devices", "/sys/bus/pci/devices/*/{vendor,device,class}")
+    if len(found) < want:
+        verdict.fail(f"{len(found)} NVSwitch(es) on the PCI bus, profile {profile.name} "
+                     f"expects {want}", fix)
+    verdict.ok(f"{len(found)} NVSwitches on the bus")

@@ -49,7 +49,8 @@ class GpuSpec:
     nvlink_error_max: dict[str, int] = field(default_factory=dict)
     pcie_replay_max: int | None = None
     ecc: str = "any"  # required: ECC disabled fails; any: the mode is reported, not judged
-    #: required: the GPUDirect RDMA peer memory module (nvidia_peermem) must be loaded
+    #: required: GPUDirect RDMA through nvidia_peermem or DMA-BUF (the open kernel module on
+    #: kernel >= 5.12); peermem / dmabuf: that path; any: not judged
     gpudirect_rdma: str = "any"
     #: gpu0 -> mlx5_0 ...: the NIC each GPU must reach at PIX/PXB; empty: any NIC will do
     nic_pairs: dict[str, str] = field(default_factory=dict)
@@ -59,11 +60,17 @@ class GpuSpec:
     #: The GPUs reach each other through NVSwitches that the Fabric Manager must bring up
     #: (HGX/DGX): gpu_fabric then requires the fabric Completed/Success on every GPU.
     nvswitch: bool = False
+    #: NVSwitches the board puts on the PCI bus (HGX H100: 4, HGX A100: 6); None: not judged
+    nvswitch_count: int | None = None
     #: Settings pinned per GPU (None: not pinned), judged by gpu_settings.
     persistence_mode: bool | None = None
     mig: bool | None = None
     compute_mode: str | None = None
     power_limit: str | None = None  # "default": the enforced cap at least the default limit
+
+
+#: gpu.gpudirect_rdma: either path, only nvidia_peermem, only DMA-BUF, or not judged
+GPUDIRECT_PATHS = ("required", "peermem", "dmabuf", "any")
 
 
 @dataclass(frozen=True)
@@ -679,6 +686,7 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
         nic_pairs={str(k): str(v) for k, v in (s.get("nic_pairs", dict) or {}).items()},
         xid_window_h=s.get("xid_window_h", float, _GPU.xid_window_h, above=0),
         nvswitch=s.get("nvswitch", bool, False),
+        nvswitch_count=s.get("nvswitch_count", int, within=(0, None)),
         persistence_mode=s.get("persistence_mode", bool),
         mig=s.get("mig", bool),
         compute_mode=s.get("compute_mode", str),
@@ -691,8 +699,9 @@ def _gpu(s: yamlconf.Section) -> GpuSpec:
                f"got {spec.compute_mode!r}", "compute_mode")
     if spec.ecc not in ("required", "any"):
         s.fail(f"gpu.ecc must be required or any, got {spec.ecc!r}", "ecc")
-    if spec.gpudirect_rdma not in ("required", "any"):
-        s.fail(f"gpu.gpudirect_rdma must be required or any, got {spec.gpudirect_rdma!r}",
+    if spec.gpudirect_rdma not in GPUDIRECT_PATHS:
+        s.fail(f"gpu.gpudirect_rdma must be one of {', '.join(GPUDIRECT_PATHS)}, got "
+               f"{spec.gpudirect_rdma!r}",
                "gpudirect_rdma")
     for sub in (pcie, temp, nvlink):
         sub.check_unknown()

@@ -88,6 +88,8 @@ FAULT_NODES: dict[str, list[str]] = {
     "ibflap": ["ib-link-flap"],
     "rxlow": ["optics-rx-low"],
     "nopeermem": ["peermem-missing"],
+    "gdrnone": ["gpudirect-none"],
+    "nvswitchgone": ["nvswitch-missing"],
     "nicsocket": ["nic-wrong-socket"],
     "diskfull": ["disk-full"],
     "fsro": ["fs-readonly"],

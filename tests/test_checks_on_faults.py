@@ -423,3 +423,24 @@ def test_edac_ue(fault_results):
     assert "drain the node" in r["remediation"] and "ras-mc-ctl" in r["remediation"]
     healthy = _one(fault_results, "healthy", "host_memory_errors")
     assert healthy["status"] == "pass" and "corrected=0 since boot" in healthy["message"]
+
+
+def test_nvswitch_missing(fault_results):
+    r = _one(fault_results, "nvswitchgone", "nvswitch_count")
+    assert r["status"] == "fail" and r["value"] == 3 and r["expected"] == 4
+    assert "3 NVSwitch(es) on the PCI bus" in r["message"] and "reboot" in r["remediation"]
+    # what follows on HGX: the fabric manager failed, no GPU's fabric completed
+    assert _one(fault_results, "nvswitchgone", "fabric_manager")["status"] == "fail"
+    assert len(_rows(fault_results, "nvswitchgone", "gpu_fabric", "fail")) == 8
+    h = _one(fault_results, "healthy", "nvswitch_count")
+    assert h["status"] == "pass" and h["value"] == 4
+
+
+def test_gpudirect_none(fault_results):
+    r = _one(fault_results, "gdrnone", "gpudirect_rdma")
+    assert r["status"] == "fail" and r["value"] == "none"
+    assert "nvidia_peermem is not loaded" in r["message"]
+    assert "DMA-BUF needs kernel >= 5.12, this is kernel 5.4" in r["message"]
+    # peermem-missing on the healthy node's proprietary module: no DMA-BUF either
+    p = _one(fault_results, "nopeermem", "gpudirect_rdma")
+    assert "the proprietary kernel module has no DMA-BUF" in p["message"]

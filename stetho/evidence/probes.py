@@ -135,12 +135,21 @@ EDAC = Probe("edac", globs=("/sys/devices/system/edac/mc/mc*/ce_count",
                            "/sys/devices/system/edac/mc/mc*/ue_count"),
              description="corrected and uncorrected memory errors per memory controller")
 
+PCI_DEVICES = Probe("pci_devices", globs=("/sys/bus/pci/devices/*/vendor",
+                                          "/sys/bus/pci/devices/*/device",
+                                          "/sys/bus/pci/devices/*/class"),
+                    description="PCI vendor, device and class ids from sysfs (no binary): the "
+                    "NVSwitches on the bus (NVIDIA bridges 22a3 on HGX H100, 1af1 on HGX A100)")
+NVIDIA_VERSION = Probe("nvidia_version", globs=("/proc/driver/nvidia/version",),
+                       description="the loaded NVIDIA kernel module: open or proprietary (DMA-BUF "
+                       "GPUDirect RDMA needs the open one), and its version")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
     MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, GPUDIRECT, NVIDIA_TOPO, MOUNTS, DF_BYTES,
-    DF_INODES, CHRONY, HOST_LIMITS, EDAC,
+    DF_INODES, CHRONY, HOST_LIMITS, EDAC, PCI_DEVICES, NVIDIA_VERSION,
 )
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import hostfs, render, roce, topo
+from stetho.sim import hostfs, pcibus, render, roce, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -154,6 +154,8 @@ class NodeDraft:
         _write(s / f"usr/lib/x86_64-linux-gnu/libnccl.so.{NCCL_VERSION}", "")
         # GPUDirect RDMA's peer memory module loaded: what the kernel's sysfs-module ABI prints
         _write(s / "sys/module/nvidia_peermem/initstate", "live\n")
+        pcibus.write_nvswitches(s, self.real)  # the HGX board's 4 NVSwitches on the bus
+        pcibus.write_version(s, self.real, self.driver)  # the proprietary kernel module
         src = self.fixtures / IB_TREE
         dst = s / "sys/class/infiniband"
         for f in sorted(src.rglob("*")):

@@ -406,7 +406,14 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           ff.ib_link_flap, "device"),
     Fault("optics-rx-low", "one lane of an IB port's transceiver receives -12 dBm, under the "
           "module's -9.914 dBm threshold (default mlx5_4)", ff.optics_rx_low, "device"),
-    Fault("peermem-missing", "nvidia_peermem not loaded: no GPUDirect RDMA", ff.peermem_missing),
+    Fault("peermem-missing", "nvidia_peermem not loaded on the proprietary kernel module: no "
+          "GPUDirect RDMA", ff.peermem_missing),
+    Fault("gpudirect-none", "no nvidia_peermem, open kernel module on kernel 5.4: neither "
+          "GPUDirect RDMA path (DMA-BUF needs >= 5.12)", fb.gpudirect_none),
+    Fault("dmabuf-only", "no nvidia_peermem, open kernel module: GPUDirect RDMA through DMA-BUF "
+          "only (fails a profile with gpu.gpudirect_rdma: peermem)", fb.dmabuf_only),
+    Fault("nvswitch-missing", "an NVSwitch fell off the PCI bus (default the 4th): the fabric "
+          "manager fails, no GPU's fabric completes", fb.nvswitch_missing, "N"),
     Fault("nic-wrong-socket", "a GPU's NICs sit on the other socket (SYS in nvidia-smi topo -m; "
           "default gpu3)", ff.nic_wrong_socket, "gpuN"),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "

@@ -71,3 +71,33 @@ def ecc_pending_off(d: NodeDraft, arg: str | None) -> None:
     """Someone ran `nvidia-smi -e 0` on a GPU: ECC still Enabled now, Disabled pending until
     the next reset (ECC Mode: Current Enabled, Pending Disabled)."""
     d.smi.set(_gpu(arg, 4, d), ("ECC Mode", "Pending"), "Disabled")
+
+
+def nvswitch_missing(d: NodeDraft, arg: str | None) -> None:
+    """One NVSwitch fell off the PCI bus (default the last, 0000:0a:00.0): its sysfs device
+    is gone, and what follows on an HGX board: nvidia-fabricmanager cannot train a fabric with
+    a switch missing and exits (unit `failed`), so no GPU's fabric completes (State Not
+    Started, as in fabric-not-started)."""
+    from stetho.sim import pcibus
+
+    pcibus.drop_nvswitch(d.sysroot, int(arg) if arg else 3)
+    fabric_manager_down(d, None)
+    fabric_not_started(d, None)
+
+
+def dmabuf_only(d: NodeDraft, arg: str | None) -> None:
+    """The open kernel module loaded and no nvidia_peermem: GPUDirect RDMA only through
+    DMA-BUF (kernel 5.15 here, >= 5.12)."""
+    import shutil
+
+    from stetho.sim import pcibus
+
+    pcibus.write_version(d.sysroot, d.real, d.driver, open_module=True)
+    shutil.rmtree(d.sysroot / "sys/module/nvidia_peermem")
+
+
+def gpudirect_none(d: NodeDraft, arg: str | None) -> None:
+    """Neither GPUDirect RDMA path: nvidia_peermem not loaded, and the open kernel module
+    loaded on a kernel too old for DMA-BUF (5.4, before 5.12)."""
+    dmabuf_only(d, None)
+    (d.sysroot / "proc/sys/kernel/osrelease").write_text("5.4.0-150-generic\n")
