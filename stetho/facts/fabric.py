@@ -1,7 +1,7 @@
 """Facts of a node's NVSwitch fabric, read beside NodeFacts (whose module is full): the
-fabric manager's service state, the NVSwitches on the PCI bus, the NVIDIA kernel module. Each function takes the NodeFacts and caches through
-`facts.parsed`, so a probe that is missing, failed or unparsable is a skip or an error by the
-same rules as every other fact."""
+fabric manager's service state, the NVSwitches on the PCI bus, the NVIDIA kernel module. Each
+function takes the NodeFacts and caches through `facts.parsed`, so a probe that is missing,
+failed or unparsable is a skip or an error by the same rules as every other fact."""
 
 from __future__ import annotations
 

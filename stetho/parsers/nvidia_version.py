@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from stetho.parsers import ParseError
 
-_OPEN = re.compile(r"^NVRM version: NVIDIA UNIX Open Kernel Module for (\S+)\s+(\d+\.\d+(?:\.\d+)?)")
-_PROPRIETARY = re.compile(r"^NVRM version: NVIDIA UNIX (\S+) Kernel Module\s+(\d+\.\d+(?:\.\d+)?)")
+_VERSION = r"(\d+\.\d+(?:\.\d+)?)"
+_OPEN = re.compile(r"^NVRM version: NVIDIA UNIX Open Kernel Module for (\S+)\s+" + _VERSION)
+_PROPRIETARY = re.compile(r"^NVRM version: NVIDIA UNIX (\S+) Kernel Module\s+" + _VERSION)
 
 
 @dataclass(frozen=True)
