@@ -17,7 +17,7 @@ BRIDGE_OTHER = "0680"  # PCI class 06 (bridge), subclass 80 (other): lspci's "Br
 #: NVSwitch device ids (pci.ids: "GH100 [H100 NVSwitch]", "GA100 [A100 NVSwitch]")
 NVSWITCH_IDS = {"22a3": "H100 NVSwitch", "1af1": "A100 NVSwitch"}
 
-_ATTR = re.compile(r"/sys/bus/pci/devices/([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
+_ATTR = re.compile(r"/sys/bus/pci/devices/([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])"
                    r"/(vendor|device|class)$")
 _HEX = re.compile(r"0x[0-9a-fA-F]{4,6}")
 _LSPCI = re.compile(r"^((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) .*?"

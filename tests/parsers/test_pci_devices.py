@@ -36,7 +36,11 @@ def test_sysfs_attributes(tmp_path):
              f"{base}/0000:07:00.0/class": "0x068000\n",
              f"{base}/0000:1b:00.0/vendor": "0x10de\n", f"{base}/0000:1b:00.0/device": "0x2330\n",
              f"{base}/0000:1b:00.0/class": "0x030200\n"}
+    # Intel VMD puts the devices behind it in a 5-digit domain
+    files |= {f"{base}/10000:e1:00.0/{a}": v for a, v in (("vendor", "0x8086\n"),
+              ("device", "0x0b60\n"), ("class", "0x010802\n"))}
     devices = pci_devices.parse_sysfs(files)
+    assert len(devices) == 3
     assert [d.address for d in pci_devices.nvswitches(devices)] == ["0000:07:00.0"]
     del files[f"{base}/0000:1b:00.0/class"]
     with pytest.raises(ParseError, match="only device, vendor"):
@@ -50,3 +54,14 @@ def test_garbage(text):
         pci_devices.parse_lspci_nn(text)
     with pytest.raises(ParseError):
         pci_devices.parse_sysfs({"/sys/bus/pci/devices/0000:07:00.0/class": text or "zz"})
+
+
+def test_recorded_sysfs_tree_of_a_vm():
+    """This project's own recording: a VM's PCI bus, read as the probe reads it."""
+    root = REAL.parent / "recorded" / "pci-sysfs-debian12-vm"
+    files = {"/" + p.relative_to(root).as_posix(): p.read_text()
+             for p in sorted(root.rglob("*")) if p.is_file()}
+    devices = pci_devices.parse_sysfs(files)
+    assert len(devices) == 6 and devices[0] == pci_devices.PciDevice("0000:00:00.0", "8086",
+                                                                     "0d57", "0600")
+    assert pci_devices.nvswitches(devices) == ()
