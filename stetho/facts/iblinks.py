@@ -21,18 +21,14 @@ if TYPE_CHECKING:
 PROBE = "iblinkinfo"
 
 
-def _probe_name(facts: NodeFacts, device: str) -> str:
-    name = f"{PROBE}:{device}"
-    if name not in facts.bundle.probes and PROBE in facts.bundle.probes:
-        return PROBE  # the unbound record: iblinkinfo was not found on PATH
-    return name
-
-
 def link(facts: NodeFacts, device: str, port: int = 1) -> Link:
     """The device's own line for `port` in its iblinkinfo output."""
     from stetho.parsers import iblinkinfo
 
-    name = _probe_name(facts, device)
+    name = f"{PROBE}:{device}"
+    if facts.bundle.probe(name) is None:
+        facts.text(PROBE)  # raises: iblinkinfo missing (skip), why it did not run, or absent
+        raise Unavailable("error", f"iblinkinfo was not run on {device}", name)
     links = facts.parsed(name, lambda: iblinkinfo.parse(facts.text(name)))
     own = [x for x in links if x.port == port]
     if not own:
