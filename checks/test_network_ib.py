@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from stetho.facts.ib import port_counters
+from stetho.facts.iblinks import with_cable
 from stetho.facts.node import Unavailable
 from stetho.facts.window import count
 from stetho.results import Limit
@@ -77,14 +78,15 @@ def test_ib_port_state(ib_port: IbPort, facts: NodeFacts, profile: Profile,
                  + (f"; ibstat disagrees: {'; '.join(disagree)}" if disagree else ""),
                  facts.ib_source())
     if p.state != profile.ib.state or p.phys_state != profile.ib.phys_state:
-        verdict.fail(f"port {p.id} is {p.state}/{p.phys_state}, expected "
-                     f"{profile.ib.state}/{profile.ib.phys_state}",
+        verdict.fail(with_cable(f"port {p.id} is {p.state}/{p.phys_state}, expected "
+                                f"{profile.ib.state}/{profile.ib.phys_state}", facts, p.device,
+                                p.port),
                      remediation=f"check the cable and the switch port; `ibstat {p.device} "
                      f"{p.port}`, `mlxlink -d {p.device} -p {p.port}`; if Polling, the peer is "
                      "down or the cable is bad; if Init, the subnet manager has not configured it")
     if want_rate and (rate is None or rate < want_rate):
-        verdict.fail(f"port {p.id} at {_rate(rate)} Gb/s ({p.rate_text}), expected "
-                     f"{want_rate:g}",
+        verdict.fail(with_cable(f"port {p.id} at {_rate(rate)} Gb/s ({p.rate_text}), expected "
+                                f"{want_rate:g}", facts, p.device, p.port),
                      remediation=f"the link trained down: reseat or replace the cable/"
                      f"transceiver; `mlxlink -d {p.device} -p {p.port}` shows the lanes and "
                      "BER; check the switch port's configured speed")
@@ -152,8 +154,9 @@ def test_ib_counters(ib_port: IbPort, facts: NodeFacts, profile: Profile,
             verdict.error(f"port {p.id}: no counters the profile thresholds: " + "; ".join(notes))
         pytest.skip(f"port {p.id} exposes none of the counters the profile thresholds")
     if over:
-        verdict.fail(f"port {p.id}: " + ", ".join(_over(k, counted[k], readings[k], limits[k])
-                                                  for k in over) + f"; {w.basis()}",
+        verdict.fail(with_cable(f"port {p.id}: " + ", ".join(
+            _over(k, counted[k], readings[k], limits[k]) for k in over) + f"; {w.basis()}",
+            facts, p.device, p.port),
                      remediation=f"{_COUNTER_FIX.get(over[0], 'check the link')}; reset the "
                      f"counters after the fix: `perfquery -R -x <lid> {p.port}`")
     if notes or disagree:
@@ -197,8 +200,8 @@ def test_ib_link_flaps(ib_port: IbPort, facts: NodeFacts, profile: Profile,
     verdict.cite(f"{c.describe(_FLAPS)}; {reading.describe(_FLAPS)}; {w.basis()}",
                  facts.ib_source())
     if n > limit:
-        verdict.fail(f"port {p.id}: link flapped {n:g} time{'s' if n != 1 else ''} {where} "
-                     f"({_FLAPS}; max {limit})",
+        verdict.fail(with_cable(f"port {p.id}: link flapped {n:g} time{'s' if n != 1 else ''} "
+                                f"{where} ({_FLAPS}; max {limit})", facts, p.device, p.port),
                      remediation=_FLAP_FIX.format(port=p.id, dev=p.device, pn=p.port))
     verdict.ok(f"no link flaps {where} ({_FLAPS} {n:g}, max {limit})")
 
@@ -291,16 +294,19 @@ def test_ib_link_ber(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdic
         fix += (f"; add an ib.pre_fec_ber row for FEC {r.fec!r} at {_rate(lane)} Gb/s per lane "
                 f"to profile {profile.name} if this link is meant to run so")
     if eff:
-        verdict.fail(f"{ib_port.id}: {eff:g} errors per bit left after FEC ({link})",
+        verdict.fail(with_cable(f"{ib_port.id}: {eff:g} errors per bit left after FEC ({link})",
+                                facts, ib_port.device, ib_port.port),
                      remediation=fix)
     if raw is None:
         verdict.error("mlxlink reports no raw physical BER")
     if raw >= fail_at:
-        verdict.fail(f"{ib_port.id}: pre-FEC BER {raw:g} >= {fail_at:g} ({link}; {applied})",
+        verdict.fail(with_cable(f"{ib_port.id}: pre-FEC BER {raw:g} >= {fail_at:g} ({link}; "
+                                f"{applied})", facts, ib_port.device, ib_port.port),
                      remediation=fix)
     if raw >= warn_at:
-        verdict.warn(f"{ib_port.id}: pre-FEC BER {raw:g} above {warn_at:g} ({link}; "
-                     f"{applied})", remediation=fix)
+        verdict.warn(with_cable(f"{ib_port.id}: pre-FEC BER {raw:g} above {warn_at:g} ({link}; "
+                                f"{applied})", facts, ib_port.device, ib_port.port),
+                     remediation=fix)
         return
     verdict.ok(f"pre-FEC BER {raw:g} under {warn_at:g} ({link}; {applied})")
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.facts.iblinks import with_cable
 from stetho.facts.node import Unavailable
 from stetho.results import Limit
 
@@ -134,14 +135,16 @@ def test_ib_optics(ib_port: IbPort, facts: NodeFacts, profile: Profile, verdict:
            f"transceiver; if the lane stays low, replace the transceiver, then the cable; "
            f"`mlxlink -d {p.device} -m` rereads the module")
     if fails:
-        verdict.fail(f"{p.id}: " + "; ".join(fails), remediation=fix)
+        verdict.fail(with_cable(f"{p.id}: " + "; ".join(fails), facts, p.device, p.port),
+                     remediation=fix)
     if not lanes:
         verdict.error(f"{p.id}: module {what} printed no lane readings")
     if unknown:  # unknown is never pass
         verdict.error(f"{p.id}: module {what}: no reading of {', '.join(unknown)}"
                       + (f"; {'; '.join(warns)}" if warns else ""))
     if warns:
-        verdict.warn(f"{p.id}: " + "; ".join(warns), remediation=fix)
+        verdict.warn(with_cable(f"{p.id}: " + "; ".join(warns), facts, p.device, p.port),
+                     remediation=fix)
         return
     verdict.ok(f"{len(lanes)} lanes, Rx {min(rx):g}..{max(rx):g} dBm over {rx_whose} low "
                f"threshold {rx_fail:g} dBm, module {t:g} C" if rx and rx_fail is not None

@@ -174,6 +174,11 @@ class IbSpec:
     pre_fec_ber: tuple[BerRow, ...] = DEFAULT_BER_ROWS
     port_groups: tuple[PortGroup, ...] = ()
     optics: OpticsSpec = OpticsSpec()
+    #: a rail-optimised fabric: each HCA's cable lands on a leaf switch of its own
+    #: (ib_rail_cabling, from iblinkinfo's far end)
+    rail_optimized: bool = False
+    #: HCA device -> a glob on the node description of the switch its cable must reach
+    rail_leaf: dict[str, str] = field(default_factory=dict)
 
     def ber_limits(self, fec: str | None, lane_gbps: float | None) -> BerChoice:
         """The first row for this FEC mode and lane speed; else the strictest row (lowest
@@ -762,6 +767,8 @@ def _ib(s: yamlconf.Section) -> IbSpec:
         pre_fec_ber=_ber_rows(s),
         port_groups=_port_groups(s.section("port_groups")),
         optics=_optics(s.section("optics")),
+        rail_optimized=s.get("rail_optimized", bool, False),
+        rail_leaf={str(k): str(v) for k, v in (s.get("rail_leaf", dict) or {}).items()},
     )
     for layer, key in ((spec.link_layer, "link_layer"),
                        *((g.link_layer, "port_groups") for g in spec.port_groups)):

@@ -86,6 +86,7 @@ FAULT_NODES: dict[str, list[str]] = {
     "powercap": ["power-capped"],
     "eccpending": ["ecc-pending-off"],
     "ibflap": ["ib-link-flap"],
+    "cablecross": ["cable-crossed"],
     "rxlow": ["optics-rx-low"],
     "nopeermem": ["peermem-missing"],
     "gdrnone": ["gpudirect-none"],

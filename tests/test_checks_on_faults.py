@@ -246,8 +246,10 @@ def test_optics_pre_fec_ber(fault_results):
     and threshold read as the numbers they are (not '0' and '< 0')."""
     r = _one(fault_results, "optics", "ib_link_ber", "mlx5_8:1")
     assert r["status"] == "warn" and r["value"] == 4e-05
-    assert r["message"] == ("mlx5_8:1: pre-FEC BER 4e-05 above 1e-05 (400 Gb/s (100 per lane), "
-                            "FEC Standard_RS-FEC - (544,514); row rs544)")
+    assert r["message"].startswith(
+        "mlx5_8:1: pre-FEC BER 4e-05 above 1e-05 (400 Gb/s (100 per lane), "
+        "FEC Standard_RS-FEC - (544,514); row rs544); mlx5_8 port 1 -> cable to "
+        "MF0;su1-leaf-r6:MQM9700/U1 port ")
     assert r["threshold"] == "< 0.0001 (warns from 1e-05; row rs544)"
     assert "transceiver" in r["remediation"]
     assert _one(fault_results, "healthy", "ib_link_ber", "mlx5_8:1")["value"] == 5e-10
@@ -335,6 +337,9 @@ def test_ib_link_flap(fault_results):
     assert r["status"] == "fail" and r["value"] == 3
     assert "link flapped 3 times since boot or the last counter reset" in r["message"]
     assert "cable/transceiver of mlx5_1:1" in r["remediation"]
+    # the technician is told which cable: the switch and port at its far end (iblinkinfo)
+    assert re.search(r"; mlx5_1 port 1 -> cable to MF0;su1-leaf-r1:MQM9700/U1 port \d+ "
+                     r"\(GUID 0x[0-9a-f]{16}\)$", r["message"]), r["message"]
     assert _one(fault_results, "ibflap", "ib_counters", "mlx5_1:1")["status"] == "pass"
     assert len(_rows(fault_results, "ibflap", "ib_link_flaps", "pass")) == 7
     assert _one(fault_results, "healthy", "ib_link_flaps", "mlx5_1:1")["status"] == "pass"
@@ -444,3 +449,33 @@ def test_gpudirect_none(fault_results):
     # peermem-missing on the healthy node's proprietary module: no DMA-BUF either
     p = _one(fault_results, "nopeermem", "gpudirect_rdma")
     assert "the proprietary kernel module has no DMA-BUF" in p["message"]
+def test_cable_crossed(fault_results):
+    """mlx5_1's and mlx5_4's cables swapped between rails: every port check passes (both links
+    train Active at 400), only ib_rail_cabling fails, naming both cables' far ends (switch,
+    port, GUID) and whose rail each leaf is; the healthy node's HCAs are each on their own."""
+    r = _one(fault_results, "cablecross", "ib_rail_cabling")
+    assert r["status"] == "fail" and r["value"] == 2 and r["expected"] == 0
+    m = r["message"]
+    assert re.search(r"mlx5_1 port 1 -> cable to MF0;su1-leaf-r2:MQM9700/U1 port (\d+) \(GUID "
+                     r"0x[0-9a-f]{16}\): expected a leaf matching '\*leaf-r1:\*', the leaf of "
+                     r"mlx5_4's rail", m), m
+    assert re.search(r"mlx5_4 port 1 -> cable to MF0;su1-leaf-r1:MQM9700/U1 port \d+ .*"
+                     r"the leaf of mlx5_1's rail", m), m
+    assert "swap the named cables" in r["remediation"]
+    assert r["probe"] == "iblinkinfo"
+    for check in ("ib_port_state", "ib_counters", "ib_link_ber"):
+        assert {x["status"] for x in _rows(fault_results, "cablecross", check)} <= {
+            "pass", "skip"}  # the Ethernet front-end port is not theirs to judge
+    ok = _one(fault_results, "healthy", "ib_rail_cabling")
+    assert ok["status"] == "pass" and ok["message"].startswith("8 HCAs each on a leaf of its own")
+
+
+def test_port_down_names_what_is_known_of_the_far_end(fault_results):
+    """A Down port has no far end to ask: the message says so, and ib_rail_cabling, which
+    cannot place that HCA, is an error rather than a pass."""
+    r = _one(fault_results, "ibdown", "ib_port_state", "mlx5_7:1")
+    assert r["status"] == "fail"
+    assert r["message"].endswith("mlx5_7 port 1 -> far end unknown (the port reads Down/Polling, "
+                                 "so no far end answers through it)")
+    cab = _one(fault_results, "ibdown", "ib_rail_cabling")
+    assert cab["status"] == "error" and "far end not known for 1 of 8 HCAs" in cab["message"]

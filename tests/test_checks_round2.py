@@ -141,9 +141,12 @@ def test_a_node_without_the_sysfs_ib_tree_is_judged_from_ibstat(results):
 
 def test_a_port_down_is_seen_through_ibstat_alone(results):
     _only(results, "containerdown", lambda r: r.subject in ("mlx5_7:1", "")
-          and r.check in ("ib_port_state", "ib_port_count"))
+          and r.check in ("ib_port_state", "ib_port_count", "ib_rail_cabling"))
     r = _rows(results, "containerdown", "ib_port_state", subject="mlx5_7:1")[0]
     assert r.status == "fail" and r.probe == "ibstat"
+    # no far end answers through a Down port: the node's cabling cannot be confirmed
+    r = _rows(results, "containerdown", "ib_rail_cabling")[0]
+    assert r.status == "error" and "mlx5_7 port 1 -> far end unknown" in r.message
 
 
 def test_sysfs_and_ibstat_disagreeing_warns_on_that_port(results):

@@ -69,6 +69,15 @@ def test_healthy_node_gets_no_hypothesis(fault_results, fault_bundles):
     assert top == [] and falsified == []
 
 
+def test_ib_link_evidence_names_the_cable_to_pull(fault_results, fault_bundles):
+    """The report's evidence for a degraded IB link names the switch and port at the far end
+    of the HCA's cable (iblinkinfo), so a technician knows which cable to pull."""
+    d = engine.diagnose(_ctx("ibrate", fault_results, fault_bundles), run="r1")
+    assert d.top.cause == "ib-link-degraded"
+    text = " ".join(e.description for e in d.top.evidence)
+    assert "mlx5_4 port 1 -> cable to MF0;su1-leaf-r2:MQM9700/U1 port " in text, text
+
+
 def test_riser_evidence_chain_and_falsified_alternatives(fault_results, fault_bundles):
     d = engine.diagnose(_ctx("riser", fault_results, fault_bundles), run="r1")
     h = d.top

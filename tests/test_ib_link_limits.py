@@ -66,8 +66,9 @@ def test_a_400g_rs_fec_link_at_5e_6_passes(checked):
 def test_an_edr_link_without_fec_at_the_same_ber_fails(checked):
     r = _r(checked, "beredr", "ib_link_ber", "mlx5_9:1")
     assert r.status == "fail" and r.value == 5e-06
-    assert r.message == ("mlx5_9:1: pre-FEC BER 5e-06 >= 1e-12 (100 Gb/s (25 per lane), FEC "
-                         "No FEC; row no-fec)")
+    assert r.message.startswith("mlx5_9:1: pre-FEC BER 5e-06 >= 1e-12 (100 Gb/s (25 per lane), "
+                                "FEC No FEC; row no-fec); mlx5_9 port 1 -> cable to "
+                                "MF0;su1-leaf-r7:MQM9700/U1 port ")
     assert r.threshold == "< 1e-12 (warns from 1e-15; row no-fec)"
     assert "transceiver" in (r.remediation or "")
     others = [r for (c, s), r in checked[0]["beredr"].items()

@@ -62,6 +62,10 @@ PERFQUERY_RCV_ERRORS = Probe("perfquery_rcv_errors",
                              ("perfquery", "-E", "-C", "{device}", "-P", "1"), timeout_s=20,
                              per_device=True,
                              description="PortRcvErrorDetails: what made PortRcvErrors count")
+IBLINKINFO = Probe("iblinkinfo", ("iblinkinfo", "-C", "{device}", "-P", "1", "-D", "0",
+                                   "-n", "1", "-l"), timeout_s=20, per_device=True,
+                   description="the switch and port at the far end of the HCA's cable: a "
+                   "partial scan from this port one hop out (-D 0 -n 1), never the fabric")
 CPU_GOVERNOR = Probe("cpu_governor", globs=(
     "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor",
 ), description="cpufreq governor per CPU")
@@ -148,8 +152,8 @@ NVIDIA_VERSION = Probe("nvidia_version", globs=("/proc/driver/nvidia/version",),
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
-    MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, GPUDIRECT, NVIDIA_TOPO, MOUNTS, DF_BYTES,
-    DF_INODES, CHRONY, HOST_LIMITS, EDAC, PCI_DEVICES, NVIDIA_VERSION,
+    MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, IBLINKINFO, GPUDIRECT, NVIDIA_TOPO, MOUNTS,
+    DF_BYTES, DF_INODES, CHRONY, HOST_LIMITS, EDAC, PCI_DEVICES, NVIDIA_VERSION,
 )
 
 

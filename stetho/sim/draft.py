@@ -84,6 +84,7 @@ class NodeDraft:
         self.nccl_version_line: str | None = None  # an NCCL_DEBUG=INFO `NCCL version` line
         self.tool_garbage: set[str] = set()  # per-device garbage outputs: "mlxlink:mlx5_3"
         self.rcv_error_details: dict[str, dict[str, int]] = {}  # device -> perfquery -E counters
+        self.cable_swaps: list[tuple[str, str]] = []  # HCAs whose cables are crossed (iblinkinfo)
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.wrong_socket: set[int] = set()  # GPUs whose NICs sit on the other socket
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
@@ -306,10 +307,12 @@ class NodeDraft:
 
     def _ib_tools(self) -> dict[str, str]:
         """ibstat and perfquery -x/-E outputs rendered from the node's sysfs IB tree."""
-        from stetho.sim import ibtools
+        from stetho.sim import iblinks, ibtools
 
         devices = ibtools.read_tree(self.sysroot)
-        files = {"ibstat.txt": ibtools.ibstat(devices, self.ibstat_overrides)}
+        files = {"ibstat.txt": ibtools.ibstat(devices, self.ibstat_overrides),
+                 **iblinks.render(self.real(iblinks.RECORDING), self.name, devices,
+                                  1 + self.seed % 32, self.cable_swaps)}
         for d in devices:
             over = self.perfquery_counters.get(d.name)
             seen = d if not over else replace(d, ports=(
@@ -351,6 +354,7 @@ class NodeDraft:
             "nvbandwidth": [("*", "nvbandwidth.txt")],
             "mlxlink": [],
             "perfquery": [],
+            "iblinkinfo": [],
             "ethtool": [],  # ethtool -S <netdev>, mlnx_qos -i <netdev>: that netdev's output
             "mlnx_qos": [],
             "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
@@ -380,6 +384,10 @@ class NodeDraft:
                          f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
             elif tool == "systemctl":  # is-active UNIT...: the units' states (units.tsv)
                 body += hostfs.SYSTEMCTL_SHIM
+            elif tool == "iblinkinfo":  # -C <device> ...: that HCA's line and its far end
+                from stetho.sim.iblinks import SHIM
+
+                body += SHIM
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
                 body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                          'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']

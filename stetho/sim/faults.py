@@ -416,6 +416,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "manager fails, no GPU's fabric completes", fb.nvswitch_missing, "N"),
     Fault("nic-wrong-socket", "a GPU's NICs sit on the other socket (SYS in nvidia-smi topo -m; "
           "default gpu3)", ff.nic_wrong_socket, "gpuN"),
+    Fault("cable-crossed", "two HCAs' cables swapped between rails: iblinkinfo names the "
+          "other rail's leaf for each (default mlx5_1,mlx5_4)", ff.cable_crossed, "DEV1,DEV2"),
     Fault("perfquery-higher", "perfquery -x reads 5000 SymbolErrorCounter on one HCA while sysfs "
           "reads 0 (default mlx5_0)", ff.perfquery_higher, "device"),
 )}

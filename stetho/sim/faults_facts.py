@@ -228,3 +228,11 @@ def nic_wrong_socket(d: NodeDraft, arg: str | None) -> None:
     """A GPU's NICs on the other socket: in the recorded topo -m, its PIX/PXB cells read SYS
     (default gpu3)."""
     d.wrong_socket.add(_gpu(arg, 3, d))
+
+
+def cable_crossed(d: NodeDraft, arg: str | None) -> None:
+    """Two HCAs' cables swapped between rails at the node end: each HCA's iblinkinfo names the
+    other rail's leaf (same port: the node's slot is the same on every rail), nothing else
+    changes (both links train Active at full rate)."""
+    a, _, b = (arg or "mlx5_1,mlx5_4").partition(",")
+    d.cable_swaps.append((a, b or "mlx5_4"))
