@@ -95,6 +95,8 @@ FAULT_NODES: dict[str, list[str]] = {
     "unsynced": ["clock-unsynced"],
     "memlock": ["memlock-limited"],
     "edacue": ["edac-ue"],
+    "nvmemedia": ["nvme-media-errors"],
+    "nvmespare": ["nvme-critical-warning"],
 }
 
 

@@ -38,7 +38,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
                       "gpu_settings", "fabric_manager", "nvswitch_sxid", "host_filesystems",
-                      "host_time_sync", "host_services", "host_limits", "host_memory_errors"}
+                      "host_time_sync", "host_services", "host_limits", "host_memory_errors",
+                      "host_nvme_health"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -423,3 +424,22 @@ def test_edac_ue(fault_results):
     assert "drain the node" in r["remediation"] and "ras-mc-ctl" in r["remediation"]
     healthy = _one(fault_results, "healthy", "host_memory_errors")
     assert healthy["status"] == "pass" and "corrected=0 since boot" in healthy["message"]
+
+
+def test_nvme_media_errors(fault_results):
+    r = _one(fault_results, "nvmemedia", "host_nvme_health", "nvme3")
+    assert r["status"] == "fail" and "media_errors=24 over the drive's life" in r["message"]
+    assert "replace the drive" in r["remediation"] and "nvme error-log /dev/nvme3" in \
+        r["remediation"]
+    others = _rows(fault_results, "nvmemedia", "host_nvme_health")
+    assert len(others) == 8 and {o["status"] for o in others if o["subject"] != "nvme3"} == \
+        {"pass"}
+
+
+def test_nvme_critical_warning_spare(fault_results):
+    r = _one(fault_results, "nvmespare", "host_nvme_health", "nvme5")
+    assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
+    assert "critical warning 0x01: available spare below its threshold" in r["message"]
+    assert "available spare 4%, under its threshold 5%" in r["message"]
+    healthy = _one(fault_results, "healthy", "host_nvme_health", "nvme0")
+    assert healthy["status"] == "pass" and "spare 100% (threshold 5%)" in healthy["message"]

@@ -81,3 +81,36 @@ def edac_ue(d: NodeDraft, arg: str | None) -> None:
         raise ConfigError(f"simulated node has no memory controller {mc} (mc0, mc1)")
     (base / "ce_count").write_text("12\n")
     (base / "ue_count").write_text("1\n")
+
+
+def _nvme_log(d: NodeDraft, arg: str | None, default: str) -> str:
+    ctrl = arg or default
+    if ctrl not in d.nvme_smart:
+        raise ConfigError(f"simulated node has no NVMe controller {ctrl} (it has "
+                          f"{', '.join(d.nvme_smart)})")
+    return ctrl
+
+
+def nvme_media_errors(d: NodeDraft, arg: str | None) -> None:
+    """A drive returning unrecovered reads: the controller counts each in media_errors and
+    logs it in its error information log (num_err_log_entries grows with it)."""
+    from stetho.sim import nvme
+
+    ctrl = _nvme_log(d, arg, "nvme3")
+    text = d.nvme_smart[ctrl]
+    d.nvme_smart[ctrl] = nvme.edit(text, {
+        "media_errors": nvme.read(text, "media_errors") + 24,
+        "num_err_log_entries": nvme.read(text, "num_err_log_entries") + 24})
+
+
+def nvme_critical_warning(d: NodeDraft, arg: str | None) -> None:
+    """A drive that has used up its spare blocks: available_spare under the drive's own
+    threshold, and critical warning bit 0 (spare below threshold) set, as the drive reports
+    it; the blocks retired on the way there show as wear."""
+    from stetho.sim import nvme
+
+    ctrl = _nvme_log(d, arg, "nvme5")
+    text = d.nvme_smart[ctrl]
+    threshold = nvme.read(text, "spare_thresh")
+    d.nvme_smart[ctrl] = nvme.edit(text, {"avail_spare": max(threshold - 1, 0),
+                                          "critical_warning": 1})
