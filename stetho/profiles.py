@@ -324,6 +324,8 @@ class CounterSpec:
     hw_throttle_max_s: float = 1.0
     #: Corrected memory errors (EDAC, all memory controllers) within the window: above, warn.
     edac_corrected_max: int = 100
+    #: Corrected machine-check events (kernel log) within the window: above, host_mce warns.
+    mce_corrected_max: int = 10
 
 
 @dataclass(frozen=True)
@@ -537,7 +539,9 @@ def _counters(s: yamlconf.Section) -> CounterSpec:
         hw_throttle_max_s=s.get("hw_throttle_max_s", float, d.hw_throttle_max_s,
                                 within=(0, None)),
         edac_corrected_max=s.get("edac_corrected_max", int, d.edac_corrected_max,
-                                 within=(0, None)))
+                                 within=(0, None)),
+        mce_corrected_max=s.get("mce_corrected_max", int, d.mce_corrected_max,
+                                within=(0, None)))
     s.check_unknown()
     return spec
 

@@ -97,6 +97,8 @@ FAULT_NODES: dict[str, list[str]] = {
     "edacue": ["edac-ue"],
     "nvmemedia": ["nvme-media-errors"],
     "nvmespare": ["nvme-critical-warning"],
+    "mcestorm": ["mce-corrected-storm"],
+    "mcefatal": ["mce-uncorrected"],
 }
 
 

@@ -39,7 +39,7 @@ def test_healthy_node_passes_everything(fault_results):
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
                       "gpu_settings", "fabric_manager", "nvswitch_sxid", "host_filesystems",
                       "host_time_sync", "host_services", "host_limits", "host_memory_errors",
-                      "host_nvme_health"}
+                      "host_nvme_health", "host_mce"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -443,3 +443,18 @@ def test_nvme_critical_warning_spare(fault_results):
     assert "available spare 4%, under its threshold 5%" in r["message"]
     healthy = _one(fault_results, "healthy", "host_nvme_health", "nvme0")
     assert healthy["status"] == "pass" and "spare 100% (threshold 5%)" in healthy["message"]
+
+
+def test_mce_corrected_storm_warns(fault_results):
+    r = _one(fault_results, "mcestorm", "host_mce")
+    assert r["status"] == "warn" and r["value"] == 0
+    assert "12 corrected machine-check events within 24.0 h (max 10" in r["message"]
+    assert "corrected on CPU 0 bank 17" in r["message"] and "ras-mc-ctl" in r["remediation"]
+    healthy = _one(fault_results, "healthy", "host_mce")
+    assert healthy["status"] == "pass" and "0 corrected" in healthy["message"]
+
+
+def test_mce_uncorrected_fails(fault_results):
+    r = _one(fault_results, "mcefatal", "host_mce")
+    assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
+    assert "fatal on CPU 0 bank 4" in r["message"] and "drain the node" in r["remediation"]

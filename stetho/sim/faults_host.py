@@ -114,3 +114,30 @@ def nvme_critical_warning(d: NodeDraft, arg: str | None) -> None:
     threshold = nvme.read(text, "spare_thresh")
     d.nvme_smart[ctrl] = nvme.edit(text, {"avail_spare": max(threshold - 1, 0),
                                           "critical_warning": 1})
+
+
+MCE_CORRECTED = "05-kernel-log/dmesg-mce-corrected-amd-bank17-then-logged-notices-EXCERPT.log"
+MCE_FATAL = "05-kernel-log/journal-mce-uncorrected-pcc-bank4-j5005-EXCERPT.log"
+
+
+def _mce_lines(d: NodeDraft, rel: str, count: int) -> list[str]:
+    """The first `count` machine-check lines of a recording, their prefixes taken off."""
+    lines = [ln[ln.index("mce: "):] for ln in d.real(rel).splitlines() if "mce: [" in ln]
+    return lines[:count]
+
+
+def mce_corrected_storm(d: NodeDraft, arg: str | None) -> None:
+    """A CPU's unified memory controller bank correcting an error again and again: the
+    recorded corrected machine check (CPU 0 bank 17, its notice and detail lines), logged 12
+    times in the last hour, 5 minutes apart."""
+    group = _mce_lines(d, MCE_CORRECTED, 4)
+    for n in range(12):
+        for i, line in enumerate(group):
+            d.kernel_message(line, ago_s=3600.0 - n * 300.0 - i * 0.001)
+
+
+def mce_uncorrected(d: NodeDraft, arg: str | None) -> None:
+    """An uncorrected machine check with the processor context corrupt: the recorded record
+    (bank 4, MCi_STATUS a600000000020408: UC and PCC set), minutes before collection."""
+    for i, line in enumerate(_mce_lines(d, MCE_FATAL, 4)):
+        d.kernel_message(line, ago_s=300.0 - i * 0.001)
