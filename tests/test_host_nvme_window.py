@@ -89,3 +89,31 @@ def test_error_log_growth_warns_only_with_history(bundles, tmp_path: Path) -> No
     r = _nvme3(more, db)
     assert r.status == "warn" and "num_err_log_entries +11 in the" in r.message
     assert "host.nvme_err_log_max" in r.message
+
+
+def _all_nvme(bundle: Bundle):  # type: ignore[no-untyped-def]
+    from stetho.checking import run as checkrun
+
+    return [r for r in checkrun.run([bundle], profile=PROFILE, select="host_nvme").results
+            if r.check == "host_nvme_health"]
+
+
+def test_nvme_cli_and_smartctl_missing_is_an_error_naming_the_install(bundles) -> None:
+    from stetho.evidence.bundle import ProbeRecord
+
+    b = bundles["healthy"]
+    probes = {k: v for k, v in b.probes.items() if not k.startswith("nvme_smart")}
+    probes["nvme_smart"] = ProbeRecord("nvme_smart", "command", "missing",
+                                       argv=("nvme", "smart-log", "/dev/{device}", "-o", "json"),
+                                       reason="nvme and smartctl not found on PATH")
+    rows = _all_nvme(replace(b, probes=probes))
+    assert len(rows) == 8 and {r.status for r in rows} == {"error"}
+    assert "install nvme-cli" in rows[0].message
+
+
+def test_a_node_without_nvme_skips_with_the_reason(bundles) -> None:
+    b = bundles["healthy"]
+    rec = b.probes["block_queue"]
+    files = {p: t for p, t in rec.files.items() if "/nvme" not in p}
+    rows = _all_nvme(replace(b, probes={**b.probes, "block_queue": replace(rec, files=files)}))
+    assert [r.status for r in rows] == ["skip"] and "no NVMe controller" in rows[0].message
