@@ -94,6 +94,9 @@ class HostSpec:
     time_offset_max_ms: float = 100.0
     hugepages_min: int | None = None  # /proc/sys/vm/nr_hugepages at least this
     memlock: str | None = None  # "unlimited", or a number of bytes: the least RLIMIT_MEMLOCK
+    nvme_devices: tuple[str, ...] = ("nvme*",)  # NVMe controllers whose SMART log is judged
+    nvme_used_warn_pct: float = 90.0  # percentage_used (rated endurance) from which to warn
+    nvme_err_log_max: int = 10  # error-log entries added within the counter window: above, warn
 
 
 @dataclass(frozen=True)
@@ -333,6 +336,8 @@ class CounterSpec:
     hw_throttle_max_s: float = 1.0
     #: Corrected memory errors (EDAC, all memory controllers) within the window: above, warn.
     edac_corrected_max: int = 100
+    #: Corrected machine-check events (kernel log) within the window: above, host_mce warns.
+    mce_corrected_max: int = 10
 
 
 @dataclass(frozen=True)
@@ -546,7 +551,9 @@ def _counters(s: yamlconf.Section) -> CounterSpec:
         hw_throttle_max_s=s.get("hw_throttle_max_s", float, d.hw_throttle_max_s,
                                 within=(0, None)),
         edac_corrected_max=s.get("edac_corrected_max", int, d.edac_corrected_max,
-                                 within=(0, None)))
+                                 within=(0, None)),
+        mce_corrected_max=s.get("mce_corrected_max", int, d.mce_corrected_max,
+                                within=(0, None)))
     s.check_unknown()
     return spec
 
@@ -728,7 +735,12 @@ def _host(s: yamlconf.Section) -> HostSpec:
                     time_offset_max_ms=s.get("time_offset_max_ms", (int, float),
                                              _HOST.time_offset_max_ms, above=0),
                     hugepages_min=s.get("hugepages_min", int, within=(0, None)),
-                    memlock=_memlock(s))
+                    memlock=_memlock(s),
+                    nvme_devices=s.str_list("nvme_devices", _HOST.nvme_devices),
+                    nvme_used_warn_pct=s.get("nvme_used_warn_pct", (int, float),
+                                             _HOST.nvme_used_warn_pct, above=0),
+                    nvme_err_log_max=s.get("nvme_err_log_max", int, _HOST.nvme_err_log_max,
+                                           within=(0, None)))
     for path in (*spec.mounts, *(f.path for f in spec.filesystems)):
         if not path.startswith("/"):
             s.fail(f"{path!r} is not an absolute path", "mounts" if path in spec.mounts

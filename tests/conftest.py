@@ -98,6 +98,10 @@ FAULT_NODES: dict[str, list[str]] = {
     "unsynced": ["clock-unsynced"],
     "memlock": ["memlock-limited"],
     "edacue": ["edac-ue"],
+    "nvmemedia": ["nvme-media-errors"],
+    "nvmespare": ["nvme-critical-warning"],
+    "mcestorm": ["mce-corrected-storm"],
+    "mcefatal": ["mce-uncorrected"],
 }
 
 

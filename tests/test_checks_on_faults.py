@@ -38,7 +38,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
                       "gpu_settings", "fabric_manager", "nvswitch_sxid", "host_filesystems",
-                      "host_time_sync", "host_services", "host_limits", "host_memory_errors"}
+                      "host_time_sync", "host_services", "host_limits", "host_memory_errors",
+                      "host_nvme_health", "host_mce"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -479,3 +480,35 @@ def test_port_down_names_what_is_known_of_the_far_end(fault_results):
                                  "so no far end answers through it)")
     cab = _one(fault_results, "ibdown", "ib_rail_cabling")
     assert cab["status"] == "error" and "far end not known for 1 of 8 HCAs" in cab["message"]
+def test_nvme_media_errors(fault_results):
+    r = _one(fault_results, "nvmemedia", "host_nvme_health", "nvme3")
+    assert r["status"] == "fail" and "media_errors=24 over the drive's life" in r["message"]
+    assert "replace the drive" in r["remediation"] and "nvme error-log /dev/nvme3" in \
+        r["remediation"]
+    others = _rows(fault_results, "nvmemedia", "host_nvme_health")
+    assert len(others) == 8 and {o["status"] for o in others if o["subject"] != "nvme3"} == \
+        {"pass"}
+
+
+def test_nvme_critical_warning_spare(fault_results):
+    r = _one(fault_results, "nvmespare", "host_nvme_health", "nvme5")
+    assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
+    assert "critical warning 0x01: available spare below its threshold" in r["message"]
+    assert "available spare 4%, under its threshold 5%" in r["message"]
+    healthy = _one(fault_results, "healthy", "host_nvme_health", "nvme0")
+    assert healthy["status"] == "pass" and "spare 100% (threshold 5%)" in healthy["message"]
+
+
+def test_mce_corrected_storm_warns(fault_results):
+    r = _one(fault_results, "mcestorm", "host_mce")
+    assert r["status"] == "warn" and r["value"] == 0
+    assert "12 corrected machine-check events within 24.0 h (max 10" in r["message"]
+    assert "corrected on CPU 0 bank 17" in r["message"] and "ras-mc-ctl" in r["remediation"]
+    healthy = _one(fault_results, "healthy", "host_mce")
+    assert healthy["status"] == "pass" and "0 corrected" in healthy["message"]
+
+
+def test_mce_uncorrected_fails(fault_results):
+    r = _one(fault_results, "mcefatal", "host_mce")
+    assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
+    assert "fatal on CPU 0 bank 4" in r["message"] and "drain the node" in r["remediation"]

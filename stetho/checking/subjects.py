@@ -240,6 +240,21 @@ def _services(n: CheckNode) -> list[Subject]:
     return [Subject(n, u, u) for u in units]
 
 
+def _nvme(n: CheckNode) -> list[Subject]:
+    """Each NVMe controller (nvme0, ...) whose name matches the profile's `host.nvme_devices`."""
+    from stetho.facts import nvme
+
+    patterns = n.profile.host.nvme_devices
+    if not patterns:
+        raise Unavailable("skip", f"profile {n.profile.name} judges no NVMe drive "
+                          "(host.nvme_devices: [])")
+    found = [c for c in nvme.controllers(n.facts) if any(fnmatch.fnmatch(c, p) for p in patterns)]
+    if not found:
+        raise Unavailable("skip", f"no NVMe controller matches {', '.join(patterns)} (no "
+                          "/sys/block/nvme*)", "block_queue")
+    return [Subject(n, c, c) for c in found]
+
+
 #: fixture name -> how to list a node's subjects of that kind.
 KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "node": _node,
@@ -253,6 +268,7 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "bench_run": _bench_runs,
     "filesystem": _filesystems,
     "service": _services,
+    "nvme": _nvme,
 }
 
 

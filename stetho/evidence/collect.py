@@ -109,13 +109,14 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
             probes = tuple(p for p in probes if not p.invasive)
     if partial is not None:
         partial.add(*records.values())
-    records.update(run_all(tuple(p for p in probes if not p.per_device), env, watch=watch))
+    records.update(run_all(tuple(p for p in probes if not (p.per_device or p.per_nvme)), env,
+                           watch=watch))
     devices = _rdma_devices(records.get("ib_sysfs")) or _ibstat_devices(records.get("ibstat"))
     per_device = [p for p in probes if p.per_device]
+    bound = _bind_nvme(probes, records, env, partial)
     if per_device and devices:
         import shutil
 
-        bound = []
         for p in per_device:
             if shutil.which(p.argv[0], path=env.path) is None:
                 records[p.name] = ProbeRecord(p.name, "command", "missing", argv=p.argv,
@@ -130,8 +131,10 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
             partial.add(*(records[p.name] for p in per_device if p.name in records))
         # one short command per HCA and tool (mlxlink, perfquery -x, -E): more at once
         records.update(run_all(tuple(bound), env, workers=16, watch=watch))
-    elif partial is not None:  # no HCA found: the per-device probes have nothing to run on
-        partial.expect((), instead_of=tuple(p.name for p in per_device))
+    else:
+        if partial is not None:  # no HCA found: the per-device probes have nothing to run on
+            partial.expect((), instead_of=tuple(p.name for p in per_device))
+        records.update(run_all(tuple(bound), env, workers=16, watch=watch))
     if bench is not None:
         ctx = bench_run.BenchContext(node=node, suite=bench.suite, gpus=_gpu_count(records),
                                      rdma_devices=tuple(devices), peer=bench.peer,
@@ -140,6 +143,39 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
     if partial is not None:
         partial.close()
     return make(records)
+
+
+def _bind_nvme(probes: tuple[P.Probe, ...], records: dict[str, ProbeRecord], env: Environment,
+               partial: _Partial | None) -> list[P.Probe]:
+    """The per-NVMe probes bound to each controller the block_queue probe saw (nvme0n1 ->
+    nvme0); a tool missing with its fallbacks is recorded once, unbound, as `missing`."""
+    import shutil
+
+    per_nvme = [p for p in probes if p.per_nvme]
+    found = _nvme_controllers(records.get("block_queue"))
+    bound: list[P.Probe] = []
+    for p in per_nvme if found else ():
+        if all(shutil.which(a[0], path=env.path) is None for a in (p.argv, *p.fallbacks)):
+            records[p.name] = ProbeRecord(p.name, "command", "missing", argv=p.argv, reason=(
+                f"{' and '.join(a[0] for a in (p.argv, *p.fallbacks))} not found on PATH"))
+        else:
+            bound += [P.for_device(p, c) for c in found]
+    if partial is not None:
+        partial.expect(tuple(bound), instead_of=tuple(p.name for p in per_nvme))
+        partial.add(*(records[p.name] for p in per_nvme if p.name in records))
+    return bound
+
+
+def _nvme_controllers(rec: ProbeRecord | None) -> list[str]:
+    """NVMe controllers from the block devices' sysfs paths (/sys/block/nvme0n1/... -> nvme0;
+    a multipath namespace nvme0c1n1 belongs to nvme0 too)."""
+    import re
+
+    if rec is None or rec.status != "ok":
+        return []
+    found = {m.group(1) for p in rec.files
+             if (m := re.match(r"/sys/block/(nvme\d+)(?:c\d+)?n\d+/", p))}
+    return sorted(found, key=lambda c: int(c[4:]))
 
 
 def _gpu_count(records: dict[str, ProbeRecord]) -> int:

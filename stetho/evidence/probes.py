@@ -26,6 +26,7 @@ class Probe:
     read: bool = True
     max_bytes: int = 4 * 1024 * 1024
     per_device: bool = False  # argv has "{device}": run once per RDMA device found
+    per_nvme: bool = False  # argv has "{device}": run once per NVMe controller (nvme0, ...)
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the command
     invasive: bool = False  # disturbs a job beside it: only on an idle node (evidence.busy)
     description: str = field(default="", compare=False)
@@ -147,13 +148,18 @@ PCI_DEVICES = Probe("pci_devices", globs=("/sys/bus/pci/devices/*/vendor",
 NVIDIA_VERSION = Probe("nvidia_version", globs=("/proc/driver/nvidia/version",),
                        description="the loaded NVIDIA kernel module: open or proprietary (DMA-BUF "
                        "GPUDirect RDMA needs the open one), and its version")
+NVME_SMART = Probe("nvme_smart", ("nvme", "smart-log", "/dev/{device}", "-o", "json"),
+                   timeout_s=20, per_nvme=True,
+                   fallbacks=(("smartctl", "-j", "-a", "/dev/{device}"),),
+                   description="per NVMe controller: SMART critical warnings, spare capacity, "
+                   "wear and media errors (nvme-cli; smartctl -j where nvme-cli is missing)")
 
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
     MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, IBLINKINFO, GPUDIRECT, NVIDIA_TOPO, MOUNTS,
-    DF_BYTES, DF_INODES, CHRONY, HOST_LIMITS, EDAC, PCI_DEVICES, NVIDIA_VERSION,
+    DF_BYTES, DF_INODES, CHRONY, HOST_LIMITS, EDAC, PCI_DEVICES, NVIDIA_VERSION, NVME_SMART,
 )
 
 
@@ -165,7 +171,7 @@ def for_device(probe: Probe, device: str, netdev: str = "") -> Probe:
     def bind(argv: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(a.replace("{device}", device).replace("{netdev}", netdev) for a in argv)
 
-    return replace(probe, name=f"{probe.name}:{device}", per_device=False,
+    return replace(probe, name=f"{probe.name}:{device}", per_device=False, per_nvme=False,
                    argv=bind(probe.argv), fallbacks=tuple(bind(a) for a in probe.fallbacks))
 
 

@@ -97,6 +97,9 @@ TABLE: dict[str, MetricKind] = {
     # Host memory errors since the EDAC driver loaded (all memory controllers summed).
     "edac_ce": _counter(trend=True),
     "edac_ue": _counter(),
+    # NVMe SMART lifetime counters per controller (host_nvme_health judges their growth).
+    "nvme_media_errors": _counter(),
+    "nvme_err_log_entries": _counter(),
     # Microseconds of clock slowdown since the driver loaded (550+ drivers): judged by their
     # growth within the counter window by the throttle check.
     "throttle_hw_thermal_us": _counter(),

@@ -68,7 +68,7 @@ def extract(facts: NodeFacts) -> list[Metric]:
     boot = window.boot_id(facts)
     if boot is not None:  # marks the epoch of every counter below (stetho.facts.window)
         out.append(Metric("host", "", "boot_id", boot))
-    for part in (_gpus, _nvlink, _ib, _roce, _nccl, _kernel, _edac):
+    for part in (_gpus, _nvlink, _ib, _roce, _nccl, _kernel, _edac, _nvme):
         try:
             out.extend(part(facts))
         except Unavailable:
@@ -187,3 +187,19 @@ def _edac(f: NodeFacts) -> list[Metric]:
     mcs = hygiene.edac(f)
     return [Metric("host", "", "edac_ce", float(sum(m.ce for m in mcs))),
             Metric("host", "", "edac_ue", float(sum(m.ue for m in mcs)))]
+
+
+def _nvme(f: NodeFacts) -> list[Metric]:
+    """Each NVMe controller's lifetime error counters (a controller whose log did not parse
+    is left out: host_nvme_health errors on it)."""
+    from stetho.facts import nvme
+
+    out = []
+    for c in nvme.controllers(f):
+        try:
+            log = nvme.smart(f, c)
+        except Unavailable:
+            continue
+        out += [Metric("host", c, "nvme_media_errors", float(log.media_errors)),
+                Metric("host", c, "nvme_err_log_entries", float(log.err_log_entries))]
+    return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
-from stetho.parsers import ParseError, sxid
+from stetho.parsers import ParseError, mce, sxid
 from stetho.parsers._text import require_text
 
 TOOL = "kernel log"
@@ -92,6 +92,7 @@ class KernelLog:
     lines: int  # log records read (continuation lines joined, journal markers left out)
     inits: tuple[GpuInit, ...] = ()
     sxids: tuple[sxid.SxidEvent, ...] = ()  # NVSwitch errors (stetho.parsers.sxid)
+    mces: tuple[mce.MceEvent, ...] = ()  # machine checks (stetho.parsers.mce)
 
     def epoch_start(self, pci_bus_id: str) -> GpuInit | None:
         """The last line that (re)initialised this GPU (a driver load, or its identity line
@@ -156,8 +157,8 @@ _LEVEL = "emerg|alert|crit|err|warn|notice|info|debug"
 _PREFIXES: tuple[tuple[re.Pattern[str], bool], ...] = (
     # (pattern, group "ts" is a timestamp worth keeping)
     (re.compile(rf"^(?:{_FACILITY})\s*:(?:{_LEVEL})\s*:\s"), False),  # dmesg --decode
-    (re.compile(r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: "),
-     True),  # syslog / journalctl short
+    (re.compile(r"^(?P<ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s+(?:[^\s:]+\s+)?"
+                r"[\w./-]+(?:\[\d+\])?: "), True),  # syslog / journalctl short (host optional)
     (re.compile(rf"^(?P<ts>{_ISO}) \S+ [\w./-]+(?:\[\d+\])?: "), True),  # journalctl short-iso
     (re.compile(rf"^(?P<ts>{_ISO})\s"), True),  # dmesg --time-format=iso
     (re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]\s?"), True),  # dmesg [uptime]
@@ -361,6 +362,7 @@ def parse(data: str | bytes) -> KernelLog:
         inits: list[GpuInit] = []
         kills: list[OomKill] = []
         sxids: list[sxid.SxidEvent] = []
+        mces: list[mce.MceEvent] = []
         aer: list[_Aer] = []
         open_aer: dict[str, _Aer] = {}  # device -> its latest event, for the detail lines
         for rec in records:
@@ -390,6 +392,10 @@ def parse(data: str | bytes) -> KernelLog:
             if dm is not None:
                 _aer_line(dm.group("dev").lower(), dm.group("rest"), rec, aer, open_aer)
                 continue
+            if (me := mce.event(msg, rec.timestamp, absolute_time(rec.timestamp), line,
+                                rec.seq)) is not None:
+                mces.append(me)
+                continue
             _oom(msg, line, kills)
         return KernelLog(
             xids=tuple(xids),
@@ -397,7 +403,7 @@ def parse(data: str | bytes) -> KernelLog:
             fallen_off_bus=tuple(lost),
             oom_kills=tuple(kills),
             lines=len(records),
-            inits=tuple(inits), sxids=tuple(sxids),
+            inits=tuple(inits), sxids=tuple(sxids), mces=tuple(mces),
         )
     except (ValueError, KeyError, IndexError, AttributeError) as exc:
         if isinstance(exc, ParseError):

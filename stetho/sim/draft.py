@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import hostfs, pcibus, render, roce, topo
+from stetho.sim import hostfs, nvme, pcibus, render, roce, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -98,6 +98,7 @@ class NodeDraft:
         self.services = {u: "active" for u in hostfs.UNITS}
         #: healthy: the recorded chronyd, synchronised at stratum 3, 34 ns fast
         self.chrony_tracking = self.real(hostfs.CHRONY_TRACKING)
+        self.nvme_smart = nvme.healthy(self.real(nvme.RECORDING), NVME)  # nvme0.. -> its log
         self.faults: list[str] = []
         self._healthy()
 
@@ -279,6 +280,7 @@ class NodeDraft:
             "df-i.txt": hostfs.df_inodes(self.filesystems),
             "chronyc-tracking.txt": self.chrony_tracking,
             "units.tsv": "".join(f"{u}\t{st}\n" for u, st in self.services.items()),
+            **nvme.files(self.nvme_smart),
         }
         _write(self.sysroot / "proc/mounts", hostfs.mounts(self.filesystems))
         real_mlx = self.real(MLXLINK)
@@ -360,6 +362,7 @@ class NodeDraft:
             "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
             "systemctl": [],
             "chronyc": [("tracking", "chronyc-tracking.txt")],
+            "nvme": [],  # nvme smart-log /dev/nvmeN -o json: that controller's log
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -382,6 +385,8 @@ class NodeDraft:
                 data = f'"$D/{"ethtool-S" if tool == "ethtool" else tool}-$2.txt"'
                 body += [f'[ -f {data} ] && exec cat {data}',
                          f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
+            elif tool == "nvme":
+                body += nvme.SHIM
             elif tool == "systemctl":  # is-active UNIT...: the units' states (units.tsv)
                 body += hostfs.SYSTEMCTL_SHIM
             elif tool == "iblinkinfo":  # -C <device> ...: that HCA's line and its far end

@@ -301,6 +301,15 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "recorded on a VM)", fh.memlock_limited),
     Fault("edac-ue", "an uncorrected memory error (EDAC ue_count 1, 12 corrected; default mc1)",
           fh.edac_ue, "mcN"),
+    Fault("nvme-media-errors", "an NVMe drive counting unrecovered reads: media_errors and "
+          "error-log entries +24 (default nvme3)", fh.nvme_media_errors, "nvmeN"),
+    Fault("nvme-critical-warning", "an NVMe drive out of spare blocks: available_spare under "
+          "its threshold, critical warning bit 0 set (default nvme5)", fh.nvme_critical_warning,
+          "nvmeN"),
+    Fault("mce-corrected-storm", "12 corrected machine checks on one CPU bank within the last "
+          "hour (the recorded AMD bank 17 record)", fh.mce_corrected_storm),
+    Fault("mce-uncorrected", "an uncorrected machine check, processor context corrupt (the "
+          "recorded bank 4 UC/PCC record)", fh.mce_uncorrected),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
           "(default gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",

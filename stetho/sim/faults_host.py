@@ -81,3 +81,63 @@ def edac_ue(d: NodeDraft, arg: str | None) -> None:
         raise ConfigError(f"simulated node has no memory controller {mc} (mc0, mc1)")
     (base / "ce_count").write_text("12\n")
     (base / "ue_count").write_text("1\n")
+
+
+def _nvme_log(d: NodeDraft, arg: str | None, default: str) -> str:
+    ctrl = arg or default
+    if ctrl not in d.nvme_smart:
+        raise ConfigError(f"simulated node has no NVMe controller {ctrl} (it has "
+                          f"{', '.join(d.nvme_smart)})")
+    return ctrl
+
+
+def nvme_media_errors(d: NodeDraft, arg: str | None) -> None:
+    """A drive returning unrecovered reads: the controller counts each in media_errors and
+    logs it in its error information log (num_err_log_entries grows with it)."""
+    from stetho.sim import nvme
+
+    ctrl = _nvme_log(d, arg, "nvme3")
+    text = d.nvme_smart[ctrl]
+    d.nvme_smart[ctrl] = nvme.edit(text, {
+        "media_errors": nvme.read(text, "media_errors") + 24,
+        "num_err_log_entries": nvme.read(text, "num_err_log_entries") + 24})
+
+
+def nvme_critical_warning(d: NodeDraft, arg: str | None) -> None:
+    """A drive that has used up its spare blocks: available_spare under the drive's own
+    threshold, and critical warning bit 0 (spare below threshold) set, as the drive reports
+    it; the blocks retired on the way there show as wear."""
+    from stetho.sim import nvme
+
+    ctrl = _nvme_log(d, arg, "nvme5")
+    text = d.nvme_smart[ctrl]
+    threshold = nvme.read(text, "spare_thresh")
+    d.nvme_smart[ctrl] = nvme.edit(text, {"avail_spare": max(threshold - 1, 0),
+                                          "critical_warning": 1})
+
+
+MCE_CORRECTED = "05-kernel-log/dmesg-mce-corrected-amd-bank17-then-logged-notices-EXCERPT.log"
+MCE_FATAL = "05-kernel-log/journal-mce-uncorrected-pcc-bank4-j5005-EXCERPT.log"
+
+
+def _mce_lines(d: NodeDraft, rel: str, count: int) -> list[str]:
+    """The first `count` machine-check lines of a recording, their prefixes taken off."""
+    lines = [ln[ln.index("mce: "):] for ln in d.real(rel).splitlines() if "mce: [" in ln]
+    return lines[:count]
+
+
+def mce_corrected_storm(d: NodeDraft, arg: str | None) -> None:
+    """A CPU's unified memory controller bank correcting an error again and again: the
+    recorded corrected machine check (CPU 0 bank 17, its notice and detail lines), logged 12
+    times in the last hour, 5 minutes apart."""
+    group = _mce_lines(d, MCE_CORRECTED, 4)
+    for n in range(12):
+        for i, line in enumerate(group):
+            d.kernel_message(line, ago_s=3600.0 - n * 300.0 - i * 0.001)
+
+
+def mce_uncorrected(d: NodeDraft, arg: str | None) -> None:
+    """An uncorrected machine check with the processor context corrupt: the recorded record
+    (bank 4, MCi_STATUS a600000000020408: UC and PCC set), minutes before collection."""
+    for i, line in enumerate(_mce_lines(d, MCE_FATAL, 4)):
+        d.kernel_message(line, ago_s=300.0 - i * 0.001)

@@ -26,7 +26,7 @@ def _real(name: str) -> KernelLog:
 
 
 def test_there_are_real_samples() -> None:
-    assert len(FILES) == 7
+    assert len(FILES) == 10
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
@@ -34,7 +34,9 @@ def test_every_real_file_parses(path: Path) -> None:
     text = path.read_text()
     log = parse(text)
     assert log.lines > 0
-    assert log.xids or log.aer or log.fallen_off_bus or log.sxids
+    assert log.xids or log.aer or log.fallen_off_bus or log.sxids or log.mces
+    for m in log.mces:
+        assert m.line in text
     for e in log.sxids:
         assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", e.pci_id)
         assert e.code > 0 and e.message and e.line in text
@@ -355,3 +357,50 @@ def test_sxid_without_a_link_number() -> None:
     [e] = log.sxids
     assert (e.code, e.fatal, e.link) == (10001, False, None)
     assert e.message == "PRI WRITE SYSB error, instance=3"
+
+
+# --- machine checks (issue 24) -------------------------------------------------------------
+
+def _mces(name: str) -> list[tuple[object, ...]]:
+    log = parse((real_dir_path() / name).read_text())
+    return [(e.severity, e.kind, e.cpu, e.bank, e.status) for e in log.mces]
+
+
+def real_dir_path() -> Path:
+    return FILES[0].parent
+
+
+def test_mce_corrected_record_then_notices() -> None:
+    """AMD bank 17 (UMC) MCi_STATUS dc2040000000011b: UC clear, a corrected error; the later
+    `Machine check events logged` notices tell no severity; detail lines are no events."""
+    got = _mces("dmesg-mce-corrected-amd-bank17-then-logged-notices-EXCERPT.log")
+    assert got[1] == ("corrected", "record", 0, 17, 0xdc2040000000011b)
+    assert [g[0] for g in got] == ["unknown", "corrected"] + ["unknown"] * 7
+
+
+def test_mce_uncorrected_pcc_record_in_a_hostless_syslog() -> None:
+    """`Sep 16 19:51:15 kernel: [uptime] mce: ...` (no host name): bank 4 a600000000020408
+    has UC and PCC set, a fatal record; `mce: CPU supports 7 MCE banks` is no event."""
+    got = _mces("journal-mce-uncorrected-pcc-bank4-j5005-EXCERPT.log")
+    assert got == [("unknown", "notice", None, None, None),
+                   ("fatal", "record", 0, 4, 0xa600000000020408)]
+
+
+def test_mce_edac_sbridge_record() -> None:
+    got = _mces("syslog-mce-edac-sbridge-corrected-scrub-EXCERPT.log")
+    assert got == [("unknown", "notice", None, None, None),
+                   ("corrected", "record", 1, 11, 0x8c00004f000800c2)]
+
+
+@pytest.mark.parametrize(("line", "severity"), [
+    ("[  301.3] [Hardware Error]: Corrected error, no action required.", "corrected"),
+    ("[  0.600082] [Hardware Error]: System Fatal error.", "fatal"),
+    ("[  9.1] [Hardware Error]: Uncorrected, software restartable error.", "uncorrected"),
+    ("[  9.1] [Hardware Error]: Deferred error, no action required.", "deferred"),
+    ("[  9.1] mce: Uncorrected hardware memory error in user-access at af34214200",
+     "uncorrected"),
+    ("[  9.1] Kernel panic - not syncing: Fatal machine check", "fatal"),
+])
+def test_mce_severity_lines_hand_written(line: str, severity: str) -> None:
+    """The kernel's own wording (mce_amd.c, mce/core.c), one line each."""
+    assert [e.severity for e in parse(line + "\n").mces] == [severity]
