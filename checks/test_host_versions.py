@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from stetho.core.versioning import Version
+from stetho.facts.ib import firmware_by_model
 from stetho.facts.node import Unavailable
 
 if TYPE_CHECKING:
@@ -73,6 +74,15 @@ def test_versions(version_component: str,
             bad.append(f"{v} not in {', '.join(rule.allowed)}")
     if bad:
         verdict.fail(f"{comp} {'; '.join(bad)}", remediation=_HOW.get(comp))
+    if len(found) > 1 and comp == "hca_firmware":
+        # each HCA model has its own firmware line (ConnectX-7 28.x, BlueField-3 32.x)
+        models = firmware_by_model(facts)
+        drift = {m: v for m, v in models.items() if len(v) > 1}
+        if not drift:
+            verdict.ok("hca_firmware " + "; ".join(f"{m} {', '.join(v)}"
+                                                   for m, v in models.items()))
+            return
+        found = tuple(v for vs in drift.values() for v in vs)
     if len(found) > 1:
         verdict.warn(f"{comp} differs across devices on this node: {', '.join(found)}",
                      remediation=_HOW.get(comp))
