@@ -14,6 +14,7 @@ import pytest
 
 from stetho.core.versioning import Version
 from stetho.facts.ib import firmware_by_model
+from stetho.facts.nccl_env import SOURCES, job_nccl, skew
 from stetho.facts.node import Unavailable
 
 if TYPE_CHECKING:
@@ -88,3 +89,47 @@ def test_versions(version_component: str,
                      remediation=_HOW.get(comp))
         return
     verdict.ok(f"{comp} {found[0]}")
+
+
+def test_nccl_env_version(nccl_env: tuple[str, str], facts: NodeFacts, profile: Profile,
+                          verdict: Verdict) -> None:
+    """The NCCL of the job's environment (`nccl.container_image`, `nccl.env_module`) against
+    the host's: another minor release fails, another patch level warns."""
+    kind, name = nccl_env
+    probe, what, ask = SOURCES[kind]
+    ask = ask.format(name=name)
+    try:
+        job = job_nccl(facts, kind)
+    except Unavailable as u:
+        verdict.error(f"{what} {name}: {u.reason}",
+                      remediation=f"`{ask}` on the node: pull the image / install the module "
+                      "the profile names, or correct the profile")
+    verdict.cite(f"{what} {name}: {job.evidence}", probe)
+    if job.version is None:
+        verdict.error(f"{what} {name} names no NCCL version ({job.evidence})",
+                      remediation=f"`{ask}`: set NCCL_VERSION in the image or module, or "
+                      "read the libnccl.so.X.Y.Z it ships by hand")
+    try:
+        found, where = facts.version("nccl")
+    except Unavailable as u:
+        if u.status == "error":
+            verdict.error(f"host NCCL version unreadable: {u.reason}")
+        pytest.skip(f"{what} {name} brings NCCL {job.version}; the host has none to skew "
+                    f"against ({u.reason})")
+    if not found:
+        verdict.error(f"host NCCL version not reported by {where}")
+    host = found[-1]
+    verdict.measure(job.version, expected=f"{host} (host, from {where})",
+                    threshold="same major.minor")
+    fix = (f"rebuild or re-pick the {what} with NCCL {host}, or install NCCL {job.version} "
+           "on the host (libnccl2), so a job's ranks and the host's NCCL plugins (net/tuner) "
+           "run one release")
+    drift = skew(host, job.version)
+    if drift == "minor":
+        verdict.fail(f"{what} {name} brings NCCL {job.version}, the host has {host}: another "
+                     "minor release", remediation=fix)
+    if drift == "patch":
+        verdict.warn(f"{what} {name} brings NCCL {job.version}, the host has {host}: another "
+                     "patch level", remediation=fix)
+        return
+    verdict.ok(f"{what} {name}: NCCL {job.version}, as the host's")

@@ -262,6 +262,11 @@ class NcclSpec:
     #: The collective the configured run performs, for output that does not say (older
     #: nccl-tests, a wrapper script): None lets the output (marker, binary, table) tell.
     collective: str | None = None
+    #: The job's environment, where its NCCL may differ from the host's (nccl_env_version):
+    #: a container image (`pytorch:24.05-py3`, asked with `docker image inspect`) and/or an
+    #: environment module (`nccl/2.21.5`, asked with `module show`).
+    container_image: str | None = None
+    env_module: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -895,6 +900,7 @@ def _nccl(s: yamlconf.Section, default_gpus: int | None) -> NcclSpec:
         tolerance_pct=s.get("tolerance_pct", float, _NCCL.tolerance_pct,
                             within=(0, 100)),
         baselines=tuple(baselines), collective=s.get("collective", str),
+        container_image=s.get("container_image", str), env_module=s.get("env_module", str),
     )
     from stetho.parsers.nccl_shape import COLLECTIVES
 

@@ -240,6 +240,18 @@ def _services(n: CheckNode) -> list[Subject]:
     return [Subject(n, u, u) for u in units]
 
 
+def _nccl_envs(n: CheckNode) -> list[Subject]:
+    """The job environments the profile names (`nccl.container_image`, `nccl.env_module`)."""
+    spec = n.profile.nccl
+    envs = [Subject(n, kind, (kind, name)) for kind, name in (("container", spec.container_image),
+                                                       ("module", spec.env_module)) if name]
+    if not envs:
+        raise Unavailable("skip", f"profile {n.profile.name} names no job environment "
+                          "(nccl.container_image, nccl.env_module): the host's NCCL is the "
+                          "job's")
+    return envs
+
+
 #: fixture name -> how to list a node's subjects of that kind.
 KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "node": _node,
@@ -253,6 +265,7 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "bench_run": _bench_runs,
     "filesystem": _filesystems,
     "service": _services,
+    "nccl_env": _nccl_envs,
 }
 
 

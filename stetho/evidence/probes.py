@@ -169,6 +169,30 @@ def nccl_saved_probe(path: str) -> Probe:
     return Probe("nccl_tests", globs=(path,), description="saved nccl-tests output")
 
 
+#: `module` is a shell function the init script defines, not a program: a login shell's is
+#: not there in `sh -c`, so the script sources Environment Modules' or Lmod's init where
+#: `module` is not already on PATH. `module show` writes to stderr: folded into stdout.
+_MODULE_SHOW = ('command -v module >/dev/null 2>&1 || for f in /etc/profile.d/modules.sh '
+                '/etc/profile.d/z00_lmod.sh /etc/profile.d/lmod.sh; do [ -f "$f" ] && . "$f" '
+                '&& break; done; module show "$0" 2>&1')
+
+
+def nccl_image_probe(image: str) -> Probe:
+    """The environment of the container image a profile's jobs run in (`nccl.container_image`):
+    NVIDIA's images set NCCL_VERSION there. Podman's inspect where docker is absent."""
+    fmt = "{{json .Config.Env}}"
+    return Probe("nccl_image", ("docker", "image", "inspect", "--format", fmt, image),
+                 timeout_s=20,
+                 fallbacks=(("podman", "image", "inspect", "--format", fmt, image),),
+                 description="the job's container image environment (its NCCL_VERSION)")
+
+
+def nccl_module_probe(module: str) -> Probe:
+    """`module show` of the environment module a profile's jobs load (`nccl.env_module`)."""
+    return Probe("nccl_module", ("sh", "-c", _MODULE_SHOW, module), timeout_s=20,
+                 description="the job's environment module (its NCCL_VERSION, libnccl path)")
+
+
 def services_probe(units: tuple[str, ...]) -> Probe:
     """The systemd units a profile needs running (`host.services`), asked in one call."""
     return Probe("services", ("systemctl", "is-active", *units), timeout_s=20,

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import hostfs, render, roce, topo
+from stetho.sim import hostfs, jobenv, render, roce, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -97,6 +97,8 @@ class NodeDraft:
         self.services = {u: "active" for u in hostfs.UNITS}
         #: healthy: the recorded chronyd, synchronised at stratum 3, 34 ns fast
         self.chrony_tracking = self.real(hostfs.CHRONY_TRACKING)
+        #: the NCCL of the job's container image and environment module (healthy: the host's)
+        self.image_nccl = self.module_nccl = NCCL_VERSION
         self.faults: list[str] = []
         self._healthy()
 
@@ -276,6 +278,7 @@ class NodeDraft:
             "df-i.txt": hostfs.df_inodes(self.filesystems),
             "chronyc-tracking.txt": self.chrony_tracking,
             "units.tsv": "".join(f"{u}\t{st}\n" for u, st in self.services.items()),
+            **jobenv.files(self.real, self.image_nccl, self.module_nccl),
         }
         _write(self.sysroot / "proc/mounts", hostfs.mounts(self.filesystems))
         real_mlx = self.real(MLXLINK)
@@ -354,6 +357,7 @@ class NodeDraft:
             "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
             "systemctl": [],
             "chronyc": [("tracking", "chronyc-tracking.txt")],
+            "docker": [], "module": [],  # stetho.sim.jobenv
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -376,6 +380,8 @@ class NodeDraft:
                 data = f'"$D/{"ethtool-S" if tool == "ethtool" else tool}-$2.txt"'
                 body += [f'[ -f {data} ] && exec cat {data}',
                          f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
+            elif tool in ("docker", "module"):
+                body += jobenv.DOCKER_SHIM if tool == "docker" else jobenv.MODULE_SHIM
             elif tool == "systemctl":  # is-active UNIT...: the units' states (units.tsv)
                 body += hostfs.SYSTEMCTL_SHIM
             elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording

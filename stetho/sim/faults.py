@@ -299,6 +299,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           fh.clock_unsynced),
     Fault("memlock-limited", "the collecting process's locked-memory limit at 8 MiB (as "
           "recorded on a VM)", fh.memlock_limited),
+    Fault("nccl-env-skew", "the job's container image brings NCCL 2.20.5 (the real recorded "
+          "image environment) against the host's 2.21.5; VERSION sets the image's, "
+          "module:VERSION the environment module's", fh.nccl_env_skew, "VERSION"),
     Fault("edac-ue", "an uncorrected memory error (EDAC ue_count 1, 12 corrected; default mc1)",
           fh.edac_ue, "mcN"),
     Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "

@@ -81,3 +81,19 @@ def edac_ue(d: NodeDraft, arg: str | None) -> None:
         raise ConfigError(f"simulated node has no memory controller {mc} (mc0, mc1)")
     (base / "ce_count").write_text("12\n")
     (base / "ue_count").write_text("1\n")
+
+
+def nccl_env_skew(d: NodeDraft, arg: str | None) -> None:
+    """The job's container image brings another NCCL than the host's: by default the real
+    recorded image environment as it is (NCCL 2.20.5 against the host's 2.21.5); `VERSION`
+    sets the image's, `module:VERSION` the environment module's instead."""
+    from stetho.sim import jobenv
+
+    where, _, version = (arg or "").rpartition(":")
+    version = version or jobenv.RECORDED_NCCL
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version) or where not in ("", "image", "module"):
+        raise ConfigError(f"nccl-env-skew takes VERSION or module:VERSION, got {arg!r}")
+    if where == "module":
+        d.module_nccl = version
+    else:
+        d.image_nccl = version
