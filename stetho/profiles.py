@@ -87,6 +87,9 @@ class HostSpec:
     time_offset_max_ms: float = 100.0
     hugepages_min: int | None = None  # /proc/sys/vm/nr_hugepages at least this
     memlock: str | None = None  # "unlimited", or a number of bytes: the least RLIMIT_MEMLOCK
+    #: PCIe peer-to-peer (pcie_p2p_settings): "disabled" holds every bridge's ACS redirect off
+    pcie_acs: str | None = None
+    iommu: str | None = None  # "passthrough" (iommu=pt or none), "off" (no IOMMU), "any"
 
 
 @dataclass(frozen=True)
@@ -719,7 +722,12 @@ def _host(s: yamlconf.Section) -> HostSpec:
                     time_offset_max_ms=s.get("time_offset_max_ms", (int, float),
                                              _HOST.time_offset_max_ms, above=0),
                     hugepages_min=s.get("hugepages_min", int, within=(0, None)),
-                    memlock=_memlock(s))
+                    memlock=_memlock(s), pcie_acs=s.get("pcie_acs", str),
+                    iommu=s.get("iommu", str))
+    if spec.pcie_acs not in (None, "disabled", "any"):
+        s.fail(f"pcie_acs must be disabled or any, not {spec.pcie_acs!r}", "pcie_acs")
+    if spec.iommu not in (None, "passthrough", "off", "any"):
+        s.fail(f"iommu must be passthrough, off or any, not {spec.iommu!r}", "iommu")
     for path in (*spec.mounts, *(f.path for f in spec.filesystems)):
         if not path.startswith("/"):
             s.fail(f"{path!r} is not an absolute path", "mounts" if path in spec.mounts

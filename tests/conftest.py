@@ -95,6 +95,8 @@ FAULT_NODES: dict[str, list[str]] = {
     "unsynced": ["clock-unsynced"],
     "memlock": ["memlock-limited"],
     "edacue": ["edac-ue"],
+    "acs": ["acs-enabled"],
+    "iommu": ["iommu-translated"],
 }
 
 

@@ -38,7 +38,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "ib_counters", "ib_port_count", "nccl_run", "nccl_busbw",
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
                       "gpu_settings", "fabric_manager", "nvswitch_sxid", "host_filesystems",
-                      "host_time_sync", "host_services", "host_limits", "host_memory_errors"}
+                      "host_time_sync", "host_services", "host_limits", "host_memory_errors",
+                      "pcie_p2p_settings"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -423,3 +424,19 @@ def test_edac_ue(fault_results):
     assert "drain the node" in r["remediation"] and "ras-mc-ctl" in r["remediation"]
     healthy = _one(fault_results, "healthy", "host_memory_errors")
     assert healthy["status"] == "pass" and "corrected=0 since boot" in healthy["message"]
+
+
+def test_acs_redirect_on_a_switch_port_fails(fault_results):
+    r = _one(fault_results, "acs", "pcie_p2p_settings")
+    assert r["status"] == "fail"
+    assert "ACS redirect enabled on 17:00.0 (SrcValid+ ReqRedir+ CmpltRedir+)" in r["message"]
+    assert "setpci -s BDF ECAP_ACS+0x6.w=0000" in r["remediation"]
+    assert "17:00.0 ACSCtl: SrcValid+ ReqRedir+ CmpltRedir+" in r["evidence"]
+
+
+def test_iommu_translating_dma_fails(fault_results):
+    r = _one(fault_results, "iommu", "pcie_p2p_settings")
+    assert r["status"] == "fail" and "translates DMA in 24 of 24 groups" in r["message"]
+    assert "iommu=pt" in r["remediation"] and "intel_iommu=on" in r["evidence"]
+    healthy = _one(fault_results, "healthy", "pcie_p2p_settings")
+    assert healthy["status"] == "pass" and "ro iommu=pt" in healthy["evidence"]

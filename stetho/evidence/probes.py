@@ -135,12 +135,16 @@ EDAC = Probe("edac", globs=("/sys/devices/system/edac/mc/mc*/ce_count",
                            "/sys/devices/system/edac/mc/mc*/ue_count"),
              description="corrected and uncorrected memory errors per memory controller")
 
+IOMMU = Probe("iommu", globs=("/proc/cmdline", "/sys/kernel/iommu_groups/*/type"),
+              description="the kernel command line (iommu=pt) and each IOMMU group's DMA "
+              "mode (identity: passthrough; DMA, DMA-FQ: translated, slowing peer-to-peer)")
+
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
     NVIDIA_SMI, NVLINK_STATUS, NVLINK_ERRORS, KERNEL_LOG, IB_SYSFS, IBSTAT, CPU_GOVERNOR,
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
     MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, GPUDIRECT, NVIDIA_TOPO, MOUNTS, DF_BYTES,
-    DF_INODES, CHRONY, HOST_LIMITS, EDAC,
+    DF_INODES, CHRONY, HOST_LIMITS, EDAC, IOMMU,
 )
 
 

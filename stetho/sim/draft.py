@@ -99,6 +99,8 @@ class NodeDraft:
         self.chrony_tracking = self.real(hostfs.CHRONY_TRACKING)
         #: the NCCL of the job's container image and environment module (healthy: the host's)
         self.image_nccl = self.module_nccl = NCCL_VERSION
+        #: bridges in lspci -vvv: the recorded PEX890xx switch port, ACS off (stetho.sim.hostfs)
+        self.lspci_extra = [self.real(hostfs.PEX_SWITCH)]
         self.faults: list[str] = []
         self._healthy()
 
@@ -146,6 +148,7 @@ class NodeDraft:
         rec = shipped("fixtures/recorded") / PROC
         _write(s / "proc/meminfo", (rec / "meminfo").read_text())
         hostfs.limits(s)
+        hostfs.iommu(s, "identity")
         for mc in range(2):  # two sockets' memory controllers, no error since boot (healthy)
             for count in ("ce_count", "ue_count"):
                 _write(s / f"sys/devices/system/edac/mc/mc{mc}/{count}", "0\n")
@@ -267,7 +270,8 @@ class NodeDraft:
             **self._ib_tools(),
             **(roce.write(self.sysroot, self.real, self.roce_counters, self.roce_trust,
                           self.roce_ecn_off) if self.roce_node else {}),
-            "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
+            "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths)
+            + "".join("\n" + b for b in self.lspci_extra),
             "all_reduce_perf.txt": nccl,
             "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),
             "dcgmi-diag-r1.json": self.real(DCGMI_R1),
