@@ -173,9 +173,9 @@ def nccl_saved_probe(path: str) -> Probe:
     return Probe("nccl_tests", globs=(path,), description="saved nccl-tests output")
 
 
-#: `module` is a shell function the init script defines, not a program: a login shell's is
-#: not there in `sh -c`, so the script sources Environment Modules' or Lmod's init where
-#: `module` is not already on PATH. `module show` writes to stderr: folded into stdout.
+#: `module` is a shell function the init script defines, not a program, and `bash -c` is no
+#: login shell: the script sources Environment Modules' or Lmod's init where `module` is not
+#: already a command (the simulator's is on PATH). `module show` writes to stderr: folded in.
 _MODULE_SHOW = ('command -v module >/dev/null 2>&1 || for f in /etc/profile.d/modules.sh '
                 '/etc/profile.d/z00_lmod.sh /etc/profile.d/lmod.sh; do [ -f "$f" ] && . "$f" '
                 '&& break; done; module show "$0" 2>&1')
@@ -193,7 +193,7 @@ def nccl_image_probe(image: str) -> Probe:
 
 def nccl_module_probe(module: str) -> Probe:
     """`module show` of the environment module a profile's jobs load (`nccl.env_module`)."""
-    return Probe("nccl_module", ("sh", "-c", _MODULE_SHOW, module), timeout_s=20,
+    return Probe("nccl_module", ("bash", "-c", _MODULE_SHOW, module), timeout_s=20,
                  description="the job's environment module (its NCCL_VERSION, libnccl path)")
 
 
