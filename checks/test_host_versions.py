@@ -119,15 +119,18 @@ def test_nccl_env_version(nccl_env: tuple[str, str], facts: NodeFacts, profile: 
     if not found:
         verdict.error(f"host NCCL version not reported by {where}")
     host = found[-1]
+    exact = profile.nccl.env_match == "exact"
     verdict.measure(job.version, expected=f"{host} (host, from {where})",
-                    threshold="same major.minor")
+                    threshold="the same version" if exact else "same major.minor")
     fix = (f"rebuild or re-pick the {what} with NCCL {host}, or install NCCL {job.version} "
            "on the host (libnccl2), so a job's ranks and the host's NCCL plugins (net/tuner) "
            "run one release")
     drift = skew(host, job.version)
-    if drift == "minor":
+    other = "minor release" if drift == "minor" else "patch level"
+    if drift == "minor" or (drift and exact):
         verdict.fail(f"{what} {name} brings NCCL {job.version}, the host has {host}: another "
-                     "minor release", remediation=fix)
+                     f"{other}" + (" (nccl.env_match: exact)" if drift == "patch" else ""),
+                     remediation=fix)
     if drift == "patch":
         verdict.warn(f"{what} {name} brings NCCL {job.version}, the host has {host}: another "
                      "patch level", remediation=fix)

@@ -270,6 +270,9 @@ class NcclSpec:
     #: environment module (`nccl/2.21.5`, asked with `module show`).
     container_image: str | None = None
     env_module: str | None = None
+    #: how close the job's NCCL must be: "minor" (same major.minor; another patch warns) or
+    #: "exact" (any other version fails)
+    env_match: str = "minor"
 
     @property
     def enabled(self) -> bool:
@@ -909,7 +912,10 @@ def _nccl(s: yamlconf.Section, default_gpus: int | None) -> NcclSpec:
                             within=(0, 100)),
         baselines=tuple(baselines), collective=s.get("collective", str),
         container_image=s.get("container_image", str), env_module=s.get("env_module", str),
+        env_match=s.get("env_match", str, "minor"),
     )
+    if spec.env_match not in ("minor", "exact"):
+        s.fail(f"env_match must be minor or exact, not {spec.env_match!r}", "env_match")
     from stetho.parsers.nccl_shape import COLLECTIVES
 
     if spec.collective is not None and spec.collective not in COLLECTIVES:

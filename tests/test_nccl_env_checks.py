@@ -82,6 +82,22 @@ def test_another_patch_level_warns(bundles, profile) -> None:
     assert r.status == "warn" and "another patch level" in r.message
 
 
+def test_an_exact_match_policy_fails_another_patch_level(bundles, tmp_path) -> None:
+    path = tmp_path / "exact.yml"
+    path.write_text(PROFILE.replace("h100-jobenv", "h100-jobenv-exact")
+                    + "  env_match: exact\n")
+    r = _one(_run(bundles["patch"], str(path)), "container")
+    assert r.status == "fail"
+    assert r.message.endswith("another patch level (nccl.env_match: exact)")
+    bad = tmp_path / "bad.yml"
+    bad.write_text(PROFILE + "  env_match: major\n")
+    from stetho import profiles
+    from stetho.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="env_match must be minor or exact"):
+        profiles.load(str(bad))
+
+
 def test_module_skew_fails(bundles, profile) -> None:
     results = _run(bundles["module"], profile)
     r = _one(results, "module")
