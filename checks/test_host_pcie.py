@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
     from stetho.checking.verdict import Verdict
     from stetho.facts.node import NodeFacts
@@ -83,3 +85,57 @@ def test_pcie_aer(node: NodeFacts, facts: NodeFacts, profile: Profile,
                      f"link; {w.basis()}", remediation=fix)
         return
     verdict.ok(f"no uncorrected PCIe errors; {counted.describe('corrected')} ({w.basis()})")
+
+
+def test_pcie_p2p_settings(node: NodeFacts, facts: NodeFacts, profile: Profile,
+                           verdict: Verdict) -> None:
+    """ACS redirect on the PCIe bridges (`host.pcie_acs: disabled`) and the IOMMU's DMA mode
+    (`host.iommu: passthrough|off`), where the profile pins them: both route GPU peer-to-peer
+    and GPUDirect RDMA through the root complex."""
+    from stetho.facts import p2p
+
+    acs, mode = profile.host.pcie_acs, profile.host.iommu
+    if acs in (None, "any") and mode in (None, "any"):
+        pytest.skip(f"profile {profile.name} pins neither host.pcie_acs nor host.iommu")
+    found, bad, cited, probe = [], [], [], "lspci"
+    if acs == "disabled":
+        bridges = p2p.bridges(facts)
+        if any(b.caps_denied for b in bridges):
+            verdict.error("lspci could not read the bridges' capabilities (run stetho as root)")
+        on = p2p.acs_redirecting(bridges)
+        with_acs = sum(b.acs_ctl is not None for b in bridges)
+        found.append(f"ACS redirect on {len(on)} of {with_acs} bridges with ACS")
+        cited += [f"{a} ACSCtl: {' '.join(f + '+' for f in fs)}" for a, fs in on.items()] or \
+            [f"lspci -vvv: {len(bridges)} bridges, none with SrcValid+/ReqRedir+/CmpltRedir+"]
+        if on:
+            bad.append("ACS redirect enabled on " + ", ".join(
+                f"{a} ({'+ '.join(fs)}+)" for a, fs in on.items()))
+    if mode in ("passthrough", "off"):
+        state = p2p.iommu(facts)
+        groups = len(state.groups)
+        found.append(f"{groups} IOMMU groups" + (f", {len(state.translated)} translated"
+                                                  if groups else ""))
+        cited += [f"/proc/cmdline: {state.cmdline}", (
+            f"iommu_groups/*/type: {', '.join(sorted(set(state.groups.values())))}"
+            if groups else "no IOMMU group")]
+        probe = probe if bad else "iommu"
+        if mode == "off" and groups:
+            bad.append(f"IOMMU active ({groups} groups), profile expects none")
+        elif state.translated:
+            bad.append(f"IOMMU translates DMA in {len(state.translated)} of {groups} groups "
+                       f"(type {state.groups[state.translated[0]]})")
+        elif not groups and state.on_by_cmdline and not state.passthrough_by_cmdline:
+            bad.append("the kernel command line turns the IOMMU on without iommu=pt (and no "
+                       "group says its DMA mode)")
+    verdict.cite("\n".join(cited), probe)
+    verdict.measure("; ".join(found), expected=", ".join(
+        x for x in ((f"ACS {acs}" if acs == "disabled" else ""),
+                    (f"IOMMU {mode}" if mode in ("passthrough", "off") else "")) if x))
+    if bad:
+        verdict.fail("; ".join(bad), remediation=(
+            "peer-to-peer goes through the root complex: disable ACS on the PCIe switch ports "
+            "in the BIOS (PCIe ACS / 'ACS Control' off), or at every boot `sudo setpci -s BDF "
+            "ECAP_ACS+0x6.w=0000` for each bridge named; boot with `iommu=pt` (Intel: "
+            "`intel_iommu=on iommu=pt`) on the kernel command line (GRUB_CMDLINE_LINUX, "
+            "`update-grub`, reboot)"))
+    verdict.ok("; ".join(found))

@@ -97,6 +97,9 @@ class HostSpec:
     nvme_devices: tuple[str, ...] = ("nvme*",)  # NVMe controllers whose SMART log is judged
     nvme_used_warn_pct: float = 90.0  # percentage_used (rated endurance) from which to warn
     nvme_err_log_max: int = 10  # error-log entries added within the counter window: above, warn
+    #: PCIe peer-to-peer (pcie_p2p_settings): "disabled" holds every bridge's ACS redirect off
+    pcie_acs: str | None = None
+    iommu: str | None = None  # "passthrough" (iommu=pt or none), "off" (no IOMMU), "any"
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,14 @@ class NcclSpec:
     #: The collective the configured run performs, for output that does not say (older
     #: nccl-tests, a wrapper script): None lets the output (marker, binary, table) tell.
     collective: str | None = None
+    #: The job's environment, where its NCCL may differ from the host's (nccl_env_version):
+    #: a container image (`pytorch:24.05-py3`, asked with `docker image inspect`) and/or an
+    #: environment module (`nccl/2.21.5`, asked with `module show`).
+    container_image: str | None = None
+    env_module: str | None = None
+    #: how close the job's NCCL must be: "minor" (same major.minor; another patch warns) or
+    #: "exact" (any other version fails)
+    env_match: str = "minor"
 
     @property
     def enabled(self) -> bool:
@@ -740,7 +751,12 @@ def _host(s: yamlconf.Section) -> HostSpec:
                     nvme_used_warn_pct=s.get("nvme_used_warn_pct", (int, float),
                                              _HOST.nvme_used_warn_pct, above=0),
                     nvme_err_log_max=s.get("nvme_err_log_max", int, _HOST.nvme_err_log_max,
-                                           within=(0, None)))
+                                           within=(0, None)),
+                    pcie_acs=s.get("pcie_acs", str), iommu=s.get("iommu", str))
+    if spec.pcie_acs not in (None, "disabled", "any"):
+        s.fail(f"pcie_acs must be disabled or any, not {spec.pcie_acs!r}", "pcie_acs")
+    if spec.iommu not in (None, "passthrough", "off", "any"):
+        s.fail(f"iommu must be passthrough, off or any, not {spec.iommu!r}", "iommu")
     for path in (*spec.mounts, *(f.path for f in spec.filesystems)):
         if not path.startswith("/"):
             s.fail(f"{path!r} is not an absolute path", "mounts" if path in spec.mounts
@@ -923,7 +939,11 @@ def _nccl(s: yamlconf.Section, default_gpus: int | None) -> NcclSpec:
         tolerance_pct=s.get("tolerance_pct", float, _NCCL.tolerance_pct,
                             within=(0, 100)),
         baselines=tuple(baselines), collective=s.get("collective", str),
+        container_image=s.get("container_image", str), env_module=s.get("env_module", str),
+        env_match=s.get("env_match", str, "minor"),
     )
+    if spec.env_match not in ("minor", "exact"):
+        s.fail(f"env_match must be minor or exact, not {spec.env_match!r}", "env_match")
     from stetho.parsers.nccl_shape import COLLECTIVES
 
     if spec.collective is not None and spec.collective not in COLLECTIVES:

@@ -102,6 +102,8 @@ FAULT_NODES: dict[str, list[str]] = {
     "nvmespare": ["nvme-critical-warning"],
     "mcestorm": ["mce-corrected-storm"],
     "mcefatal": ["mce-uncorrected"],
+    "acs": ["acs-enabled"],
+    "iommu": ["iommu-translated"],
 }
 
 

@@ -39,7 +39,8 @@ def test_healthy_node_passes_everything(fault_results):
                       "ib_link_ber", "host_memory", "gpu_fabric", "gpu_driver_verdict",
                       "gpu_settings", "fabric_manager", "nvswitch_sxid", "host_filesystems",
                       "host_time_sync", "host_services", "host_limits", "host_memory_errors",
-                      "host_nvme_health", "host_mce"}
+                      "host_nvme_health", "host_mce", "pcie_p2p_settings", "nvswitch_count",
+                      "ib_rail_cabling", "gpudirect_rdma"}
 
 
 @pytest.mark.parametrize("node", [n for n in FAULT_NODES if n != "healthy"])
@@ -512,3 +513,17 @@ def test_mce_uncorrected_fails(fault_results):
     r = _one(fault_results, "mcefatal", "host_mce")
     assert r["status"] == "fail" and r["value"] == 1 and r["expected"] == 0
     assert "fatal on CPU 0 bank 4" in r["message"] and "drain the node" in r["remediation"]
+def test_acs_redirect_on_a_switch_port_fails(fault_results):
+    r = _one(fault_results, "acs", "pcie_p2p_settings")
+    assert r["status"] == "fail"
+    assert "ACS redirect enabled on 17:00.0 (SrcValid+ ReqRedir+ CmpltRedir+)" in r["message"]
+    assert "setpci -s BDF ECAP_ACS+0x6.w=0000" in r["remediation"]
+    assert "17:00.0 ACSCtl: SrcValid+ ReqRedir+ CmpltRedir+" in r["evidence"]
+
+
+def test_iommu_translating_dma_fails(fault_results):
+    r = _one(fault_results, "iommu", "pcie_p2p_settings")
+    assert r["status"] == "fail" and "translates DMA in 24 of 24 groups" in r["message"]
+    assert "iommu=pt" in r["remediation"] and "intel_iommu=on" in r["evidence"]
+    healthy = _one(fault_results, "healthy", "pcie_p2p_settings")
+    assert healthy["status"] == "pass" and "ro iommu=pt" in healthy["evidence"]

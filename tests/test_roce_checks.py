@@ -61,6 +61,20 @@ def test_the_healthy_roce_node_passes(bundles) -> None:
                                                      if r.status != "pass"]
 
 
+def test_the_healthy_roce_node_passes_every_check(bundles) -> None:
+    """Not only the RoCE checks: hca_firmware once warned here, judging the ConnectX-7 ports
+    (28.x) and the BlueField-3 front-end bond (32.x) as one device whose firmware differs;
+    each model has its own firmware line, so only drift within a model warns."""
+    from stetho.checking import run as checkrun
+
+    results = checkrun.run([bundles["healthy"]], profile=ROCE).results
+    bad = [(r.check, r.subject, r.status, r.message) for r in results
+           if r.status in ("fail", "error", "warn")]
+    assert bad == []
+    fw = next(r for r in results if r.check == "versions" and r.subject == "hca_firmware")
+    assert fw.status == "pass" and "MT4129 28.41.1000" in fw.message, fw.message
+
+
 def test_pfc_storm_warns_congestion(bundles) -> None:
     results = _run(bundles["storm"])
     r = _one(results, "roce_congestion", "mlx5_4:1")

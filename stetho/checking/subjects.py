@@ -253,6 +253,16 @@ def _nvme(n: CheckNode) -> list[Subject]:
         raise Unavailable("skip", f"no NVMe controller matches {', '.join(patterns)} (no "
                           "/sys/block/nvme*)", "block_queue")
     return [Subject(n, c, c) for c in found]
+def _nccl_envs(n: CheckNode) -> list[Subject]:
+    """The job environments the profile names (`nccl.container_image`, `nccl.env_module`)."""
+    spec = n.profile.nccl
+    envs = [Subject(n, kind, (kind, name)) for kind, name in (("container", spec.container_image),
+                                                       ("module", spec.env_module)) if name]
+    if not envs:
+        raise Unavailable("skip", f"profile {n.profile.name} names no job environment "
+                          "(nccl.container_image, nccl.env_module): the host's NCCL is the "
+                          "job's")
+    return envs
 
 
 #: fixture name -> how to list a node's subjects of that kind.
@@ -269,6 +279,7 @@ KINDS: dict[str, Callable[[CheckNode], list[Subject]]] = {
     "filesystem": _filesystems,
     "service": _services,
     "nvme": _nvme,
+    "nccl_env": _nccl_envs,
 }
 
 

@@ -27,6 +27,10 @@ def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
         extra = (P.nccl_saved_probe(profile.nccl.saved_output),)
     if profile.host.services:
         extra += (P.services_probe(profile.host.services),)
+    if profile.nccl.container_image:
+        extra += (P.nccl_image_probe(profile.nccl.container_image),)
+    if profile.nccl.env_module:
+        extra += (P.nccl_module_probe(profile.nccl.env_module),)
     roce = P.ROCE_PROBES if profile.roce is not None else ()
     return P.BASE_PROBES + roce + extra
 

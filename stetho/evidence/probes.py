@@ -153,6 +153,9 @@ NVME_SMART = Probe("nvme_smart", ("nvme", "smart-log", "/dev/{device}", "-o", "j
                    fallbacks=(("smartctl", "-j", "-a", "/dev/{device}"),),
                    description="per NVMe controller: SMART critical warnings, spare capacity, "
                    "wear and media errors (nvme-cli; smartctl -j where nvme-cli is missing)")
+IOMMU = Probe("iommu", globs=("/proc/cmdline", "/sys/kernel/iommu_groups/*/type"),
+              description="the kernel command line (iommu=pt) and each IOMMU group's DMA "
+              "mode (identity: passthrough; DMA, DMA-FQ: translated, slowing peer-to-peer)")
 
 #: Collected on every node, in this order (per-device probes after the devices are known).
 BASE_PROBES: tuple[Probe, ...] = (
@@ -160,6 +163,7 @@ BASE_PROBES: tuple[Probe, ...] = (
     BLOCK_QUEUE, LSPCI, KERNEL_RELEASE, OFED, NCCL_LIBRARY, HOST_PRESSURE, FABRIC_MANAGER,
     MLXLINK, PERFQUERY, PERFQUERY_RCV_ERRORS, IBLINKINFO, GPUDIRECT, NVIDIA_TOPO, MOUNTS,
     DF_BYTES, DF_INODES, CHRONY, HOST_LIMITS, EDAC, PCI_DEVICES, NVIDIA_VERSION, NVME_SMART,
+    IOMMU,
 )
 
 
@@ -186,6 +190,30 @@ def nccl_probe(argv: tuple[str, ...], timeout_s: float) -> Probe:
 def nccl_saved_probe(path: str) -> Probe:
     """A saved nccl-tests output named in the profile, read instead of a live run."""
     return Probe("nccl_tests", globs=(path,), description="saved nccl-tests output")
+
+
+#: `module` is a shell function the init script defines, not a program, and `bash -c` is no
+#: login shell: the script sources Environment Modules' or Lmod's init where `module` is not
+#: already a command (the simulator's is on PATH). `module show` writes to stderr: folded in.
+_MODULE_SHOW = ('command -v module >/dev/null 2>&1 || for f in /etc/profile.d/modules.sh '
+                '/etc/profile.d/z00_lmod.sh /etc/profile.d/lmod.sh; do [ -f "$f" ] && . "$f" '
+                '&& break; done; module show "$0" 2>&1')
+
+
+def nccl_image_probe(image: str) -> Probe:
+    """The environment of the container image a profile's jobs run in (`nccl.container_image`):
+    NVIDIA's images set NCCL_VERSION there. Podman's inspect where docker is absent."""
+    fmt = "{{json .Config.Env}}"
+    return Probe("nccl_image", ("docker", "image", "inspect", "--format", fmt, image),
+                 timeout_s=20,
+                 fallbacks=(("podman", "image", "inspect", "--format", fmt, image),),
+                 description="the job's container image environment (its NCCL_VERSION)")
+
+
+def nccl_module_probe(module: str) -> Probe:
+    """`module show` of the environment module a profile's jobs load (`nccl.env_module`)."""
+    return Probe("nccl_module", ("bash", "-c", _MODULE_SHOW, module), timeout_s=20,
+                 description="the job's environment module (its NCCL_VERSION, libnccl path)")
 
 
 def services_probe(units: tuple[str, ...]) -> Probe:

@@ -197,3 +197,31 @@ def port_counters(f: NodeFacts, port: IbPort) -> PortCounters:
             elif v < now.value:
                 readings[k] = Reading(now.value, now.source, (*now.others, (label, v)))
     return PortCounters(readings, tuple(notes))
+
+
+def firmware_devices(f: NodeFacts) -> tuple[tuple[IbDevice, ...], str]:
+    """The HCAs whose firmware the profile's `versions.hca_firmware` judges, and the source:
+    those with a port on the profile's link layer; where none is (a RoCE node on an IB
+    profile), those the profile's port groups expect there (ib_link_layer names the mismatch);
+    else every HCA."""
+    import fnmatch
+
+    devices = f.ib_devices()
+    chosen = [d for d in devices if any(p.link_layer == f.expected.ib_link_layer for p in d.ports)]
+    if not chosen:
+        chosen = [d for d in devices if any(fnmatch.fnmatchcase(d.name, g)
+                                            for g in f.expected.ib_devices)]
+    source = "ibstat (Firmware version)" if devices and devices[0].source == "ibstat" \
+        else "/sys/class/infiniband/*/fw_ver"
+    return tuple(chosen or devices), source
+
+
+def firmware_by_model(f: NodeFacts) -> dict[str, tuple[str, ...]]:
+    """The firmware versions of those HCAs per model (hca_type: MT4129 is a ConnectX-7,
+    MT41692 a BlueField-3). Each model has its own firmware line (28.x, 32.x): versions that
+    differ across models are expected, within one model they are drift."""
+    out: dict[str, set[str]] = {}
+    for d in firmware_devices(f)[0]:
+        if d.fw_ver:
+            out.setdefault(d.hca_type or "unknown model", set()).add(d.fw_ver)
+    return {m: tuple(sorted(v)) for m, v in sorted(out.items())}

@@ -351,19 +351,10 @@ class NodeFacts:
         if component == "vbios":
             return _distinct(g.vbios_version for g in self.gpus()), "nvidia-smi -q -x"
         if component == "hca_firmware":
-            devices = self.ib_devices()
-            ib = [d for d in devices
-                  if any(p.link_layer == self.expected.ib_link_layer for p in d.ports)]
-            # none on the expected link layer (a RoCE node on an IB profile): the firmware of
-            # the HCAs the profile expects there is still read; ib_link_layer names the mismatch
-            if not ib:
-                import fnmatch
+            from stetho.facts import ib
 
-                ib = [d for d in devices if any(fnmatch.fnmatchcase(d.name, g)
-                                                for g in self.expected.ib_devices)]
-            source = "ibstat (Firmware version)" if devices and devices[0].source == "ibstat" \
-                else "/sys/class/infiniband/*/fw_ver"
-            return _distinct(d.fw_ver for d in (ib or devices)), source
+            devices, source = ib.firmware_devices(self)
+            return _distinct(d.fw_ver for d in devices), source
         if component == "kernel":
             files = self.files("kernel_release")
             text = files.get("/proc/sys/kernel/osrelease")

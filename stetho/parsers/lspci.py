@@ -40,6 +40,9 @@ class PciDevice:
     sta_width_downgraded: bool | None
     target_speed_gts: float | None  # LnkCtl2 "Target Link Speed"
     caps_denied: bool = False  # "Capabilities: <access denied>": lspci was not run as root
+    #: the ACS controls enabled (`ACSCtl:` flags with +: 'SrcValid', 'ReqRedir', ...); None
+    #: where the device prints no ACS capability
+    acs_ctl: frozenset[str] | None = None
 
     @property
     def is_nvidia_gpu(self) -> bool:
@@ -70,6 +73,7 @@ _STA = re.compile(
     r"Speed (?P<speed>\d+(?:\.\d+)?GT/s|unknown)(?: \((?P<sv>[a-z]+)\))?,"
     r"\s*Width x(?P<width>\d+)(?: \((?P<wv>[a-z]+)\))?"
 )
+_ACS_FLAG = re.compile(r"(\w+)([+-])")
 _TARGET = re.compile(r"Target Link Speed: (?P<speed>\d+(?:\.\d+)?)GT/s")
 # What a `lspci -vvv | grep ...` excerpt may hold at the top level, without a device header.
 _EXCERPT_KEY = re.compile(r"^(?:Lnk\w+|Dev\w+|Slt\w+):")
@@ -84,6 +88,7 @@ class _Dev:
         self.width_verdict: str | None = None
         self.target: float | None = None
         self.denied = False
+        self.acs: frozenset[str] | None = None
 
     def feed(self, line: str) -> None:
         key, _, value = line.strip().partition(":")
@@ -103,6 +108,11 @@ class _Dev:
             if speed != "unknown":
                 self.sta = PcieLink(float(speed.removesuffix("GT/s")), int(m.group("width")))
             self.speed_verdict, self.width_verdict = m.group("sv"), m.group("wv")
+        elif key == "ACSCtl":
+            flags = _ACS_FLAG.findall(value)
+            if not flags:
+                raise ParseError(TOOL, f"ACSCtl without flags: {line.strip()!r}")
+            self.acs = frozenset(name for name, on in flags if on == "+")
         elif key == "LnkCtl2":
             m = _TARGET.search(value)
             if m is not None:
@@ -127,6 +137,7 @@ class _Dev:
             sta_width_downgraded=width_down,
             target_speed_gts=self.target,
             caps_denied=self.denied,
+            acs_ctl=self.acs,
         )
 
 
@@ -160,7 +171,7 @@ def _parse(text: str) -> tuple[PciDevice, ...]:
                 raise ParseError(TOOL, f"line {number}: indented line before any device header")
             # feed reads only Capabilities, LnkCap, LnkSta and LnkCtl2 and does nothing with
             # any other line: most of -vvv's lines are skipped by two substring tests.
-            if "Lnk" in raw or "Capabilities" in raw:
+            if "Lnk" in raw or "Capabilities" in raw or "ACSCtl" in raw:
                 current.feed(raw)
             continue
         header = _HEADER.match(raw)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import hostfs, nvme, pcibus, render, roce, topo
+from stetho.sim import hostfs, jobenv, nvme, pcibus, render, roce, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -99,6 +99,10 @@ class NodeDraft:
         #: healthy: the recorded chronyd, synchronised at stratum 3, 34 ns fast
         self.chrony_tracking = self.real(hostfs.CHRONY_TRACKING)
         self.nvme_smart = nvme.healthy(self.real(nvme.RECORDING), NVME)  # nvme0.. -> its log
+        #: the NCCL of the job's container image and environment module (healthy: the host's)
+        self.image_nccl = self.module_nccl = NCCL_VERSION
+        #: bridges in lspci -vvv: the recorded PEX890xx switch port, ACS off (stetho.sim.hostfs)
+        self.lspci_extra = [self.real(hostfs.PEX_SWITCH)]
         self.faults: list[str] = []
         self._healthy()
 
@@ -146,6 +150,7 @@ class NodeDraft:
         rec = shipped("fixtures/recorded") / PROC
         _write(s / "proc/meminfo", (rec / "meminfo").read_text())
         hostfs.limits(s)
+        hostfs.iommu(s, "identity")
         for mc in range(2):  # two sockets' memory controllers, no error since boot (healthy)
             for count in ("ce_count", "ue_count"):
                 _write(s / f"sys/devices/system/edac/mc/mc{mc}/{count}", "0\n")
@@ -269,7 +274,8 @@ class NodeDraft:
             **self._ib_tools(),
             **(roce.write(self.sysroot, self.real, self.roce_counters, self.roce_trust,
                           self.roce_ecn_off) if self.roce_node else {}),
-            "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths),
+            "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths)
+            + "".join("\n" + b for b in self.lspci_extra),
             "all_reduce_perf.txt": nccl,
             "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),
             "dcgmi-diag-r1.json": self.real(DCGMI_R1),
@@ -281,13 +287,14 @@ class NodeDraft:
             "chronyc-tracking.txt": self.chrony_tracking,
             "units.tsv": "".join(f"{u}\t{st}\n" for u, st in self.services.items()),
             **nvme.files(self.nvme_smart),
+            **jobenv.files(self.real, self.image_nccl, self.module_nccl),
         }
         _write(self.sysroot / "proc/mounts", hostfs.mounts(self.filesystems))
         real_mlx = self.real(MLXLINK)
         for dev in sorted({*self.mlxlink_ber, *self.mlxlink_fields}):
             edits = {"Raw Physical BER": self.mlxlink_ber.get(dev),
                      **self.mlxlink_fields.get(dev, {})}
-            files[f"mlxlink-{dev}.json"] = _mlxlink_edit(real_mlx, edits)
+            files[f"mlxlink-{dev}.json"] = render.mlxlink_edit(real_mlx, edits)
         files["mlxlink.json"] = real_mlx
         for dev in sorted(t.split(":", 1)[1] for t in self.tool_garbage
                           if t.startswith("mlxlink:")):
@@ -363,6 +370,7 @@ class NodeDraft:
             "systemctl": [],
             "chronyc": [("tracking", "chronyc-tracking.txt")],
             "nvme": [],  # nvme smart-log /dev/nvmeN -o json: that controller's log
+            "docker": [], "module": [],  # stetho.sim.jobenv
         }
         for tool, table in cases.items():
             body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
@@ -387,6 +395,8 @@ class NodeDraft:
                          f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
             elif tool == "nvme":
                 body += nvme.SHIM
+            elif tool in ("docker", "module"):
+                body += jobenv.DOCKER_SHIM if tool == "docker" else jobenv.MODULE_SHIM
             elif tool == "systemctl":  # is-active UNIT...: the units' states (units.tsv)
                 body += hostfs.SYSTEMCTL_SHIM
             elif tool == "iblinkinfo":  # -C <device> ...: that HCA's line and its far end
@@ -406,19 +416,6 @@ class NodeDraft:
             _write(path, "\n".join(body) + "\n")
             path.chmod(0o755)
 
-
-def _mlxlink_edit(text: str, fields: dict[str, str | None]) -> str:
-    """The recorded mlxlink JSON with the named fields' values replaced (None: left as is)."""
-    for key, value in fields.items():
-        if value is None:
-            continue
-        # the value as a JSON string, doubled backslashes for re's replacement template
-        quoted = json.dumps(value).replace("\\", "\\\\")
-        edited, n = re.subn(rf'("{re.escape(key)}" : )"[^"]*"', rf"\g<1>{quoted}", text)
-        if n != 1:
-            raise ValueError(f"the mlxlink recording has {n} {key!r} fields, expected 1")
-        text = edited
-    return text
 
 
 def _case(pattern: str) -> str:

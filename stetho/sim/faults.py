@@ -299,6 +299,14 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           fh.clock_unsynced),
     Fault("memlock-limited", "the collecting process's locked-memory limit at 8 MiB (as "
           "recorded on a VM)", fh.memlock_limited),
+    Fault("nccl-env-skew", "the job's container image brings NCCL 2.20.5 (the real recorded "
+          "image environment) against the host's 2.21.5; VERSION sets the image's, "
+          "module:VERSION the environment module's", fh.nccl_env_skew, "VERSION"),
+    Fault("acs-enabled", "ACS redirect (SrcValid+ ReqRedir+ CmpltRedir+) on a PCIe switch "
+          "port: the recorded PEX890xx port at 17:00.0 (or ADDRESS)", fh.acs_enabled,
+          "ADDRESS"),
+    Fault("iommu-translated", "booted with intel_iommu=on and no iommu=pt: every IOMMU "
+          "group translates DMA (DMA-FQ)", fh.iommu_translated),
     Fault("edac-ue", "an uncorrected memory error (EDAC ue_count 1, 12 corrected; default mc1)",
           fh.edac_ue, "mcN"),
     Fault("nvme-media-errors", "an NVMe drive counting unrecovered reads: media_errors and "

@@ -141,3 +141,47 @@ def mce_uncorrected(d: NodeDraft, arg: str | None) -> None:
     (bank 4, MCi_STATUS a600000000020408: UC and PCC set), minutes before collection."""
     for i, line in enumerate(_mce_lines(d, MCE_FATAL, 4)):
         d.kernel_message(line, ago_s=300.0 - i * 0.001)
+def nccl_env_skew(d: NodeDraft, arg: str | None) -> None:
+    """The job's container image brings another NCCL than the host's: by default the real
+    recorded image environment as it is (NCCL 2.20.5 against the host's 2.21.5); `VERSION`
+    sets the image's, `module:VERSION` the environment module's instead."""
+    from stetho.sim import jobenv
+
+    where, _, version = (arg or "").rpartition(":")
+    version = version or jobenv.RECORDED_NCCL
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version) or where not in ("", "image", "module"):
+        raise ConfigError(f"nccl-env-skew takes VERSION or module:VERSION, got {arg!r}")
+    if where == "module":
+        d.module_nccl = version
+    else:
+        d.image_nccl = version
+
+
+ACS_OFF = "ACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- " \
+    "DirectTrans-"
+#: what the kernel enables on a port with ACS (the recorded AMD bridge in fixtures/real/09-lspci)
+ACS_ON = "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- " \
+    "DirectTrans-"
+
+
+def acs_enabled(d: NodeDraft, arg: str | None) -> None:
+    """ACS redirect on a PCIe switch port between GPUs and NICs: the recorded PEX890xx port
+    (ACS off as recorded) with the kernel's ACS enabling, at `arg` (default 17:00.0, its
+    recorded address)."""
+    block = d.lspci_extra[0]  # the healthy node's switch port, as recorded
+    if ACS_OFF not in block:
+        raise ConfigError(f"the recorded switch block has no {ACS_OFF!r}")
+    block = block.replace(ACS_OFF, ACS_ON)
+    if arg:
+        if not re.fullmatch(r"[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", arg):
+            raise ConfigError(f"acs-enabled takes a bridge address like 17:00.0, got {arg!r}")
+        block = block.replace("17:00.0", arg, 1)
+    d.lspci_extra[0] = block
+
+
+def iommu_translated(d: NodeDraft, arg: str | None) -> None:
+    """The kernel booted with the IOMMU on and without iommu=pt: every group translates DMA
+    (type DMA-FQ, the default since 5.16 with intel_iommu=on)."""
+    from stetho.sim import hostfs
+
+    hostfs.iommu(d.sysroot, "DMA-FQ", hostfs.CMDLINE.replace("iommu=pt", "intel_iommu=on"))

@@ -116,3 +116,23 @@ def _table(rows: list[tuple[str, ...]]) -> str:
         cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 5)]
         out.append(" ".join(cells) + " " + r[5])
     return "\n".join(out) + "\n"
+
+
+#: the recorded Broadcom PEX890xx Gen5 switch port (an HGX board's GPU/NIC switch), ACS off;
+#: its upstream link trained below capability as recorded (a bridge: pcie_link judges none)
+PEX_SWITCH = "09-lspci/lspci-vvv-pex890xx-switch-speed-downgraded.txt"
+
+#: the kernel command line of the recorded boot (stetho.sim.render.healthy_kernel_log)
+CMDLINE = "BOOT_IMAGE=/vmlinuz-5.15.0-105-generic root=UUID=0 ro iommu=pt"
+IOMMU_GROUPS = 24  # a group per GPU, NIC, NVSwitch and NVMe drive, roughly an HGX node's
+
+
+def iommu(sysroot: Path, mode: str, cmdline: str = CMDLINE) -> None:
+    """/proc/cmdline and each IOMMU group's type: `identity` under iommu=pt (healthy),
+    `DMA-FQ` where the kernel translates (the kernel's default with the IOMMU on)."""
+    (sysroot / "proc").mkdir(parents=True, exist_ok=True)
+    (sysroot / "proc/cmdline").write_text(cmdline + "\n", encoding="utf-8")
+    for g in range(IOMMU_GROUPS):
+        path = sysroot / f"sys/kernel/iommu_groups/{g}/type"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(mode + "\n", encoding="utf-8")

@@ -10,7 +10,9 @@ Everything a check reads from them is documented here, so nothing is hidden in t
 
 from __future__ import annotations
 
+import json
 import random
+import re
 
 NVLINK_LINKS = 18
 NVLINK_GBPS = 26.562  # NVLink 4: 18 links x 26.562 GB/s = 478 GB/s per direction (~900 GB/s)
@@ -149,3 +151,16 @@ def healthy_kernel_log(driver: str, boot_ago_s: float = 7 * 86400.0) -> list[tup
         "mlx5_core 0000:1a:00.0: Rate limit: 127 rates are supported, range: 0Mbps to 195312Mbps",
     ]
     return [(boot_ago_s - 0.1 - i * 0.007919, m) for i, m in enumerate(msgs)]
+
+def mlxlink_edit(text: str, fields: dict[str, str | None]) -> str:
+    """The recorded mlxlink JSON with the named fields' values replaced (None: left as is)."""
+    for key, value in fields.items():
+        if value is None:
+            continue
+        # the value as a JSON string, doubled backslashes for re's replacement template
+        quoted = json.dumps(value).replace("\\", "\\\\")
+        edited, n = re.subn(rf'("{re.escape(key)}" : )"[^"]*"', rf"\g<1>{quoted}", text)
+        if n != 1:
+            raise ValueError(f"the mlxlink recording has {n} {key!r} fields, expected 1")
+        text = edited
+    return text

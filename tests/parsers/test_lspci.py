@@ -24,7 +24,7 @@ def _only(name: str) -> PciDevice:
 
 
 def test_there_are_real_samples() -> None:
-    assert len(FILES) == 4
+    assert len(FILES) == 5
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
@@ -179,3 +179,18 @@ def test_other_tools_output_raises(path: Path) -> None:
     with pytest.raises(ParseError) as info:
         parse(path.read_bytes())
     assert info.value.tool == "lspci -vvv"
+
+
+def test_acs_controls() -> None:
+    """ACSCtl's enabled flags: the kernel's ACS enabling on an AMD bridge (SrcValid, ReqRedir,
+    CmpltRedir, UpstreamFwd), all off on the PEX890xx switch port and the Intel root port, and
+    no ACS capability on a GPU."""
+    amd = _only("lspci-vvv-amd-matisse-gpp-bridge-acs-redirect-enabled-EXCERPT.txt")
+    assert amd.acs_ctl == {"SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"}
+    assert amd.class_name == "PCI bridge"
+    pex = _only("lspci-vvv-pex890xx-switch-speed-downgraded.txt")
+    assert pex.acs_ctl == frozenset()
+    gpu = _only("lspci-vvv-h100-gpu-gen5x16-ok.txt")
+    assert gpu.acs_ctl is None
+    with pytest.raises(ParseError, match="ACSCtl without flags"):
+        parse("00:01.0 PCI bridge: X\n\t\tACSCtl:\tnothing here\n")
