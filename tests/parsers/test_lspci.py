@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,10 @@ from stetho.parsers.lspci import PciDevice, PcieLink, parse
 from tests.conftest import REAL, real_files, real_ids
 
 FOLDER = "09-lspci"
-FILES = real_files(FOLDER)
+#: the -vvv recordings carry link capability and status; the -Dnn listings (one line per device,
+#: used for NVSwitch presence) carry neither and are tested on their own below.
+FILES = real_files(FOLDER, "lspci-vvv-*")
+LISTINGS = real_files(FOLDER, "lspci-Dnn-*")
 OTHER_TOOLS = [
     p for d in sorted(REAL.iterdir()) if d.is_dir() and d.name != FOLDER for p in real_files(d.name)
 ]
@@ -25,6 +29,19 @@ def _only(name: str) -> PciDevice:
 
 def test_there_are_real_samples() -> None:
     assert len(FILES) == 5
+    assert len(LISTINGS) == 2
+
+
+@pytest.mark.parametrize("path", LISTINGS, ids=real_ids(LISTINGS))
+def test_a_one_line_listing_parses_to_devices_without_links(path: Path) -> None:
+    """`lspci -Dnn` prints one line per device: each is a device, none has a link to judge."""
+    devices = parse(path.read_text())
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    assert len(devices) == len(lines)
+    assert all(d.link_cap is None and d.link_sta is None for d in devices)
+    switches = [d for d in devices if "NVSwitch" in d.description]
+    expected = int(re.search(r"(\d+)nvswitch", path.name).group(1))  # type: ignore[union-attr]
+    assert len(switches) == expected
 
 
 @pytest.mark.parametrize("path", FILES, ids=real_ids(FILES))
