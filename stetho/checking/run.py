@@ -39,11 +39,12 @@ def check_dirs(extra: tuple[str, ...] = ()) -> list[Path]:
 
 
 #: pytest's built-in plugins a check run does without: reporting is stetho's, and each costs
-#: start-up or per-test time (logging handlers per test, a forced GC at exit, ...).
+#: start-up or per-test time (logging handlers per test, a forced GC at exit, warning filters and
+#: output capture set up and torn down around every item, ...).
 _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexception",
                          "threadexception", "faulthandler", "doctest", "pastebin", "junitxml",
-                         "nose", "legacypath", "stepwise", "setuponly", "setupplan")
-          for x in ("-p", f"no:{name}")]
+                         "nose", "legacypath", "stepwise", "setuponly", "setupplan", "warnings")
+          for x in ("-p", f"no:{name}")] + ["--capture=no"]
 
 
 class _Inject:
@@ -106,7 +107,7 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
 
     args = [str(d) for d in check_dirs(extra_checks)]
     args += [*_QUIET, "--continue-on-collection-errors", "--rootdir",
-             str(shipped("checks")), "-c", os.devnull, "-W", "ignore::DeprecationWarning"]
+             str(shipped("checks")), "-c", os.devnull]
     for e in evidence or []:
         args += ["--stetho-evidence", e]
     if profile and evidence:

@@ -162,10 +162,7 @@ class ProbeProgress:
     hangs): a live status line on a terminal, a line per start and end in a log."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.tty = sys.stderr.isatty()
+        self.tty = sys.stderr.isatty()  # rich is imported only for a terminal (a prolog has none)
         self.running: dict[str, float] = {}
         self.lock = threading.Lock()
         self.status: object | None = None
@@ -187,11 +184,12 @@ class ProbeProgress:
             self._show()
 
     def _show(self) -> None:
+        from rich.console import Console
         from rich.status import Status
 
         text = "probes running: " + (", ".join(sorted(self.running)) or "(none)")
         if self.status is None:
-            status = Status(text, console=self.console)
+            status = Status(text, console=Console(stderr=True))
             status.start()
             self.status = status
         else:

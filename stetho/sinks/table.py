@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from stetho.results import SEVERITY, Result, counts, format_value, ordered
 from stetho.sinks.spool import Results
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _STYLE = {"fail": "bold red", "error": "bold magenta", "warn": "yellow", "skip": "dim",
           "pass": "green"}
@@ -76,15 +79,18 @@ def render(results: Sequence[Result], *, width: int = 160, color: bool = False,
            show: tuple[str, ...] = ALL, group_ok: bool = True) -> str:
     """The table in `width` columns (80 is enough: long values and messages wrap), after a
     "what to do" list with each check's remediation once."""
-    from rich.console import Console
-
     shown = rows(results, show, group_ok)
     cells: list[tuple[str, ...]] = [(r.node, r.check, r.subject, r.status.upper(), r.value,
                                      r.message) for r in shown]
     widths = _widths(cells, width)
     buf = io.StringIO()
-    console = Console(file=buf, width=width, force_terminal=color, no_color=not color,
-                      highlight=False, soft_wrap=False)
+    console: _Plain | Console = _Plain(buf)
+    if color:  # rich only for colour: a prolog's or CI's plain table needs none of it
+        from rich.console import Console
+
+        console = Console(file=buf, width=width, force_terminal=True, highlight=False,
+                          soft_wrap=False)
+    _escape = _markup_escape if color else _as_is
     todo = fixes(shown)
     if todo:
         console.print("[bold]What to do[/]" if color else "What to do")
@@ -111,6 +117,20 @@ def render(results: Sequence[Result], *, width: int = 160, color: bool = False,
     hidden = sum(n for status, n in c.items() if status not in show)
     console.print(summary(results) + (f" ({hidden} not shown)" if hidden else ""))
     return buf.getvalue()
+
+
+class _Plain:
+    """The few calls render makes of rich's Console, for plain text: lines as given."""
+
+    def __init__(self, buf: io.StringIO) -> None:
+        self.buf = buf
+
+    def print(self, text: str, style: str | None = None, **_: object) -> None:
+        self.buf.write(text + "\n")
+
+
+def _as_is(text: str) -> str:
+    return text
 
 
 _HEADERS = ("node", "check", "subject", "status", "value / expected", "message")
@@ -154,7 +174,7 @@ def _lay(cells: tuple[str, ...], widths: list[int]) -> list[str]:
             for parts in zip_longest(*wrapped, fillvalue="")]
 
 
-def _escape(text: str) -> str:
+def _markup_escape(text: str) -> str:
     return text.replace("[", r"\[")
 
 
