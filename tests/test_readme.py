@@ -83,3 +83,14 @@ def test_every_readme_block_runs_as_written(tmp_path: Path) -> None:
                            text=True, timeout=1200)
         assert r.returncode == 0, (f"README block {i + 1}:\n{body}\n--- stdout\n"
                                    f"{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
+
+
+def test_every_check_has_a_row_in_the_readme_check_table() -> None:
+    """A check a user cannot look up is one they cannot act on: each `def test_<check>` in
+    checks/ has a `| \\`<check>\\` |` row in the README's check tables."""
+    text = (ROOT / "README.md").read_text()
+    names = {m.group(1) for p in (ROOT / "checks").glob("test_*.py")
+             for m in re.finditer(r"^def test_(\w+)\(", p.read_text(), re.M)}
+    assert len(names) > 40
+    missing = sorted(n for n in names if f"| `{n}` |" not in text)
+    assert not missing, f"README check table lacks: {missing}"
