@@ -33,7 +33,8 @@ class SuiteSummary:
     regressed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: "benchmark[:device]" -> nodes where the tool's own verdict was a fail (dcgmi diag Fail)
     failed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: "benchmark[:device]" or "...metric" -> nodes where it could not be decided (error)
+    #: "benchmark[:device]" or "...metric" -> nodes where it could not be decided (error);
+    #: not the metrics of a run the tool itself failed (that fail says it)
     unjudged: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def line(self) -> str:
@@ -96,6 +97,10 @@ def summarize(suite: str, results: Iterable[Result], hosts: Iterable[str],
                 regressed.setdefault(r.subject, set()).add(r.node)
         elif r.check == METRIC and r.status == "skip" and "baseline" in r.message:
             no_baseline += 1
+    for key in list(unjudged):  # a metric of a run the tool failed has no value: said once
+        unjudged[key] -= failed.get(key.rsplit(".", 1)[0], set())
+        if not unjudged[key]:
+            del unjudged[key]
     return SuiteSummary(
         suite=suite, hosts=hosts, busy=dict(sorted(busy.items())),
         ran=tuple(h for h in hosts if h in benched and h not in busy),
