@@ -42,6 +42,17 @@ def real_dir() -> Path:
     return REAL
 
 
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real sshd on a loopback port for the session: the sweeps' inventory hosts reach it
+    (tests/test_sweep.py, tests/test_nightly_sweep.py: xdist_group "sweep", one worker)."""
+    from tests import sshd as sshd_mod
+
+    server = sshd_mod.start(tmp_path_factory.mktemp("sshd"))
+    yield server
+    sshd_mod.stop(server)
+
+
 # -- simulated nodes carrying one fault each, checked once per test session --------------------
 
 #: node name -> faults. Every check has at least one node here on which it must fail.

@@ -21,13 +21,6 @@ FAULTY = {"node06": "nvme-rotational", "node07": "hca-fw-old", "node08": "busbw-
 HEALTHY = ["node01", "node02", "node03", "node04", "node05"]
 
 
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory):
-    server = sshd_mod.start(tmp_path_factory.mktemp("sshd"))
-    yield server
-    sshd_mod.stop(server)
-
-
 def _sim_host(sshd, root, name, faults, venv=None):
     """A loopback inventory host over the test sshd with its own simulated H100 node."""
     from stetho.sim.builder import build_node

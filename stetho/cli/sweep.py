@@ -39,7 +39,9 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
     """Run `stetho check --local` on every inventory host through Ansible.
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
-    and results, and a summary; shows the failing nodes first. Exit codes as for `check`,
+    and results, a summary and the run page (index.html); shows the failing nodes first.
+    With --bench, the last lines say how many nodes ran the suite, which were busy and
+    which benchmarks regressed against their baselines. Exit codes as for `check`,
     over the whole fleet. Only one sweep runs at a time per --out folder.
     """
     from stetho.errors import Interrupted
@@ -74,7 +76,9 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
     if busy:
         click.echo(f"{len(busy)} of {len(result.hosts)} nodes busy: nothing invasive ran there "
                    f"({', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''})")
-    click.echo(f"run folder: {result.run_dir}")
+    if result.suite is not None:
+        click.echo(result.suite.line())
+    click.echo(f"run folder: {result.run_dir} (run page: {result.run_dir / 'index.html'})")
     sys.exit(result.exit_code)
 
 

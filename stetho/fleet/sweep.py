@@ -7,7 +7,8 @@ then compare the nodes of each profile, and the merged results decide the exit c
 
 Run folder: runs/<UTC time>-<id>/
   hosts/<node>/{evidence.json,results.json,junit.xml}   what each node brought back
-  results.json  junit.xml  summary.json  summary.txt    the whole fleet
+  results.json  junit.xml  summary.json  summary.txt    the whole fleet (stetho.fleet.run_folder)
+  index.html  reports/                                  the run page, the diagnosis reports
   ansible/                                              ansible-runner's artifacts (events)
   meta.json                                             what was run, on what, by whom
 """
@@ -34,7 +35,9 @@ from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
-from stetho.results import Result, counts, exit_code
+from stetho.fleet.run_folder import write_json as _write_json
+from stetho.results import Result, exit_code
+from stetho.sinks.suite import SuiteSummary
 
 CHECK_TASKS = ("stetho check", "stetho check (after install)")
 RECOVER_TASK = "recover the evidence of a killed check"
@@ -77,6 +80,7 @@ class SweepResult:
     run_dir: Path
     results: list[Result]
     hosts: dict[str, HostState]
+    suite: SuiteSummary | None = None  # with --bench: the suite's night over the fleet
 
     @property
     def exit_code(self) -> int:
@@ -175,13 +179,34 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         results.extend(recording.after_run("sweep", run_id, results, summaries, opts.db,
                                            command=f"sweep {opts.limit or ''}".strip(),
                                            run_dir=str(run_dir)))
-    _write_reports(run_dir, results, hosts, meta, run)
+    suite = _write_run_folder(run_dir, results, hosts, opts, run_id, run)
+    return SweepResult(run_dir, results, hosts, suite)
+
+
+def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, HostState],
+                      opts: SweepOptions, run_id: str, run: Any) -> SuiteSummary | None:
+    """The fleet's files, the failing nodes' diagnosis reports, then the run page linking
+    them; with --bench, the suite's night in all of them."""
+    from stetho.fleet import run_folder
+    from stetho.sinks import suite as suite_mod
+
+    busy = {h: s.busy.skip_reason() for h, s in sorted(hosts.items())
+            if s.busy and not s.busy.idle}
+    suite = suite_mod.summarize(opts.bench, results, hosts, busy) if opts.bench else None
+    run_folder.write_reports(
+        run_dir, results, run_id=run_id, hosts=len(hosts), busy=busy,
+        unreachable=[h for h, s in hosts.items() if s.error and s.error.startswith("unreachable")],
+        ansible={"status": run.status, "rc": run.rc, "stats": run.stats}, suite=suite)
+    written: dict[str, Path] = {}
     if opts.reports:
         from stetho.diagnosis import runs
 
-        runs.diagnose_results(results, run_dir=run_dir, run=run_id, out=run_dir / "reports",
-                              db=opts.db, gate="nightly sweep")
-    return SweepResult(run_dir, results, hosts)
+        written = {d.node: path for d, path in runs.diagnose_results(
+            results, run_dir=run_dir, run=run_id, out=run_dir / "reports", db=opts.db,
+            gate="nightly sweep")}
+    title = f"stetho sweep {run_id}" + (f" ({opts.bench} suite)" if opts.bench else "")
+    run_folder.write_page(run_dir, results, title=title, reports=written, suite=suite)
+    return suite
 
 
 def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
@@ -351,40 +376,6 @@ def _results_doc(results: list[Result]) -> dict[str, Any]:
     from stetho.sinks import json_out
 
     return json_out.document(results)
-
-
-def _write_reports(run_dir: Path, results: list[Result], hosts: dict[str, HostState],
-                   meta: dict[str, Any], run: Any) -> None:
-    from stetho.sinks import json_out, junit, table
-
-    (run_dir / "results.json").write_text(json_out.render(results, run_id=meta["run_id"]))
-    (run_dir / "junit.xml").write_text(junit.render(results))
-    failing = sorted({r.node for r in results if r.status == "fail"})
-    errors = sorted({r.node for r in results if r.status == "error"} - set(failing))
-    busy = {h: s.busy for h, s in sorted(hosts.items()) if s.busy and not s.busy.idle}
-    summary = {
-        "run_id": meta["run_id"], "hosts": len(hosts), "exit_code": exit_code(results),
-        "counts": counts(results), "failing_nodes": failing, "error_nodes": errors,
-        "unreachable": sorted(h for h, s in hosts.items() if s.error and
-                              s.error.startswith("unreachable")),
-        "busy_nodes": {h: b.skip_reason() for h, b in busy.items()},
-        "ansible": {"status": run.status, "rc": run.rc, "stats": run.stats},
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    _write_json(run_dir / "summary.json", summary)
-    text = table.render(results, width=160, show=("fail", "error", "warn"))
-    (run_dir / "summary.txt").write_text(
-        f"stetho sweep {meta['run_id']}: {len(hosts)} hosts, {len(failing)} failing, "
-        f"{len(errors)} could not be evaluated" + (
-            f", {len(busy)} busy (nothing invasive ran there: {hostlist.compress(list(busy))})"
-            if busy else "") + "\n" + text, encoding="utf-8")
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    tmp.replace(path)
 
 
 def _localhost_inventory(run_dir: Path) -> Path:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from stetho.core.resources import shipped
-from stetho.sim import hostfs, jobenv, nvme, pcibus, render, roce, topo
+from stetho.sim import hostfs, jobenv, nvme, pcibus, render, roce, shims, topo
 from stetho.sim.qtext import SmiText
 
 H100_Q = "02-nvidia-smi-q/h100x8-drv535-hw-power-brake-slowdown.txt"
@@ -22,14 +22,13 @@ LSPCI = "09-lspci/lspci-vvv-h100-gpu-gen5x16-ok.txt"
 MLXLINK = "07-mlxlink-ethtool/mlxlink-json-400g-osfp-dr4-mft4.34.1.json"
 NCCL_IB_LOG = "03-nccl/nccl-debug-info-net-ib-sharp-2node-h100-EXCERPT.log"
 NCCL_SOCKET_LOG = "03-nccl/nccl-debug-info-net-socket-1node-2xA100-80GB.log"
-#: Benchmark tools the simulated node has, each printing one real recorded output.
-DCGMI_R1 = "12-gpu-bench/dcgmi-diag-r1-j-8gpu-dcgm3.1.0-pass-null-entries-warning-prefix.json"
+#: Benchmark tools the simulated node has, each printing one real recorded output (dcgmi:
+#: stetho.sim.shims).
 GPU_BURN = "12-gpu-bench/gpu_burn-8xA100-80GB-doubles-tensorcores-all-ok-EXCERPT.txt"
 NVBANDWIDTH = "12-gpu-bench/nvbandwidth-v0.2-8xH800-drv525-all-testcases.txt"
 #: A real compute process from a recorded `nvidia-smi -q -x` (<process_info> of a T4 node),
 #: as `--query-compute-apps=pid,process_name,used_memory --format=csv,noheader` prints it.
 GPU_JOB = "100477, /root/src/llama.cpp/build/bin/llama-server, 22430 MiB"
-COMPUTE_APPS = "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader"
 PROC = "proc-debian12-vm"  # fixtures/recorded: this project's own recordings
 KERNEL = "5.15.0-105-generic"
 NCCL_VERSION = "2.21.5"
@@ -88,6 +87,9 @@ class NodeDraft:
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.wrong_socket: set[int] = set()  # GPUs whose NICs sit on the other socket
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
+        #: `dcgmi diag -j`: the recorded document it prints and the exit code dcgmi gave with
+        #: it (stetho.sim.shims; the dcgm-diag-fail fault sets the failing one)
+        self.dcgmi_diag: tuple[str, int] = (shims.DCGMI_PASS, 0)
         #: A RoCE node (the roce faults): its Ethernet ports get RoCE outputs (stetho.sim.roce),
         #: with device -> counter -> value, the trust state and ECN off as faults set them
         self.roce_node = False
@@ -278,7 +280,7 @@ class NodeDraft:
             + "".join("\n" + b for b in self.lspci_extra),
             "all_reduce_perf.txt": nccl,
             "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),
-            "dcgmi-diag-r1.json": self.real(DCGMI_R1),
+            "dcgmi-diag.json": self.real(self.dcgmi_diag[0]),
             "gpu_burn.txt": self.real(GPU_BURN),
             "nvbandwidth.txt": self.real(NVBANDWIDTH),
             "nvidia-topo.txt": topo.render(self.real(topo.TOPO), self.wrong_socket),
@@ -307,7 +309,7 @@ class NodeDraft:
             shutil.rmtree(self.sysroot / "sys/class/infiniband")
         _write(data / "garbage.bin", "")
         (data / "garbage.bin").write_bytes(random.Random(self.seed).randbytes(4096))
-        self._shims()
+        shims.write(self.root / "bin", self.hang, self.garbage, self.dcgmi_diag[1])
         meta = {"name": self.name, "faults": self.faults, "built_by": "stetho sim build",
                 "gpus": remaining, "sources": {"nvidia-smi -q": H100_Q, "sysfs": IB_TREE,
                                                "ibstat": "rendered from sysfs", "lspci": LSPCI,
@@ -346,81 +348,6 @@ class NodeDraft:
         lines = [ln for ln in text.splitlines() if "NCCL INFO" in ln and any(k in ln for k in keep)]
         version = [self.nccl_version_line] if self.nccl_version_line else []
         return version + [re.sub(r"^[\w.-]+:", f"{self.name}:", ln, count=1) for ln in lines]
-
-    def _shims(self) -> None:
-        cases = {
-            "nvidia-smi": [(COMPUTE_APPS, "compute-apps.csv"),
-                           ("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
-                           ("nvlink -s|nvlink --status", "nvlink-s.txt"),
-                           ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt"),
-                           ("topo -m", "nvidia-topo.txt")],
-            "dmesg": [],
-            "ibstat": [("*", "ibstat.txt")],
-            "lspci": [("*", "lspci.txt")],
-            "all_reduce_perf": [("*", "all_reduce_perf.txt")],
-            "dcgmi": [("diag -r 1 -j", "dcgmi-diag-r1.json")],
-            "gpu_burn": [("*", "gpu_burn.txt")],
-            "nvbandwidth": [("*", "nvbandwidth.txt")],
-            "mlxlink": [],
-            "perfquery": [],
-            "iblinkinfo": [],
-            "ethtool": [],  # ethtool -S <netdev>, mlnx_qos -i <netdev>: that netdev's output
-            "mlnx_qos": [],
-            "df": [("-P -B1", "df-B1.txt"), ("-P -i", "df-i.txt")],
-            "systemctl": [],
-            "chronyc": [("tracking", "chronyc-tracking.txt")],
-            "nvme": [],  # nvme smart-log /dev/nvmeN -o json: that controller's log
-            "docker": [], "module": [],  # stetho.sim.jobenv
-        }
-        for tool, table in cases.items():
-            body = ['#!/bin/sh', f'# stetho simulated {tool}: replays recorded outputs '
-                    '(see stetho/sim/builder.py)', 'D="$(dirname "$0")/../data"']
-            if tool in self.hang:
-                body.append("exec sleep 86400")
-            elif tool in self.garbage:
-                body.append('exec cat "$D/garbage.bin"')
-            elif tool == "perfquery":  # perfquery -x|-E -C <device> -P 1
-                body += ['case "$1" in', '  -x) exec cat "$D/perfquery-x-$3.txt" ;;',
-                         '  -E) exec cat "$D/perfquery-E-$3.txt" ;;',
-                         '  *) echo "simulated perfquery: unsupported arguments: $*" >&2; '
-                         'exit 2 ;;', 'esac']
-            elif tool == "dmesg":  # dmesg --time-format=iso: stamps relative to now, as on a node
-                body += ['now=$(date -u +%s)',
-                         "exec awk -F '\\t' -v now=\"$now\" '{ t = now - $1; us = $2; "
-                         'sub(/^[^\\t]*\\t[^\\t]*\\t/, ""); printf "%s,%s+00:00 %s\\n", '
-                         'strftime("%Y-%m-%dT%H:%M:%S", t, 1), us, $0 }\' "$D/dmesg.tsv"']
-            elif tool in ("ethtool", "mlnx_qos"):
-                data = f'"$D/{"ethtool-S" if tool == "ethtool" else tool}-$2.txt"'
-                body += [f'[ -f {data} ] && exec cat {data}',
-                         f'echo "simulated {tool}: unsupported arguments: $*" >&2; exit 2']
-            elif tool == "nvme":
-                body += nvme.SHIM
-            elif tool in ("docker", "module"):
-                body += jobenv.DOCKER_SHIM if tool == "docker" else jobenv.MODULE_SHIM
-            elif tool == "systemctl":  # is-active UNIT...: the units' states (units.tsv)
-                body += hostfs.SYSTEMCTL_SHIM
-            elif tool == "iblinkinfo":  # -C <device> ...: that HCA's line and its far end
-                from stetho.sim.iblinks import SHIM
-
-                body += SHIM
-            elif tool == "mlxlink":  # mlxlink -d <device> ...: that device's recording
-                body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
-                         'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']
-            else:
-                body.append('case "$*" in')
-                body += [f'  {_case(pat)}) exec cat "$D/{f}" ;;' for pat, f in table]
-                body.append(f'  *) echo "simulated {tool}: unsupported arguments: $*" >&2; '
-                            'exit 2 ;;')
-                body.append("esac")
-            path = self.root / "bin" / tool
-            _write(path, "\n".join(body) + "\n")
-            path.chmod(0o755)
-
-
-
-def _case(pattern: str) -> str:
-    """A sh case pattern: '*' as is, else each '|' alternative quoted."""
-    return "*" if pattern == "*" else "|".join(f'"{p}"' for p in pattern.split("|"))
 
 
 def _write(path: Path, text: str) -> None:

@@ -16,6 +16,7 @@ from stetho.errors import ConfigError
 from stetho.sim import faults_fabric as fb
 from stetho.sim import faults_facts as ff
 from stetho.sim import faults_host as fh
+from stetho.sim import faults_tools as ft
 from stetho.sim.draft import IDLE_SM_MHZ, REASONS, NodeDraft
 
 
@@ -256,24 +257,6 @@ def reboot(d: NodeDraft, arg: str | None) -> None:
          f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}\n")
 
 
-def hang(d: NodeDraft, arg: str | None) -> None:
-    d.hang.add(arg or "nvidia-smi")
-
-
-def garbage(d: NodeDraft, arg: str | None) -> None:
-    d.garbage.add(arg or "nvidia-smi")
-
-
-def gpu_job(d: NodeDraft, arg: str | None) -> None:
-    from stetho.sim.draft import GPU_JOB
-
-    d.compute_apps.append(GPU_JOB)
-
-
-def corrupt_xml(d: NodeDraft, arg: str | None) -> None:
-    d.truncate_xml = True
-
-
 FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("governor-powersave", "CPUs 8-15 on the powersave governor", governor_powersave),
     Fault("nvme-rotational", "an NVMe disk reports rotational=1 (default nvme3n1); I/O PSI high",
@@ -356,11 +339,13 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("nvlink-errors", "NVLink 3 of a GPU with 2400 replay, 12 recovery and 1800 CRC "
           "errors, still up (default gpu2)", nvlink_errors, "gpuN"),
     Fault("reboot", "the node booted again: another boot id (`=N`: the Nth boot)", reboot, "N"),
-    Fault("hang", "a tool hangs until killed (default nvidia-smi)", hang, "tool"),
-    Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", garbage, "tool"),
+    Fault("hang", "a tool hangs until killed (default nvidia-smi)", ft.hang, "tool"),
+    Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", ft.garbage, "tool"),
     Fault("gpu-job", "a job's process holds a GPU (a real recorded compute process): nothing "
-          "invasive may run", gpu_job),
-    Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", corrupt_xml),
+          "invasive may run", ft.gpu_job),
+    Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", ft.corrupt_xml),
+    Fault("dcgm-diag-fail", "dcgmi diag -r N -j answers the recorded failing DCGM JSON (test "
+          "software: persistence mode off) and exits 226, as dcgmi did", ft.dcgm_diag_fail),
     Fault("appclocks-deprecated", "application clocks printed as deprecated (CUDA 13 drivers); "
           "current clocks locked at the target; `=unlocked`: every GPU idling at 86 MHz, P8",
           ff.appclocks_deprecated,

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from stetho.results import SEVERITY, Result, counts, format_value
+from stetho.sinks.suite import SuiteSummary
 
 #: The colour of each status (the grid, the legend and the chart use the same).
 COLOURS = {"fail": "#d62728", "error": "#9467bd", "warn": "#f2b705", "skip": "#c7c7c7",
@@ -101,8 +102,10 @@ border-bottom:1px solid #ddd;padding:2px 8px;text-align:left;vertical-align:top}
 
 
 def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] | None = None,
-           busbw: Busbw | None = None, generated_at: str | None = None) -> str:
-    """The page for one run. `reports` maps node -> relative path of its diagnosis report."""
+           busbw: Busbw | None = None, generated_at: str | None = None,
+           suite: SuiteSummary | None = None) -> str:
+    """The page for one run. `reports` maps node -> relative path of its diagnosis report;
+    `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid."""
     results = list(results)
     reports = reports or {}
     cells: dict[str, dict[str, list[Result]]] = {}
@@ -125,6 +128,8 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
     out.append(f'<p class="sum">{meta}<br>' + "".join(
         f'<span data-count="{s}"><i class="key s-{s}"></i>{c.get(s, 0)} {s}</span>'
         for s in ORDER) + "</p>")
+    if suite is not None:
+        out.extend(_suite(suite))
     out.append("<h2>Nodes &times; checks (worst status per cell; failing nodes first)</h2>")
     out.append('<table class="grid" id="grid"><thead><tr><th></th>')
     out.extend(f'<th class="c" scope="col">{_e(ch)}</th>' for ch in check_list)
@@ -151,6 +156,22 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
     out.extend(_problems(results, reports))
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _suite(s: SuiteSummary) -> list[str]:
+    """The suite's line, then who was busy and which benchmarks regressed or failed."""
+    out = [f"<h2>{_e(s.suite.capitalize())} benchmark suite</h2>",
+           f'<p id="suite" data-ran="{len(s.ran)}" data-busy="{len(s.busy)}" '
+           f'data-hosts="{len(s.hosts)}">{_e(s.line())}</p>', '<ul id="suite-details">']
+    out.extend(f'<li data-busy="{_e(n)}">{_e(n)}: {_e(why)}</li>' for n, why in s.busy.items())
+    for kind, words, found in (
+            ("regressed", "regressed against its baseline on", s.regressed),
+            ("failed", "failed by the tool's own verdict on", s.failed),
+            ("unjudged", "could not be judged on", s.unjudged)):
+        out.extend(f'<li data-{kind}="{_e(k)}">{_e(k)} {words} {_e(", ".join(nodes))}</li>'
+                   for k, nodes in found.items())
+    out.append("</ul>")
+    return out
 
 
 def _tip(check: str, worst: str, rs: list[Result]) -> str:

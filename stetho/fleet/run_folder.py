@@ -1,0 +1,65 @@
+"""What a sweep writes for the whole fleet into its run folder: results.json, junit.xml,
+summary.json and summary.txt (the first line is what the night was), and the run page
+(index.html: the grid, the problems, the busbw chart, the benchmark suite's night and links
+to the diagnosis reports), a page a person opens from the CI artifact or the file share.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from stetho.core import hostlist
+from stetho.results import Result, counts, exit_code
+from stetho.sinks.suite import SuiteSummary
+
+
+def write_reports(run_dir: Path, results: list[Result], *, run_id: str, hosts: int,
+                  busy: Mapping[str, str], unreachable: list[str], ansible: dict[str, Any],
+                  suite: SuiteSummary | None) -> None:
+    """results.json, junit.xml, summary.json and summary.txt. `busy`: node -> why nothing
+    invasive ran there."""
+    from stetho.sinks import json_out, junit, table
+
+    (run_dir / "results.json").write_text(json_out.render(results, run_id=run_id))
+    (run_dir / "junit.xml").write_text(junit.render(results))
+    failing = sorted({r.node for r in results if r.status == "fail"})
+    errors = sorted({r.node for r in results if r.status == "error"} - set(failing))
+    summary = {
+        "run_id": run_id, "hosts": hosts, "exit_code": exit_code(results),
+        "counts": counts(results), "failing_nodes": failing, "error_nodes": errors,
+        "unreachable": sorted(unreachable), "busy_nodes": dict(busy),
+        "bench": suite.as_dict() if suite is not None else None,
+        "ansible": ansible,
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    write_json(run_dir / "summary.json", summary)
+    text = table.render(results, width=160, show=("fail", "error", "warn"))
+    (run_dir / "summary.txt").write_text(
+        f"stetho sweep {run_id}: {hosts} hosts, {len(failing)} failing, "
+        f"{len(errors)} could not be evaluated" + (
+            f", {len(busy)} busy (nothing invasive ran there: {hostlist.compress(list(busy))})"
+            if busy else "") + "\n" + (suite.line() + "\n" if suite is not None else "")
+        + text, encoding="utf-8")
+
+
+def write_page(run_dir: Path, results: list[Result], *, title: str,
+               reports: Mapping[str, Path], suite: SuiteSummary | None) -> Path:
+    """The run page, index.html, linking each diagnosed node's report (node -> its path)."""
+    from stetho.sinks import runpage
+
+    text = runpage.render(results, title=title,
+                          reports=runpage.relative_reports(reports, run_dir),
+                          busbw=runpage.busbw_from(results), suite=suite,
+                          generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return runpage.write(run_dir, text)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    tmp.replace(path)
