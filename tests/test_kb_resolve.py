@@ -6,6 +6,7 @@ on a knowledge base pushed to a real bare remote."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -208,6 +209,37 @@ def test_from_git_applies_only_commits_signed_by_an_allowed_key(
     assert code == 0, out
     assert f"superseded {stranger[:12]}: {ids[1]}" in out and "refused" not in out
     assert front(remote, ids[1])["resolution"]["by"] == "KB Test <kb@test.invalid>"
+
+
+def test_from_git_refuses_an_openpgp_signature_the_users_keyring_trusts(
+        tmp_path: Path, remote: Path, people: People, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git checks an OpenPGP signature against the user's own keyring (where it is `G`,
+    good): only SSH signatures are checked against the allowed signers file."""
+    if shutil.which("gpg") is None or shutil.which("gpgconf") is None:
+        pytest.skip("GnuPG is not installed: no OpenPGP signature to refuse")
+    (rid,) = publish(tmp_path, remote, [("node01", "riser-pcie-slot", 1)])
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("GNUPGHOME", str(home))
+    subprocess.run(["gpg", "--batch", "--quiet", "--passphrase", "", "--quick-gen-key",
+                    "Eve <eve@test.invalid>", "ed25519", "sign", "never"], check=True,
+                   capture_output=True)
+    try:
+        work = tmp_path / "tech"
+        git("clone", "-q", str(remote), str(work))
+        git("-C", str(work), "-c", "user.signingkey=eve@test.invalid", "commit", "-q", "-S",
+            "--allow-empty", "-m", f"node01 nothing\n\nStetho-Resolve: {rid}\n"
+            "Stetho-Found: no-fault-found\n")
+        git("-C", str(work), "push", "-q", "origin", "HEAD:main")
+        eve = git("-C", str(work), "rev-parse", "HEAD").strip()
+        assert git("-C", str(work), "log", "-1", "--format=%G?").strip() == "G"
+        code, out = cli("resolve", "--from-git", "--signers", str(people.signers),
+                        "--repo", str(remote))
+    finally:
+        subprocess.run(["gpgconf", "--kill", "all"], check=False, capture_output=True)
+    assert code == 2
+    assert f"refused commit {eve[:12]} ('node01 nothing'): it is not signed with an SSH key" in out
+    assert front(remote, rid)["status"] == "open"
 
 
 def test_from_git_needs_a_signers_file(tmp_path: Path, remote: Path) -> None:

@@ -46,6 +46,8 @@ APPLIES, RESOLVED = "Stetho-Applies", "Stetho-Resolved"
 _REWRITTEN = ("status", "resolution")
 _SIGNATURE_WHY = {
     "N": "it is not signed",
+    "P": "it is not signed with an SSH key (OpenPGP and X.509 signatures are not checked "
+         "against the allowed signers file)",
     "U": "its signature is good but by a key not in the allowed signers file {signers}",
     "B": "its signature does not verify (bad signature)",
     "X": "its signature has expired", "Y": "its signature was made by an expired key",
@@ -223,13 +225,27 @@ def _history(c: gitstore.Clone) -> list[Request]:
 
 def _signatures(c: gitstore.Clone, signers: Path, commits: list[str]) -> dict[str, tuple[str,
                                                                                         str]]:
-    """commit -> (git's %G? verdict, the principal) against this allowed signers file; only
-    this file is trusted (gpg.ssh.program pinned to OpenSSH's ssh-keygen)."""
+    """commit -> (git's %G? verdict, the principal) against this allowed signers file. Only
+    this file is trusted: ssh-keygen is OpenSSH's own, and an OpenPGP or X.509 signature
+    (which git would check against the user's keyrings) is refused before git is asked."""
     if not commits:
         return {}
-    out = c.git("-c", f"gpg.ssh.allowedSignersFile={signers}", "-c", "gpg.ssh.program=ssh-keygen",
-                "log", "--no-walk=unsorted", "--format=%H%x1f%G?%x1f%GS", *commits).stdout
     verdicts = {}
+    ssh = []
+    for sha in commits:
+        raw = c.out("cat-file", "commit", sha)
+        header = raw.split("\n\n", 1)[0]
+        if "\ngpgsig -----BEGIN SSH SIGNATURE-----" in header:
+            ssh.append(sha)
+        elif "\ngpgsig " in header:
+            verdicts[sha] = ("P", "")
+        else:
+            verdicts[sha] = ("N", "")
+    if not ssh:
+        return verdicts
+    out = c.git("-c", f"gpg.ssh.allowedSignersFile={signers}", "-c", "gpg.ssh.program=ssh-keygen",
+                "-c", "gpg.program=stetho-no-openpgp", "-c", "gpg.x509.program=stetho-no-x509",
+                "log", "--no-walk=unsorted", "--format=%H%x1f%G?%x1f%GS", *ssh).stdout
     for line in out.splitlines():
         sha, verdict, who = (line.split("\x1f") + ["", ""])[:3]
         verdicts[sha.strip()] = (verdict.strip(), who.strip())
