@@ -400,3 +400,32 @@ def test_run_page_escapes_what_the_knowledge_base_holds() -> None:
            "confusion": []}
     page = runpage.render([], title="t", accuracy=acc)
     assert "<script>x" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
+
+
+def test_only_status_and_resolution_are_rewritten() -> None:
+    """The front matter's other lines stay byte for byte (block lists, comments, an earlier
+    resolution replaced whole); a flow-style front matter is dumped again, same fields."""
+    from stetho.publish.reports import Resolution
+    from stetho.publish.resolve import with_resolution
+
+    res = Resolution(found="gpu-off-bus", date=NOW, by="alice", parts=("GPU 3",),
+                     commit="ab" * 20)
+    text = ("---\nid: rpt-1\ndate: 2026-12-02T10:15:00Z\nnode: node07\ncause: riser-pcie-slot\n"
+            "# a comment someone left\nstatus: open\nresolution:\n  found: riser-pcie-slot\n"
+            "  date: 2026-12-03T00:00:00Z\nsignature:\n- pcie_aer\n- xid-79\n---\n# body\n")
+    out = with_resolution(text, res)
+    kept = ["id: rpt-1", "cause: riser-pcie-slot", "# a comment someone left",
+            "signature:\n- pcie_aer\n- xid-79\n"]
+    assert all(k in out for k in kept) and out.endswith("\n---\n# body\n")
+    assert out.count("found:") == 1 and "riser-pcie-slot\n  date" not in out
+    fm = yaml.safe_load(out.split("---\n")[1])
+    assert fm["status"] == "resolved" and fm["cause"] == "riser-pcie-slot"
+    assert fm["resolution"] == {"found": "gpu-off-bus", "parts": ["GPU 3"],
+                                "date": NOW.strftime("%Y-%m-%dT%H:%M:%SZ"), "by": "alice",
+                                "commit": "ab" * 20}
+    assert fm["signature"] == ["pcie_aer", "xid-79"]
+    flow = ("---\n{id: rpt-2, date: 2026-12-02, node: n1, cause: cpu-governor, status: open}"
+            "\n---\nb\n")
+    fm = yaml.safe_load(with_resolution(flow, res).split("---\n")[1])
+    assert fm["id"] == "rpt-2" and fm["cause"] == "cpu-governor"
+    assert fm["status"] == "resolved" and fm["resolution"]["found"] == "gpu-off-bus"

@@ -94,7 +94,10 @@ def with_resolution(text: str, res: Resolution) -> str:
     if new_head and not new_head.endswith("\n"):
         new_head += "\n"
     new_head += block
-    new = yaml.safe_load(new_head)
+    try:
+        new = yaml.safe_load(new_head)
+    except yaml.YAMLError:
+        new = None
     if not isinstance(new, dict) or {k: v for k, v in new.items() if k not in _REWRITTEN} != {
             k: v for k, v in old.items() if k not in _REWRITTEN}:
         whole = {k: v for k, v in old.items() if k not in _REWRITTEN}
