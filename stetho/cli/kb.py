@@ -30,6 +30,8 @@ def kb() -> None:
     stetho kb publish --repo URL runs/x/          spool the reports under runs/x, publish
     stetho kb search "xid 79"                     reports mentioning Xid 79
     stetho kb search --similar diagnosis-report.md   earlier incidents like this one
+    stetho kb resolve REPORT --found CAUSE        what the technician actually found
+    stetho kb accuracy --since 180d               how often each rule was right
     """
 
 
@@ -139,3 +141,14 @@ def _table(rows: list[tuple[kblib.ReportMeta, float | None]]) -> None:
     for line in [head, *body]:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
                    .rstrip())
+
+
+def _register() -> None:
+    """`kb resolve` and `kb accuracy` live in stetho.cli.kb_loop (closing the loop)."""
+    from stetho.cli.kb_loop import accuracy_cmd, resolve_cmd
+
+    kb.add_command(resolve_cmd)
+    kb.add_command(accuracy_cmd)
+
+
+_register()

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from stetho.cli.common import db_option, settings
 from stetho.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stetho.diagnosis.model import Diagnosis
+    from stetho.results import Result
 
 
 @click.command()
@@ -52,3 +57,18 @@ def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None
             click.echo(f"  note: {note}", err=True)
     if not written:
         click.echo("no failing node in this run: nothing to diagnose")
+    click.echo(f"run page: {_run_page(folder, results, written, meta, cfg.kb_repo)}")
+
+
+def _run_page(folder: Path, results: list[Result], written: list[tuple[Diagnosis, Path]],
+              meta: dict[str, Any], kb_repo: str | None) -> Path:
+    """RUN_DIR/index.html: the grid, the reports linked, the busbw chart and, with a
+    knowledge base, how often each rule was right on resolved reports (`kb accuracy`)."""
+    from stetho.cli.kb_loop import accuracy_or_why
+    from stetho.sinks import runpage
+
+    links = runpage.relative_reports({d.node: path for d, path in written}, folder)
+    page = runpage.render(results, title=f"run {meta.get('run_id', folder.name)}",
+                          reports=links, busbw=runpage.busbw_from(results),
+                          accuracy=accuracy_or_why(kb_repo))
+    return runpage.write(folder, page)

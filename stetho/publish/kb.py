@@ -114,8 +114,11 @@ def render_index(root: Path) -> str:
         assert r.path is not None
         link = r.path.relative_to(root).as_posix()
         cause = f"{_cell(r.cause_title)} (`{r.cause}`)" if r.cause_title else f"`{r.cause}`"
+        status = _cell(r.status)
+        if r.resolution is not None:
+            status = f"{status}: found `{r.resolution.found}`"
         lines.append(f"| {r.date.astimezone(timezone.utc):%Y-%m-%d %H:%M} | {_cell(r.node)} | "
-                     f"{cause} | {_cell(r.status)} | [{r.id}]({link}) |")
+                     f"{cause} | {status} | [{r.id}]({link}) |")
     return "\n".join(lines) + "\n"
 
 
@@ -286,6 +289,8 @@ def _words(text: str) -> list[str]:
 
 def _haystack(r: ReportMeta) -> set[str]:
     parts = [r.id, r.node, r.cause, r.cause_title, *r.signature, *r.checks, r.body]
+    if r.resolution is not None:  # what was found is searchable too ('riser' finds it)
+        parts += [r.resolution.found, *r.resolution.parts, r.resolution.note]
     return {w for part in parts for w in _words(part)}
 
 
@@ -305,7 +310,8 @@ def _matches(word: str, hay: set[str]) -> bool:
 
 def search(repo: str, query: str) -> list[ReportMeta]:
     """Reports matching every word of the query (case-insensitive) in their id, node, cause,
-    cause title, signature, checks or body; newest first. Words split at punctuation, so
+    cause title, signature, checks, body or resolution (found cause, parts, note); newest
+    first. Words split at punctuation, so
     "xid 79" finds a signature 'xid-79' and a body saying 'Xid 79'. An empty query lists all."""
     words = _words(query)
     return [r for r in reports(repo) if all(_matches(w, _haystack(r)) for w in words)]

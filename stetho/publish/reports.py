@@ -35,6 +35,28 @@ _LINKS = (re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'][^\"']*[\"'])?\s*\)"),
 
 
 @dataclass(frozen=True)
+class Resolution:
+    """What the technician found, recorded after the repair (`stetho kb resolve`): the cause
+    (a rule's cause id, or `no-fault-found`), the parts replaced, a note, when, by whom (a
+    signing principal, or the git identity that ran the command), and the signed commit it
+    came from, if any. The report's own `cause` stays what was diagnosed."""
+
+    found: str
+    date: datetime
+    by: str = ""
+    parts: tuple[str, ...] = ()
+    note: str = ""
+    commit: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"found": self.found, "date": _iso(self.date), "by": self.by,
+                               "parts": list(self.parts), "note": self.note}
+        if self.commit:
+            out["commit"] = self.commit
+        return out
+
+
+@dataclass(frozen=True)
 class ReportMeta:
     """The front matter of one diagnosis report, plus where it was read and its body text.
 
@@ -53,6 +75,8 @@ class ReportMeta:
     assets: tuple[str, ...] = ()
     path: Path | None = field(default=None, compare=False)
     body: str = field(default="", repr=False, compare=False)
+    #: Not part of equality either: resolving a report does not make it another report.
+    resolution: Resolution | None = field(default=None, compare=False)
 
     @property
     def repo_path(self) -> str:
@@ -68,6 +92,7 @@ class ReportMeta:
                 "cause": self.cause, "cause_title": self.cause_title, "status": self.status,
                 "run": self.run, "signature": list(self.signature), "checks": list(self.checks),
                 "assets": list(self.assets),
+                "resolution": self.resolution.to_dict() if self.resolution else None,
                 "path": str(self.path) if self.path is not None else None}
 
 
@@ -144,7 +169,25 @@ def _parse(text: str, path: Path) -> ReportMeta:
         status=str(data.get("status") or "open"), run=str(data.get("run") or ""),
         signature=_as_words(data.get("signature"), "signature", path),
         checks=_as_words(data.get("checks"), "checks", path), assets=assets,
-        path=path, body=body)
+        path=path, body=body, resolution=_as_resolution(data.get("resolution"), path))
+
+
+def _as_resolution(value: Any, path: Path) -> Resolution | None:
+    """The `resolution:` mapping, validated like the rest: a found cause that could not be a
+    cause id, or a missing date, is an error naming the file, never a guess."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: front matter 'resolution' must be a mapping, not {value!r}")
+    found = str(value.get("found") or "")
+    if not _SAFE.match(found):
+        raise ConfigError(f"{path}: front matter 'resolution.found' {found!r} must be a cause "
+                          "id (letters, digits, '.', '_' and '-')")
+    note = value.get("note") or ""
+    return Resolution(found=found, date=_as_date(value.get("date"), path),
+                      by=str(value.get("by") or ""),
+                      parts=_as_words(value.get("parts"), "resolution.parts", path),
+                      note=str(note), commit=str(value.get("commit") or ""))
 
 
 def read_report(path: str | Path) -> ReportMeta:

@@ -13,6 +13,10 @@ are what `stetho.gate.promrules` and `contrib/grafana/` query:
 - `stetho_run_timestamp_seconds`, `stetho_run_duration_seconds`, `stetho_build_info{version}`.
 - `stetho_gate_blocked{command,policy,node}`: 1 blocked, 0 go.
 - `stetho_bench_value{command,node,benchmark,metric,unit}`: benchmark figures, in base units.
+- `stetho kb accuracy` (`render_accuracy`): `stetho_kb_rule_precision{command,rule}`,
+  `stetho_kb_rule_recall`, `stetho_kb_rule_diagnosed`, `stetho_kb_rule_found`,
+  `stetho_kb_confusion{command,diagnosed,found}`, `stetho_kb_no_fault_found_ratio`,
+  `stetho_kb_resolved_reports`, `stetho_kb_accuracy_since_seconds`.
 
 Label values come from the check code, the profile or the node's name, never from messages or
 run ids, so the number of series stays bounded. `command` (check, sweep, gate, bench) keeps
@@ -50,6 +54,19 @@ _HELP = {
     "stetho_build_info": "The stetho version that wrote this file (always 1).",
     "stetho_gate_blocked": "Whether a stetho gate policy blocks the node: 1 blocked, 0 go.",
     "stetho_bench_value": "A stetho benchmark figure, in the base unit named by the unit label.",
+    "stetho_kb_resolved_reports": ("Resolved diagnosis reports in the knowledge base dated in "
+                                   "the accuracy window."),
+    "stetho_kb_accuracy_since_seconds": "Unix time the accuracy window starts (0: all reports).",
+    "stetho_kb_no_fault_found_ratio": ("Share of resolved reports where the technician found "
+                                       "no fault."),
+    "stetho_kb_rule_precision": ("Of the resolved reports diagnosed as the rule's cause, the "
+                                 "share whose technician found that cause."),
+    "stetho_kb_rule_recall": ("Of the resolved reports where the technician found the rule's "
+                              "cause, the share diagnosed as it."),
+    "stetho_kb_rule_diagnosed": "Resolved reports diagnosed as the rule's cause.",
+    "stetho_kb_rule_found": "Resolved reports where the technician found the rule's cause.",
+    "stetho_kb_confusion": ("Resolved reports diagnosed as one cause where the technician "
+                            "found another (or no-fault-found)."),
 }
 
 #: A physical unit -> (base unit label, factor to the base unit, the quantity it measures).
@@ -234,6 +251,42 @@ def render(results: Iterable[Result], *, run_id: str, started_at: float | dateti
             out.append(f"# HELP {name} {_HELP[name]}")
             out.append(f"# TYPE {name} gauge")
             out.extend(lines)
+    return "\n".join(out) + "\n"
+
+
+def render_accuracy(acc: Mapping[str, Any], *, command: str = "kb-accuracy") -> str:
+    """The textfile for `stetho kb accuracy` (stetho.publish.accuracy.measure's data). A
+    figure that is None (no report under it) has no sample: an absent series, never a 0 an
+    alert would read as "always wrong"; with no resolved report only the count (0) is
+    written. `rule`, `diagnosed` and `found` are cause ids of the rule catalogue (bounded)."""
+    cmd = f'command="{escape(command)}"'
+    since = acc.get("since")
+    start = datetime.fromisoformat(since.replace("Z", "+00:00")).timestamp() if since else 0
+    families: dict[str, list[str]] = {
+        "stetho_kb_resolved_reports": [f"stetho_kb_resolved_reports{{{cmd}}} "
+                                       f"{int(acc['resolved'])}"],
+        "stetho_kb_accuracy_since_seconds": [f"stetho_kb_accuracy_since_seconds{{{cmd}}} "
+                                             f"{_fmt(start)}"],
+        "stetho_kb_no_fault_found_ratio": [], "stetho_kb_rule_precision": [],
+        "stetho_kb_rule_recall": [], "stetho_kb_rule_diagnosed": [], "stetho_kb_rule_found": [],
+        "stetho_kb_confusion": []}
+    if acc.get("no_fault_found_rate") is not None:
+        families["stetho_kb_no_fault_found_ratio"].append(
+            f"stetho_kb_no_fault_found_ratio{{{cmd}}} {_fmt(acc['no_fault_found_rate'])}")
+    for row in acc.get("rules", ()):
+        labels = f'{cmd},rule="{escape(row["rule"])}"'
+        for key in ("precision", "recall", "diagnosed", "found"):
+            if row[key] is not None:
+                families[f"stetho_kb_rule_{key}"].append(
+                    f"stetho_kb_rule_{key}{{{labels}}} {_fmt(row[key])}")
+    for pair in acc.get("confusion", ()):
+        families["stetho_kb_confusion"].append(
+            f'stetho_kb_confusion{{{cmd},diagnosed="{escape(pair["diagnosed"])}",'
+            f'found="{escape(pair["found"])}"}} {int(pair["count"])}')
+    out = [f"# stetho {escape(__version__)} kb accuracy"]
+    for name, lines in families.items():
+        if lines:
+            out += [f"# HELP {name} {_HELP[name]}", f"# TYPE {name} gauge", *lines]
     return "\n".join(out) + "\n"
 
 

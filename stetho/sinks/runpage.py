@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from stetho.results import SEVERITY, Result, counts, format_value
@@ -103,9 +104,12 @@ border-bottom:1px solid #ddd;padding:2px 8px;text-align:left;vertical-align:top}
 
 def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] | None = None,
            busbw: Busbw | None = None, generated_at: str | None = None,
-           suite: SuiteSummary | None = None) -> str:
+           suite: SuiteSummary | None = None,
+           accuracy: Mapping[str, Any] | None = None) -> str:
     """The page for one run. `reports` maps node -> relative path of its diagnosis report;
-    `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid."""
+    `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid;
+    `accuracy` is the knowledge base's rule accuracy (stetho.publish.accuracy.measure's data,
+    or {"error": why} when it could not be read)."""
     results = list(results)
     reports = reports or {}
     cells: dict[str, dict[str, list[Result]]] = {}
@@ -154,6 +158,8 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
     if busbw is not None and busbw.values:
         out.extend(_chart(busbw))
     out.extend(_problems(results, reports))
+    if accuracy is not None:
+        out.extend(_accuracy(accuracy))
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -207,6 +213,47 @@ def _problems(results: list[Result], reports: Mapping[str, str]) -> list[str]:
     out.append("</tbody></table>")
     if len(probs) > MAX_PROBLEMS:
         out.append(f"<p>{len(probs) - MAX_PROBLEMS} more in the nodes' reports.</p>")
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _accuracy(acc: Mapping[str, Any]) -> list[str]:
+    """How often each rule's diagnosis was what the technician found (resolved reports): the
+    figures of `stetho kb accuracy`. No resolved report: it says so, and shows no figure."""
+    since = f" since {_e(str(acc['since'])[:10])}" if acc.get("since") else ""
+    out = [f"<h2>Rule accuracy on resolved reports{since}</h2>"]
+    if acc.get("error"):
+        return out + [f'<p id="accuracy" data-resolved="unknown">Not available: '
+                      f"{_e(acc['error'])}</p>"]
+    n = int(acc.get("resolved", 0))
+    if not n:
+        return out + [f'<p id="accuracy" data-resolved="0">No resolved reports{since}: no '
+                      "precision or recall yet (record repairs with <code>stetho kb resolve"
+                      "</code>).</p>"]
+    out.append(f'<p id="accuracy" data-resolved="{n}">{n} resolved reports; no fault found in '
+               f"{int(acc['no_fault_found'])} ({_pct(acc['no_fault_found_rate'])}).</p>")
+    rows = [r for r in acc.get("rules", ()) if r["diagnosed"] or r["found"]]
+    out.append('<table class="probs" id="rule-accuracy"><thead><tr><th>rule</th>'
+               "<th>diagnosed</th><th>found</th><th>confirmed</th><th>precision</th>"
+               "<th>recall</th><th>no fault found</th></tr></thead><tbody>")
+    for r in rows:
+        out.append(f'<tr data-rule="{_e(r["rule"])}"><td>{_e(r["rule"])}</td>'
+                   f"<td>{int(r['diagnosed'])}</td><td>{int(r['found'])}</td>"
+                   f"<td>{int(r['correct'])}</td><td>{_pct(r['precision'])}</td>"
+                   f"<td>{_pct(r['recall'])}</td><td>{int(r['no_fault_found'])}</td></tr>")
+    out.append("</tbody></table>")
+    unmeasured = [r["rule"] for r in acc.get("rules", ()) if not (r["diagnosed"] or r["found"])]
+    if unmeasured:
+        out.append(f"<p>Not measured (no resolved report): {_e(', '.join(unmeasured))}.</p>")
+    if acc.get("confusion"):
+        out.append('<table class="probs" id="confusion"><thead><tr><th>diagnosed</th>'
+                   "<th>found</th><th>reports</th></tr></thead><tbody>")
+        out.extend(f'<tr><td>{_e(c["diagnosed"])}</td><td>{_e(c["found"])}</td>'
+                   f"<td>{int(c['count'])}</td></tr>" for c in acc["confusion"])
+        out.append("</tbody></table>")
     return out
 
 
