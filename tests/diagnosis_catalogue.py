@@ -42,17 +42,25 @@ CASES: list[Case] = [
                                                   ("nccl", "busbw_gbps", 1.0)), healthy=True),
     C("app-xid13", ("xid=13",), None, healthy=True),
     # single faults, each targeting its part
-    C("riser", ("riser",), "riser-pcie-slot",
-      ruled_out=("thermal-power-throttling", "nccl-socket-fallback", "ib-link-degraded"),
+    C("riser", ("riser",), "riser-pcie-slot", ruled_out=("thermal-power-throttling",),
       command="grep 0000:9b:00.0", disposition="drain"),
     C("riser-gpu1", ("riser=gpu1",), "riser-pcie-slot", command="grep 0000:3b:00.0"),
     C("x8-alone", ("pcie-width-downgrade",), "riser-pcie-slot", command="-s 3b:00.0"),
+    # the nodes' nccl-tests run is single-node on an SXM board: over NVLink, so a busbw drop
+    # is evidence only for NVLink (not for a riser, an IB link or sockets: not even touched)
     C("x8-with-busbw", ("pcie-width-downgrade", "busbw-drop=20"), "riser-pcie-slot",
-      ruled_out=("ib-link-degraded", "nccl-socket-fallback"), command="-s 3b:00.0"),
-    C("busbw-alone", ("busbw-drop=20",), None,
-      ruled_out=("riser-pcie-slot", "ib-link-degraded", "nccl-socket-fallback")),
-    C("socket", ("nccl-socket",), "nccl-socket-fallback", ruled_out=("riser-pcie-slot",),
-      command="NET/"),
+      ruled_out=("nvlink-degraded",), command="-s 3b:00.0"),
+    C("busbw-alone", ("busbw-drop=20",), None, ruled_out=("nvlink-degraded",)),
+    C("socket", ("nccl-socket",), "nccl-socket-fallback", command="NET/"),
+    C("nvlink-down", ("nvlink-down",), "nvlink-degraded", command="nvlink -s -i 0",
+      disposition="drain"),
+    C("nvlink-down-gpu5", ("nvlink-down=gpu5",), "nvlink-degraded", command="nvlink -e -i 5"),
+    C("nvlink-errors", ("nvlink-errors",), "nvlink-degraded", command="nvlink -e -i 2",
+      disposition="watch"),
+    C("xid63", ("xid=63",), "gpu-remap-pending", ruled_out=("gpu-memory-failing",),
+      command="-i 2", disposition="watch"),
+    C("rowremap+xid64", ("rowremap-pending", "xid=64"), "gpu-memory-failing", command="-i 2",
+      disposition="drain"),
     C("ib-rate", ("ib-rate-downgrade",), "ib-link-degraded", command="mlx5_4 1"),
     C("ib-rate-mlx5_1", ("ib-rate-downgrade=mlx5_1",), "ib-link-degraded",
       command="mlxlink -d mlx5_1 -p 1"),
@@ -131,8 +139,13 @@ CASES: list[Case] = [
       command="--metric aer_corrected"),
     C("ber-rising", (), "optics-degrading", history=(("ib", "pre_fec_ber", 0.1),),
       command="mlxlink -d mlx5_0 -p 1", disposition="watch"),
+    # an IB fault's chart is the port's own metric, not the single-node busbw it never touches
+    C("ib-rate-history", ("ib-rate-downgrade",), "ib-link-degraded", command="mlx5_4",
+      history=(("ib", "rate_gbps", 2.0), ("nccl", "busbw_gbps", 1.0))),
+    C("ib-symbol-history", ("ib-symbol-errors",), "ib-link-degraded", command="mlx5_5",
+      history=(("ib", "SymbolErrorCounter", 0.5), ("nccl", "busbw_gbps", 1.0))),
     C("busbw-falling", ("busbw-drop=4",), None, history=(("nccl", "busbw_gbps", 1.1),),
-      ruled_out=("riser-pcie-slot", "ib-link-degraded")),
+      ruled_out=("nvlink-degraded",)),
 ]
 
 

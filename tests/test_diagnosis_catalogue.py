@@ -93,10 +93,9 @@ def test_falsifiers_never_drop_the_evidence_they_cite(catalogue):
 
 
 def test_a_ruled_out_cause_names_the_evidence_that_ruled_it_out(catalogue):
-    d = diagnose(catalogue["busbw-alone"])
-    ib = next(h for h in d.falsified if h.cause == "ib-link-degraded")
-    assert ib.ruled_out_by and "IB ports ACTIVE" in ib.ruled_out_by[0].description
-    assert "NCCL on NET/IB" in ib.ruled_out_by[0].description
+    d = diagnose(catalogue["riser"])
+    hot = next(h for h in d.falsified if h.cause == "thermal-power-throttling")
+    assert hot.ruled_out_by and "HW slowdown" in hot.ruled_out_by[0].description
 
 
 def test_trends_never_compare_a_run_with_itself(catalogue):
@@ -119,6 +118,16 @@ def test_the_chart_plots_the_implicated_subject(catalogue):
     d = diagnose(catalogue["sbe-rising"])
     assert d.trend is not None and d.trend.metric == "ecc_correctable gpu3"
     assert d.trend.baseline is not None and len(d.trend.points) == 4
+
+
+def test_the_chart_shows_the_metric_the_cause_is_about(catalogue):
+    """An IB link fault charts that port's rate or symbol errors (its history), never the
+    single-node busbw, which runs over NVLink and never crosses the port."""
+    rate = diagnose(catalogue["ib-rate-history"])
+    assert rate.trend is not None and rate.trend.metric == "rate_gbps mlx5_4:1", rate.trend
+    assert rate.trend.points[0][1] == 400 and rate.trend.points[-1][1] == 200
+    sym = diagnose(catalogue["ib-symbol-history"])
+    assert sym.trend is not None and sym.trend.metric == "SymbolErrorCounter mlx5_5:1"
 
 
 def test_evidence_quotes_the_line_it_names_and_values_read_right(catalogue):
