@@ -1,7 +1,8 @@
 """The diagnosis catalogue: simulated nodes carrying one or two faults (real recorded outputs
 with faults injected), some with a history of earlier runs in a real SQLite file, and what the
 diagnosis must say about each: the top cause, causes it must rule out or also find, and a
-piece of the reproduce commands that shows they target the faulty part.
+piece of the reproduce commands that shows they target the faulty part. The expected causes
+are the hardware's (stetho.sim.physics: what a technician finds), not the rules'.
 
 Used by tests/test_diagnosis_catalogue.py and by bench/report.py (top-1 accuracy, false
 hypotheses on healthy nodes, lines to the first action).
@@ -99,6 +100,14 @@ CASES: list[Case] = [
     C("sxid-fatal", ("sxid-fatal",), "nvswitch-fabric-down", command="grep -i sxid"),
     C("reset-required", ("reset-required",), "gpu-reset-required", command="grep -iA3 reset"),
     C("nic-socket", ("nic-wrong-socket",), "gpu-nic-affinity", command="topo -m"),
+    # faults whose hardware says one thing and today's rules another: the expected cause is the
+    # hardware's (stetho.sim.physics); test_diagnosis_catalogue.MISSES names the rule to change
+    C("xid92", ("xid=92",), "gpu-memory-degrading", command="-i 2", disposition="watch"),
+    C("hbm-hot", ("hbm-hot",), "thermal-power-throttling", command="-i 6"),
+    C("ib-flap", ("ib-link-flap",), "ib-link-degraded", command="mlx5_1"),
+    C("optics-rx-low", ("optics-rx-low",), "optics-degrading", command="mlx5_4",
+      disposition="watch"),
+    C("edac-ue", ("edac-ue",), "host-memory-failing", disposition="drain"),
     # two causes on one node: severity first, the other one also found
     C("xid79+governor", ("xid=79", "governor-powersave"), "gpu-off-bus",
       also=("cpu-governor",), command="0000:4c:00"),
@@ -120,8 +129,9 @@ CASES: list[Case] = [
       also=("optics-degrading",), command="mlxlink -d mlx5_8"),
     C("governor+clocks", ("governor-powersave", "clocks-unlocked"), "clocks-not-locked",
       also=("cpu-governor",), command="cpu8/cpufreq"),
+    # one port down of eight leaves NCCL on the other HCAs: not why it fell back to sockets
     C("socket+ibdown", ("nccl-socket", "ib-port-down"), "nccl-socket-fallback",
-      command="mlx5_7"),
+      also=("ib-link-degraded",), command="mlx5_7"),
     C("xid48+governor", ("xid=48", "governor-powersave"), "gpu-memory-failing",
       also=("cpu-governor",), command="-i 2"),
     C("hostoom+hcafw", ("host-oom", "hca-fw-old"), "host-memory-pressure",
