@@ -156,6 +156,43 @@ def test_the_path_a_run_crossed():
     assert datapath.paths(None, "sxm") == {"nvlink", "pcie", "net"}
 
 
+def test_the_form_factor_from_real_nvidia_smi_output():
+    """SXM from the product name (a real A100-SXM4 XML) or from an NVSwitch fabric state; a
+    card from its name or from having no NVLink at all (a real T4 XML: no fabric, no name
+    hint); nothing to tell by is unknown, never a guess."""
+    from stetho.diagnosis import datapath
+    from stetho.parsers import nvidia_smi_xml
+    from tests.conftest import REAL
+
+    def gpus(name):
+        return nvidia_smi_xml.parse((REAL / "01-nvidia-smi-xml" / name).read_text()).gpus
+
+    a100 = gpus("a100-sxm4-80gb-drv535-mig.xml")
+    assert datapath.classify([g.product_name for g in a100], False, None) == "sxm"
+    t4 = gpus("tesla-t4-drv515.xml")
+    assert not any(g.fabric_state not in (None, "N/A") for g in t4)
+    assert datapath.classify([g.product_name for g in t4], False, 0) == "pcie"
+    assert datapath.classify([g.product_name for g in t4], False, None) is None
+    assert datapath.classify(["NVIDIA H100 PCIe"], False, None) == "pcie"
+    assert datapath.classify(["NVIDIA H100 80GB HBM3"], True, 144) == "sxm"
+
+
+def test_a_multi_node_run_crosses_the_network_and_pcie(tmp_path):
+    """The simulated node running the recorded 2-node x 8 GPU all_reduce: its busbw crossed
+    the NET transport and the GPUs' PCIe links (GPUDirect RDMA), as well as NVLink."""
+    from stetho.diagnosis import datapath
+    from stetho.evidence import collect
+    from stetho.sim.builder import build_node
+
+    prof = profiles.load("h100-sxm-8gpu")
+    build_node(tmp_path / "mn", "mn", ["nccl-multinode"])
+    env, name = collect.sim_environment(str(tmp_path / "mn"))
+    facts = nodes.node_facts(collect.collect(prof, env, name), prof)
+    ctx = NodeContext("mn", [], facts, None, nodes.summary(facts, prof))
+    assert datapath.run_nodes(ctx) == 2 and datapath.form_factor(ctx) == "sxm"
+    assert datapath.crossed(ctx) == {"nvlink", "pcie", "net"}
+
+
 def test_nvlink_fault_is_diagnosed_with_targeted_commands(fault_results, fault_bundles):
     """One NVLink down drains with the GPU's own nvlink -s/-e; counters climbing on a link
     still up is a reset at the next window (watch)."""
@@ -191,6 +228,10 @@ def test_a_pending_remap_is_a_reset_when_idle_not_failing_memory(fault_results, 
         assert failing.ruled_out_by[0].signal == "remap_pending"
     worse = engine.diagnose(_ctx("remapfail", fault_results, fault_bundles), run="r1")
     assert worse.cause == "gpu-memory-failing" and worse.disposition == "drain"
+    bare = _ctx("rowremap", fault_results, fault_bundles)
+    bare.facts = None  # no evidence bundle: the check's recorded reading, not its words
+    d = engine.diagnose(bare, run="r1")
+    assert d.cause == "gpu-remap-pending" and d.disposition == "watch"
 
 
 def _reworded(results):
@@ -211,3 +252,9 @@ def test_rewording_a_check_message_does_not_change_the_diagnosis(fault_results, 
         assert [e.signal for e in d2.top.evidence] == [e.signal for e in d.top.evidence], node
         assert [h.cause for h in d2.also_found] == [h.cause for h in d.also_found], node
         assert d2.top.reproduce == d.top.reproduce, node
+    for node in ("rowremap", "ibrate", "ibdown", "thermal", "governor", "xid48", "eccdbe"):
+        bare, bare2 = (_ctx(node, fault_results, fault_bundles) for _ in range(2))
+        bare.facts = bare2.facts = None  # results only: no evidence bundle to fall back on
+        bare2.results = _reworded(bare2.results)
+        d, d2 = (engine.diagnose(c, run="r1") for c in (bare, bare2))
+        assert d.top is not None and (d2.cause, d2.disposition) == (d.cause, d.disposition), node

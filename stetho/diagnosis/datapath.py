@@ -60,28 +60,38 @@ def run_nodes(ctx: NodeContext) -> int | None:
         return None
 
 
+def classify(names: list[str], fabric: bool, nvlinks: int | None) -> str | None:
+    """"sxm", "pcie" or None from what nvidia-smi says: the GPUs' product names ("A100-SXM4",
+    "H100 PCIe", "H100 NVL"), whether an NVSwitch fabric state is reported (only baseboards
+    have one) and how many NVLinks the GPUs have (None: not read; 0: no NVLink at all, which
+    no SXM GPU lacks)."""
+    text = " ".join(names)
+    if re.search(r"(?i)\bSXM|HGX|DGX", text):
+        return "sxm"
+    if re.search(r"(?i)PCIe|\bNVL\b", text) or nvlinks == 0:
+        return "pcie"
+    return "sxm" if fabric else None
+
+
 def form_factor(ctx: NodeContext) -> str | None:
     """"sxm" (a baseboard with NVLink/NVSwitch), "pcie" (cards in slots) or None (unknown):
-    from the GPUs' product names and fabric state in nvidia-smi, else the node's profile."""
+    from nvidia-smi (`classify`), else the node's profile (`gpu.nvswitch`: a baseboard)."""
     gpus = facts_of(ctx, "gpus") or ()
-    names = " ".join(g.product_name or "" for g in gpus)
-    if re.search(r"(?i)\bSXM|HGX|DGX", names):
-        return "sxm"
-    if re.search(r"(?i)PCIe|\bNVL\b", names):
-        return "pcie"
-    if any(g.fabric_state not in (None, "N/A") for g in gpus):
-        return "sxm"  # an NVSwitch fabric (Fabric Manager state) exists only on baseboards
+    links = facts_of(ctx, "nvlink_status")
+    form = classify([g.product_name or "" for g in gpus],
+                    any(g.fabric_state not in (None, "N/A") for g in gpus),
+                    sum(len(g.links) for g in links) if links else None)
+    if form is not None:
+        return form
     name = ctx.summary.get("profile")
     if name:
         from stetho import profiles
         from stetho.errors import ConfigError
 
         try:
-            prof = profiles.load(str(name))
+            return "sxm" if profiles.load(str(name)).gpu.nvswitch else None
         except ConfigError:
             return None
-        if prof.gpu.nvswitch:
-            return "sxm"
     return None
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from stetho.diagnosis.context import NodeContext, facts_of, from_results, gpu_where, short_pci
 from stetho.diagnosis.model import Evidence
+from stetho.parsers.gpu_model import Gpu
 from stetho.results import Result
 
 _facts = facts_of
@@ -51,7 +52,7 @@ def _xid_code(value: object) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _gpu_of(ctx: NodeContext, subject: str) -> object | None:
+def _gpu_of(ctx: NodeContext, subject: str) -> Gpu | None:
     m = re.fullmatch(r"(?i)gpu(\d+)", subject or "")
     if not m:
         return None
@@ -80,6 +81,10 @@ def ecc_uncorrectable(ctx: NodeContext) -> list[Evidence]:
                         commands=lambda w: f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}")
 
 
+#: gpu_ecc's recorded reading (its evidence, not its message) of a pending remap/retirement
+_PENDING = re.compile(r"(?:remapped rows|retired pages) [^;]*pending=True")
+
+
 def remap_pending(ctx: NodeContext) -> list[Evidence]:
     """A row remap (or page retirement) waiting for a reset, on a node whose GPU memory shows
     nothing failing: no gpu_ecc failure and no fatal memory Xid. NVIDIA: running work is
@@ -92,8 +97,11 @@ def remap_pending(ctx: NodeContext) -> list[Evidence]:
     for r in ctx.results_of("gpu_ecc", ("warn",)):
         g = _gpu_of(ctx, r.subject)
         rows_ = getattr(g, "remapped_rows", None)
-        if _dbe_now(r) == 0 and g is not None and (
-                (rows_ is not None and rows_.pending) or getattr(g, "retired_pending", False)):
+        if g is None:  # no evidence bundle: the nvidia-smi reading the check recorded
+            pending = bool(_PENDING.search(r.evidence or ""))
+        else:
+            pending = bool((rows_ is not None and rows_.pending) or g.retired_pending)
+        if _dbe_now(r) == 0 and pending:
             rows.append(r)
 
     def cmd(w: dict[str, str]) -> str:
