@@ -1,9 +1,10 @@
-"""The diagnosis catalogue (tests/diagnosis_catalogue.py): 50 simulated nodes, healthy, with
+"""The diagnosis catalogue (tests/diagnosis_catalogue.py): simulated nodes, healthy, with
 one fault, with two, with a symptom with and without its corroborating signal, with a
 falsifier present and absent, and with warn-only trends against a real history file. Each
 case asserts the leading cause, what is ruled out or also found, and that the reproduce
 commands target the faulty part; every report written is scanned for placeholders and for
-its first screen."""
+its first screen. The expected causes are the hardware's (stetho.sim.physics); where the
+rules disagree, MISSES names the rule that would have to change."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from functools import lru_cache
 
 from stetho.diagnosis.context import NodeContext, facts_of
 from stetho.diagnosis.model import Evidence
@@ -84,15 +85,20 @@ def form_factor(ctx: NodeContext) -> str | None:
     if form is not None:
         return form
     name = ctx.summary.get("profile")
-    if name:
-        from stetho import profiles
-        from stetho.errors import ConfigError
+    return _profile_form(str(name)) if name else None
 
-        try:
-            return "sxm" if profiles.load(str(name)).gpu.nvswitch else None
-        except ConfigError:
-            return None
-    return None
+
+@lru_cache(maxsize=64)
+def _profile_form(name: str) -> str | None:
+    """A profile whose GPUs sit behind NVSwitches (`gpu.nvswitch`) is a baseboard's; loaded
+    once per name (every busbw signal of every node asks)."""
+    from stetho import profiles
+    from stetho.errors import ConfigError
+
+    try:
+        return "sxm" if profiles.load(name).gpu.nvswitch else None
+    except ConfigError:
+        return None
 
 
 def crossed(ctx: NodeContext) -> frozenset[str]:
