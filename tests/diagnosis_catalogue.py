@@ -104,10 +104,12 @@ CASES: list[Case] = [
     # hardware's (stetho.sim.physics); test_diagnosis_catalogue.MISSES names the rule to change
     C("xid92", ("xid=92",), "gpu-memory-degrading", command="-i 2", disposition="watch"),
     C("hbm-hot", ("hbm-hot",), "thermal-power-throttling", command="-i 6"),
-    C("ib-flap", ("ib-link-flap",), "ib-link-degraded", command="mlx5_1"),
+    C("ib-flap", ("ib-link-flap",), "ib-link-degraded", command="mlx5_1",
+      disposition="drain"),
     C("optics-rx-low", ("optics-rx-low",), "optics-degrading", command="mlx5_4",
       disposition="watch"),
-    C("edac-ue", ("edac-ue",), "host-memory-failing", disposition="drain"),
+    C("edac-ue", ("edac-ue",), "host-memory-failing", command="ras-mc-ctl --errors",
+      disposition="drain"),
     # two causes on one node: severity first, the other one also found
     C("xid79+governor", ("xid=79", "governor-powersave"), "gpu-off-bus",
       also=("cpu-governor",), command="0000:4c:00"),

@@ -20,7 +20,7 @@ EXPECTED = {
     "riser-pcie-slot": ["riser"],
     "nvme-rotational": ["rotational"],
     "nccl-socket-fallback": ["ncclsocket"],
-    "ib-link-degraded": ["ibrate", "ibsymbol", "ibdown"],
+    "ib-link-degraded": ["ibrate", "ibsymbol", "ibdown", "ibflap"],
     "optics-degrading": ["optics"],
     "gpu-memory-failing": ["eccdbe", "xid48", "remapfail"],
     "gpu-remap-pending": ["rowremap", "xid63"],
@@ -34,6 +34,7 @@ EXPECTED = {
     "gpu-reset-required": ["resetreq"],
     "gpu-nic-affinity": ["nicsocket"],
     "nvlink-degraded": ["nvlink", "nvlinkerr"],
+    "host-memory-failing": ["edacue"],
 }
 
 

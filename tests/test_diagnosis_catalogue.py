@@ -66,12 +66,9 @@ MISSES = {
               "warn-level evidence; gpu-memory-failing's xid_memory must stop counting it"),
     "hbm-hot": ("thermal-power-throttling", "cite the HBM temperature over its limit "
                 "(gpu_temperature's memory reading): the die is cool, so gpu_hot is not seen"),
-    "ib-flap": ("ib-link-degraded", "cite ib_link_flaps (LinkDownedCounter growth) as a "
-                "defining signal"),
     "optics-rx-low": ("optics-degrading", "cite the transceiver's receive power under its "
-                      "threshold (ib_optics) as a defining signal"),
-    "edac-ue": ("host-memory-failing", "a new rule: host DRAM uncorrected errors (EDAC "
-                "ue_count, host_edac) drain the node for a DIMM replacement"),
+                      "threshold (ib_optics) as a defining signal, and let ber_normal rule it "
+                      "out only where no lane's rx power is low (FEC still hides the errors)"),
 }
 
 

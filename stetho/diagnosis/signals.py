@@ -228,6 +228,20 @@ def ib_symbol_errors(ctx: NodeContext) -> list[Evidence]:
     return from_results(ctx, rows, "ib_symbol_errors", commands=_ib_cmd("counters"))
 
 
+def ib_link_flap(ctx: NodeContext) -> list[Evidence]:
+    """A port whose link went down and came back (ib_link_flaps: LinkDownedCounter growth)."""
+    return from_results(ctx, ctx.results_of("ib_link_flaps", ("fail", "warn")), "ib_link_flap",
+                        commands=_ib_cmd("counters"))
+
+
+def host_memory_ue(ctx: NodeContext) -> list[Evidence]:
+    """Uncorrected host DRAM errors (EDAC ue_count, host_memory_errors' value)."""
+    rows = [r for r in ctx.results_of("host_memory_errors", ("fail",))
+            if not isinstance(r.value, (int, float)) or r.value > 0]
+    return from_results(ctx, rows, "host_memory_ue", "ras-mc-ctl --errors; edac-util -v; "
+                        "grep . /sys/devices/system/edac/mc/mc*/ue_count")
+
+
 def ber_high(ctx: NodeContext) -> list[Evidence]:
     return from_results(ctx, ctx.results_of("ib_link_ber"), "ber_high", commands=_ib_cmd("ber"))
 
@@ -424,6 +438,7 @@ SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
         nvme_rotational, io_pressure, nccl_socket, nccl_ib, ib_rate_low, ib_port_down,
+        ib_link_flap, host_memory_ue,
         ib_symbol_errors, ber_high, ber_trend, *memory.SIGNALS, xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, *nvlink.SIGNALS, *_PATHED,
