@@ -46,6 +46,34 @@ def test_nccl_run(node: NodeFacts, facts: NodeFacts, verdict: Verdict) -> None:
     verdict.ok(f"{len(run.rows)} sizes, 0 wrong, avg busbw {run.avg_busbw_gbps} GB/s")
 
 
+def test_nccl_transport(node: NodeFacts, facts: NodeFacts, profile: Profile,
+                        verdict: Verdict) -> None:
+    """NCCL's network is its HCAs (NET/IB, RoCE included), not TCP sockets, where the profile
+    gives the node HCAs. A single-node run moves its data over NVLink/PCIe and never uses the
+    network, so its busbw cannot show a socket fallback: the INFO lines NCCL prints at init
+    (`NET/IB : No device found`, `Using network Socket`) are where a multi-node job's would."""
+    import pytest
+
+    if not profile.ib.ports:
+        pytest.skip(f"profile {profile.name} gives the node no HCAs")
+    log = facts.nccl_log()
+    if log.transport is None:
+        pytest.skip("the nccl-tests output has no NCCL_DEBUG=INFO network lines")
+    verdict.measure(f"NET/{log.transport}", expected="NET/IB")
+    verdict.cite(f"network {log.net_plugin}; IB devices {', '.join(log.ib_devices) or 'none'}; "
+                 f"socket interfaces {', '.join(log.socket_interfaces) or 'none'}"
+                 + ("; NET/IB: No device found" if log.ib_not_found else ""), "nccl-tests")
+    if log.transport != "IB":
+        verdict.fail(f"NCCL chose NET/{log.transport} on "
+                     f"{', '.join(log.socket_interfaces) or 'a TCP interface'}"
+                     + (" after finding no IB device" if log.ib_not_found else "")
+                     + ": a multi-node job here runs over TCP sockets",
+                     remediation="check NCCL_IB_HCA (it must name this node's HCAs: `ls "
+                     "/sys/class/infiniband`), that NCCL_IB_DISABLE is unset, the mlx5_ib "
+                     "driver (`lsmod | grep mlx5_ib`) and the NCCL net plugin path")
+    verdict.ok(f"NET/IB on {len(log.ib_devices)} HCA port(s)")
+
+
 def test_nccl_busbw(nccl_size: BusbwPoint, facts: NodeFacts, profile: Profile,
                     verdict: Verdict) -> None:
     spec = profile.nccl

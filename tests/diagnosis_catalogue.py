@@ -1,7 +1,8 @@
 """The diagnosis catalogue: simulated nodes carrying one or two faults (real recorded outputs
 with faults injected), some with a history of earlier runs in a real SQLite file, and what the
 diagnosis must say about each: the top cause, causes it must rule out or also find, and a
-piece of the reproduce commands that shows they target the faulty part.
+piece of the reproduce commands that shows they target the faulty part. The expected causes
+are the hardware's (stetho.sim.physics: what a technician finds), not the rules'.
 
 Used by tests/test_diagnosis_catalogue.py and by bench/report.py (top-1 accuracy, false
 hypotheses on healthy nodes, lines to the first action).
@@ -42,17 +43,25 @@ CASES: list[Case] = [
                                                   ("nccl", "busbw_gbps", 1.0)), healthy=True),
     C("app-xid13", ("xid=13",), None, healthy=True),
     # single faults, each targeting its part
-    C("riser", ("riser",), "riser-pcie-slot",
-      ruled_out=("thermal-power-throttling", "nccl-socket-fallback", "ib-link-degraded"),
+    C("riser", ("riser",), "riser-pcie-slot", ruled_out=("thermal-power-throttling",),
       command="grep 0000:9b:00.0", disposition="drain"),
     C("riser-gpu1", ("riser=gpu1",), "riser-pcie-slot", command="grep 0000:3b:00.0"),
     C("x8-alone", ("pcie-width-downgrade",), "riser-pcie-slot", command="-s 3b:00.0"),
+    # the nodes' nccl-tests run is single-node on an SXM board: over NVLink, so a busbw drop
+    # is evidence only for NVLink (not for a riser, an IB link or sockets: not even touched)
     C("x8-with-busbw", ("pcie-width-downgrade", "busbw-drop=20"), "riser-pcie-slot",
-      ruled_out=("ib-link-degraded", "nccl-socket-fallback"), command="-s 3b:00.0"),
-    C("busbw-alone", ("busbw-drop=20",), None,
-      ruled_out=("riser-pcie-slot", "ib-link-degraded", "nccl-socket-fallback")),
-    C("socket", ("nccl-socket",), "nccl-socket-fallback", ruled_out=("riser-pcie-slot",),
-      command="NET/"),
+      ruled_out=("nvlink-degraded",), command="-s 3b:00.0"),
+    C("busbw-alone", ("busbw-drop=20",), None, ruled_out=("nvlink-degraded",)),
+    C("socket", ("nccl-socket",), "nccl-socket-fallback", command="NET/"),
+    C("nvlink-down", ("nvlink-down",), "nvlink-degraded", command="nvlink -s -i 0",
+      disposition="drain"),
+    C("nvlink-down-gpu5", ("nvlink-down=gpu5",), "nvlink-degraded", command="nvlink -e -i 5"),
+    C("nvlink-errors", ("nvlink-errors",), "nvlink-degraded", command="nvlink -e -i 2",
+      disposition="watch"),
+    C("xid63", ("xid=63",), "gpu-remap-pending", ruled_out=("gpu-memory-failing",),
+      command="-i 2", disposition="watch"),
+    C("rowremap+xid64", ("rowremap-pending", "xid=64"), "gpu-memory-failing", command="-i 2",
+      disposition="drain"),
     C("ib-rate", ("ib-rate-downgrade",), "ib-link-degraded", command="mlx5_4 1"),
     C("ib-rate-mlx5_1", ("ib-rate-downgrade=mlx5_1",), "ib-link-degraded",
       command="mlxlink -d mlx5_1 -p 1"),
@@ -91,6 +100,16 @@ CASES: list[Case] = [
     C("sxid-fatal", ("sxid-fatal",), "nvswitch-fabric-down", command="grep -i sxid"),
     C("reset-required", ("reset-required",), "gpu-reset-required", command="grep -iA3 reset"),
     C("nic-socket", ("nic-wrong-socket",), "gpu-nic-affinity", command="topo -m"),
+    # faults whose hardware says one thing and today's rules another: the expected cause is the
+    # hardware's (stetho.sim.physics); test_diagnosis_catalogue.MISSES names the rule to change
+    C("xid92", ("xid=92",), "gpu-memory-degrading", command="-i 2", disposition="watch"),
+    C("hbm-hot", ("hbm-hot",), "thermal-power-throttling", command="-i 6"),
+    C("ib-flap", ("ib-link-flap",), "ib-link-degraded", command="mlx5_1",
+      disposition="drain"),
+    C("optics-rx-low", ("optics-rx-low",), "optics-degrading", command="mlx5_4",
+      disposition="watch"),
+    C("edac-ue", ("edac-ue",), "host-memory-failing", command="ras-mc-ctl --errors",
+      disposition="drain"),
     # two causes on one node: severity first, the other one also found
     C("xid79+governor", ("xid=79", "governor-powersave"), "gpu-off-bus",
       also=("cpu-governor",), command="0000:4c:00"),
@@ -112,8 +131,9 @@ CASES: list[Case] = [
       also=("optics-degrading",), command="mlxlink -d mlx5_8"),
     C("governor+clocks", ("governor-powersave", "clocks-unlocked"), "clocks-not-locked",
       also=("cpu-governor",), command="cpu8/cpufreq"),
+    # one port down of eight leaves NCCL on the other HCAs: not why it fell back to sockets
     C("socket+ibdown", ("nccl-socket", "ib-port-down"), "nccl-socket-fallback",
-      command="mlx5_7"),
+      also=("ib-link-degraded",), command="mlx5_7"),
     C("xid48+governor", ("xid=48", "governor-powersave"), "gpu-memory-failing",
       also=("cpu-governor",), command="-i 2"),
     C("hostoom+hcafw", ("host-oom", "hca-fw-old"), "host-memory-pressure",
@@ -131,8 +151,13 @@ CASES: list[Case] = [
       command="--metric aer_corrected"),
     C("ber-rising", (), "optics-degrading", history=(("ib", "pre_fec_ber", 0.1),),
       command="mlxlink -d mlx5_0 -p 1", disposition="watch"),
+    # an IB fault's chart is the port's own metric, not the single-node busbw it never touches
+    C("ib-rate-history", ("ib-rate-downgrade",), "ib-link-degraded", command="mlx5_4",
+      history=(("ib", "rate_gbps", 2.0), ("nccl", "busbw_gbps", 1.0))),
+    C("ib-symbol-history", ("ib-symbol-errors",), "ib-link-degraded", command="mlx5_5",
+      history=(("ib", "SymbolErrorCounter", 0.5), ("nccl", "busbw_gbps", 1.0))),
     C("busbw-falling", ("busbw-drop=4",), None, history=(("nccl", "busbw_gbps", 1.1),),
-      ruled_out=("riser-pcie-slot", "ib-link-degraded")),
+      ruled_out=("nvlink-degraded",)),
 ]
 
 

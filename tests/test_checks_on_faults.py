@@ -99,6 +99,22 @@ def test_busbw_drop(fault_results):
     assert 370 < big["value"] < 395 and "below the baseline 479" in big["message"]
 
 
+def test_faults_change_only_the_outputs_their_hardware_does(fault_results):
+    """The nodes' nccl-tests run is one node of 8 SXM GPUs: it goes over NVLink only. A
+    marginal PCIe link (riser) and an NCCL fallen back to sockets leave its busbw alone (a
+    multi-node job's would suffer); the socket fallback shows in NCCL's own INFO lines
+    (nccl_transport). One NVLink of 18 down costs that GPU, and so the ring, 1/18."""
+    for node in ("riser", "ncclsocket"):
+        assert {r["status"] for r in _rows(fault_results, node, "nccl_busbw")} == {"pass"}, node
+    sock = _one(fault_results, "ncclsocket", "nccl_transport")
+    assert sock["status"] == "fail" and sock["value"] == "NET/Socket"
+    assert _one(fault_results, "healthy", "nccl_transport")["status"] == "pass"
+    full = _one(fault_results, "healthy", "nccl_busbw", "allreduce@8GiB")["value"]
+    one_down = _one(fault_results, "nvlink", "nccl_busbw", "allreduce@8GiB")
+    assert "fail" in {r["status"] for r in _rows(fault_results, "nvlink", "nccl_busbw")}
+    assert abs(one_down["value"] / full - 17 / 18) < 0.015, (one_down["value"], full)
+
+
 def test_nccl_wrong_is_data_corruption(fault_results):
     r = _one(fault_results, "ncclwrong", "nccl_run")
     assert r["status"] == "fail" and "wrong elements" in r["message"]

@@ -147,6 +147,21 @@ def test_every_command_has_help():
         assert len(proc.stdout.splitlines()) > 3
 
 
+def test_sim_faults_physics_says_what_each_fault_breaks():
+    """`stetho sim faults --physics`: the hardware side of each fault, written apart from the
+    diagnosis rules: a riser's fault leaves the single-node busbw alone (it runs on NVLink)."""
+    from stetho.sim import faults, physics
+
+    proc = stetho("sim", "faults", "--physics")
+    assert proc.returncode == 0, proc.stderr
+    block = proc.stdout.split("\nriser ", 1)[1].split("\nrowremap", 1)[0]
+    assert "leaves alone: busbw: the single-node run is on NVLink" in block
+    assert "found: riser-pcie-slot (drain)" in block
+    assert "found: nothing to fix" in proc.stdout  # busbw-drop alone names no part
+    for name in physics.FAULTS:  # every physics entry is a fault the simulator injects
+        assert physics.physics(name) and name.split("=")[0] in faults.FAULTS, name
+
+
 def test_sim_faults_lists_every_fault():
     from stetho.sim.faults import FAULTS
 

@@ -53,7 +53,7 @@ def test_watch_reports_idempotence_and_a_missing_bundle(run_folder, tmp_path):
         "riser-riser-pcie-slot"]
     lines = {ln.split(":")[0]: ln for ln in first.stdout.splitlines()}
     assert lines["optics"].startswith("optics: Optics degrading") and "[watch]" in lines["optics"]
-    assert lines["riser"].startswith("riser: Riser card") and "[drain]" in lines["riser"]
+    assert lines["riser"].startswith("riser: PCIe path of a GPU") and "[drain]" in lines["riser"]
     assert "healthy" not in first.stdout
     assert "note: No evidence bundle for nobundle" in first.stderr
     missing = next(out.glob("nobundle-*.md")).read_text()

@@ -32,9 +32,20 @@ def sim_build(out: str, count: int, prefix: str, faults: tuple[str, ...]) -> Non
 
 
 @sim.command("faults")
-def sim_faults() -> None:
+@click.option("--physics", is_flag=True,
+              help="Per fault: the part it breaks, the outputs it changes and leaves alone, and "
+                   "what a technician finds (the cause the diagnosis catalogue expects).")
+def sim_faults(physics: bool) -> None:
     """List the faults `stetho sim build --fault` can inject."""
     from stetho.sim import faults
+    from stetho.sim import physics as phys
 
+    if physics:
+        for name, p in sorted(phys.FAULTS.items()):
+            click.echo(f"{name:<24} part: {p.part}\n{'':<24} changes: {', '.join(p.changes)}"
+                       + (f"\n{'':<24} leaves alone: {p.unchanged}" if p.unchanged else "")
+                       + f"\n{'':<24} found: {p.found or 'nothing to fix'}"
+                       + (f" ({p.disposition})" if p.disposition else ""))
+        return
     for name, fault in sorted(faults.FAULTS.items()):
         click.echo(f"{name:<24} {fault.description}")

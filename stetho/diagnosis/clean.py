@@ -22,7 +22,8 @@ def _all_pass(ctx: NodeContext, check: str) -> list[str] | None:
 
 def ib_links_healthy(ctx: NodeContext) -> list[Evidence]:
     ports = _all_pass(ctx, "ib_port_state")
-    if ports is None or any(r.status == "fail" for r in ctx.results if r.check == "ib_counters"):
+    if ports is None or any(r.status == "fail" for r in ctx.results
+                            if r.check in ("ib_counters", "ib_link_flaps")):
         return []
     rates = sorted({v for _, v in ctx.metric("ib", "rate_gbps")})
     rate = f" at {'/'.join(f'{r:g}' for r in rates)} Gb/s" if rates else ""

@@ -69,7 +69,10 @@ def trend(ctx: NodeContext, rule: Rule | None, top: Hypothesis | None, now: floa
     check judged it against and a baseline (the profile's, else the node's own median)."""
     if ctx.history is None:
         return None
-    check, metric = rule.trend if rule and rule.trend else ("nccl", "busbw_gbps")
+    key = chart_metric(rule, top)
+    if key is None:
+        return None
+    check, metric = key
     series = ctx.history.series_of(ctx.node, check, metric)
     if not series:
         return None
@@ -91,6 +94,32 @@ def trend(ctx: NodeContext, rule: Rule | None, top: Hypothesis | None, now: floa
     return Trend(metric=f"{metric} {subject}".strip(), unit=unit,
                  points=tuple((float(p.time), p.value) for p in points),
                  threshold=threshold, baseline=baseline)
+
+
+#: The metric a signal is about, for the chart of a rule that names none: (check, metric)
+#: as history keeps it (stetho.facts.metrics).
+SIGNAL_METRIC = {
+    "ib_rate_low": ("ib", "rate_gbps"), "ib_port_down": ("ib", "rate_gbps"),
+    "ib_symbol_errors": ("ib", "SymbolErrorCounter"), "ber_high": ("ib", "pre_fec_ber"),
+    "ber_rising": ("ib", "pre_fec_ber"), "ber_trend": ("ib", "pre_fec_ber"),
+    "nvlink_errors": ("gpu_nvlink", "nvlink_replay"), "aer_corrected": ("kernel", "aer_corrected"),
+    "sbe_rising": ("gpu", "ecc_correctable"),
+}
+
+
+def chart_metric(rule: Rule | None, top: Hypothesis | None) -> tuple[str, str] | None:
+    """What the chart plots: the rule's own trend metric, else the metric of the leading
+    evidence (an IB fault charts the port's rate, BER or symbol errors), else busbw only when
+    busbw is the cause's evidence; None: the cause has no metric to chart."""
+    if rule is not None and rule.trend:
+        return rule.trend
+    signals = [e.signal for e in top.evidence] if top else []
+    for s in sorted(signals, key=lambda s: rule is None or s not in rule.requires_any):
+        if s in SIGNAL_METRIC:
+            return SIGNAL_METRIC[s]
+    if any(s.startswith("busbw") for s in signals) or top is None:
+        return ("nccl", "busbw_gbps")
+    return None
 
 
 def _limits(results: list[Result], top: Hypothesis | None, subject: str

@@ -29,6 +29,7 @@ PLACEHOLDERS = {
     "component": "the component named above", "process": "the process named above",
     "subject": "the part named in the evidence", "value": "the value measured",
     "expected": "the expected value",
+    "carrier": "the riser card, slot or baseboard holding the GPU",
 }
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
-from stetho.diagnosis import clean, trends
+from stetho.diagnosis import clean, datapath, memory, nvlink, trends
 from stetho.diagnosis.context import (
     NodeContext,
     facts_of,
@@ -21,6 +22,7 @@ from stetho.diagnosis.context import (
     short_pci,
 )
 from stetho.diagnosis.model import Evidence
+from stetho.results import Result
 
 __all__ = ["SIGNALS", "NodeContext"]
 
@@ -38,10 +40,18 @@ def _ib_dev(where: dict[str, str], fallback: str = "") -> tuple[str, str]:
 # -- the signals ---------------------------------------------------------------------------
 
 def busbw_drop(ctx: NodeContext) -> list[Evidence]:
+    """busbw under its baseline, whatever the run crossed; rules cite the per-path signals
+    below (stetho.diagnosis.datapath), which see it only where the traffic went."""
     rows = ctx.results_of("nccl_busbw", ("fail",)) + ctx.results_of("fleet_busbw", ("fail",))
     worst = sorted(rows, key=lambda r: -(r.reference or 0))[:2]
     return from_results(ctx, worst, "busbw_drop",
                         "NCCL_DEBUG=INFO all_reduce_perf -b 64M -e 8G -f 2 -g 8")
+
+
+#: busbw down / falling, split by the data path the nccl-tests run crossed
+_PATHED = tuple(datapath.on_path(path, f"{base.__name__}_{path}", base)
+                for base in (busbw_drop, trends.busbw_falling)
+                for path in (datapath.NVLINK, datapath.PCIE, datapath.NET))
 
 
 def aer_corrected(ctx: NodeContext) -> list[Evidence]:
@@ -57,7 +67,7 @@ def aer_corrected(ctx: NodeContext) -> list[Evidence]:
     # port above it reports too)
     on_gpu = [d for d in devices if "gpu" in dict(gpu_where(ctx, pci=d))]
     dev = on_gpu[0] if on_gpu else devices[0]
-    where = gpu_where(ctx, pci=dev)
+    where = gpu_where(ctx, pci=dev) + datapath.carrier(ctx)
     bdf = dev.split(":", 1)[1] if dev.count(":") == 2 else dev
     return [Evidence("aer_corrected", f"{len(events)} corrected PCIe AER errors on "
                      f"{', '.join(devices)} ({kinds})",
@@ -111,7 +121,9 @@ def _lspci_cmd(w: dict[str, str]) -> str:
 
 
 def pcie_downgraded(ctx: NodeContext) -> list[Evidence]:
-    return from_results(ctx, ctx.results_of("pcie_link"), "pcie_downgraded", commands=_lspci_cmd)
+    return [replace(e, where=e.where + datapath.carrier(ctx)) for e in
+            from_results(ctx, ctx.results_of("pcie_link"), "pcie_downgraded",
+                         commands=_lspci_cmd)]
 
 
 def nvme_rotational(ctx: NodeContext) -> list[Evidence]:
@@ -171,23 +183,63 @@ def _ib_cmd(kind: str) -> Callable[[dict[str, str]], str]:
     return build
 
 
+def _port_state(value: object) -> tuple[str, str, float | None] | None:
+    """ib_port_state's measured value "ACTIVE LinkUp 400 Gb/s" (or "DOWN Polling"):
+    (state, physical state, rate); None when it is not that shape."""
+    m = re.fullmatch(r"(\S+) (\S+)(?: ([\d.]+) Gb/s)?", str(value or "").strip())
+    if not m:
+        return None
+    return m.group(1), m.group(2), float(m.group(3)) if m.group(3) else None
+
+
+def _state_off(r: Result) -> bool | None:
+    """True: the port's state or physical state is not the expected one; False: it is (the
+    failure is its rate); None: the result does not say."""
+    got, want = _port_state(r.value), _port_state(r.expected)
+    if got is None or want is None:
+        return None
+    return got[:2] != want[:2]
+
+
 def ib_rate_low(ctx: NodeContext) -> list[Evidence]:
-    # the check's two failures: "port X is DOWN/Polling, ..." and "port X at 200 Gb/s ..."
-    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if " at " in r.message]
+    """A port in its expected state that trained below its rate."""
+    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if _state_off(r) is False]
     return from_results(ctx, rows, "ib_rate_low", commands=_ib_cmd("state"))
 
 
 def ib_port_down(ctx: NodeContext) -> list[Evidence]:
-    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if " is " in r.message]
+    """A port not in its expected state (DOWN, Polling, Init), or in none it could report."""
+    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if _state_off(r) is not False]
     return from_results(ctx, rows, "ib_port_down", commands=_ib_cmd("state"))
 
 
+#: Physical-layer IB counters: errors on the wire (cable, connector, transceiver).
+_LINK_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter",
+                  "LocalLinkIntegrityErrors")
+
+
 def ib_symbol_errors(ctx: NodeContext) -> list[Evidence]:
-    rows = [r for r in ctx.results_of("ib_counters", ("fail",))
-            if re.search(r"SymbolError|LinkErrorRecovery|LocalLinkIntegrity", r.message)]
+    """ib_counters failing on a port whose physical-layer counters are not zero (the node's
+    metrics), or the drift check failing on one of those counters (its subject names it)."""
+    errs = {s for m in _LINK_COUNTERS for s, v in ctx.metric("ib", m) if v > 0}
+    rows = [r for r in ctx.results_of("ib_counters", ("fail",)) if r.subject in errs]
     rows += [r for r in ctx.results_of("drift_counter", ("fail",))
-             if re.search(r"SymbolError|LinkErrorRecovery", r.subject)]
+             if any(m in r.subject for m in _LINK_COUNTERS[:2])]
     return from_results(ctx, rows, "ib_symbol_errors", commands=_ib_cmd("counters"))
+
+
+def ib_link_flap(ctx: NodeContext) -> list[Evidence]:
+    """A port whose link went down and came back (ib_link_flaps: LinkDownedCounter growth)."""
+    return from_results(ctx, ctx.results_of("ib_link_flaps", ("fail", "warn")), "ib_link_flap",
+                        commands=_ib_cmd("counters"))
+
+
+def host_memory_ue(ctx: NodeContext) -> list[Evidence]:
+    """Uncorrected host DRAM errors (EDAC ue_count, host_memory_errors' value)."""
+    rows = [r for r in ctx.results_of("host_memory_errors", ("fail",))
+            if not isinstance(r.value, (int, float)) or r.value > 0]
+    return from_results(ctx, rows, "host_memory_ue", "ras-mc-ctl --errors; edac-util -v; "
+                        "grep . /sys/devices/system/edac/mc/mc*/ue_count")
 
 
 def ber_high(ctx: NodeContext) -> list[Evidence]:
@@ -197,53 +249,6 @@ def ber_high(ctx: NodeContext) -> list[Evidence]:
 def ber_trend(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("drift_trend", ("warn",)) if "pre_fec_ber" in r.subject]
     return from_results(ctx, rows, "ber_trend", f"stetho history {ctx.node} --metric pre_fec_ber")
-
-
-_MEMORY_XIDS = (48, 63, 64, 92, 94, 95)
-#: Contained or recorded-and-handled memory events: act before they become fatal.
-_WARN_XIDS = (63, 92, 94)
-
-
-def xid_memory(ctx: NodeContext) -> list[Evidence]:
-    log = _facts(ctx, "kernel_log")
-    out = []
-    if log is not None:
-        for e in log.xids:
-            if e.code in _MEMORY_XIDS:
-                where = gpu_where(ctx, pci=e.pci_id)
-                w = dict(where)
-                out.append(Evidence(
-                    "xid_memory", f"Xid {e.code} on {e.pci_id}: {e.message[:120]}", 1.0,
-                    check="gpu_xid", subject=f"gpu{w['gpu']}" if "gpu" in w else e.pci_id,
-                    value=f"Xid {e.code}", expected="no memory Xid", log_line=e.line,
-                    command=f"dmesg -T | grep -i xid | grep -i {short_pci(e.pci_id)}; "
-                            f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}",
-                    status="warn" if e.code in _WARN_XIDS else "fail", where=where))
-    if not out:
-        out = [e for e in from_results(ctx, ctx.results_of("gpu_xid", ("fail", "warn")),
-                                       "xid_memory", commands=lambda w: "dmesg -T | grep -i xid")
-               if re.search(r"Xid (48|63|64|92|94|95)\b", e.description)]
-    return out[:4]
-
-
-def ecc_uncorrectable(ctx: NodeContext) -> list[Evidence]:
-    rows = [r for r in ctx.results_of("gpu_ecc", ("fail",)) if "uncorrectable" in r.message
-            or "remap" in r.message or "retirement" in r.message]
-    return from_results(ctx, rows, "ecc_uncorrectable",
-                        commands=lambda w: f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}")
-
-
-def remap_pending(ctx: NodeContext) -> list[Evidence]:
-    """A row remap (or page retirement) waiting for a reset, on a node whose GPU memory shows
-    nothing failing: no gpu_ecc failure and no fatal memory Xid. NVIDIA: running work is
-    unaffected; reset the GPU at the next opportunity."""
-    if ctx.results_of("gpu_ecc", ("fail",)) or any(e.status == "fail" for e in xid_memory(ctx)):
-        return []
-    rows = [r for r in ctx.results_of("gpu_ecc", ("warn",))
-            if "remapping pending" in r.message or "retirement pending" in r.message]
-    return from_results(ctx, rows, "remap_pending",
-                        commands=lambda w: f"nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT"
-                                           f"{_gpu_flag(w)}")
 
 
 def xid_79(ctx: NodeContext) -> list[Evidence]:
@@ -276,20 +281,33 @@ def _perf_cmd(extra: str) -> Callable[[dict[str, str]], str]:
     return lambda w: f"nvidia-smi -q -d PERFORMANCE{extra}{_gpu_flag(w)}"
 
 
+def _throttled(ctx: NodeContext, r: Result, kind: str) -> bool:
+    """gpu_throttle's value lists the active clock event reasons (hw_thermal_slowdown,
+    sw_power_cap, ...); a failure on held-back time names none, its counters (the node's
+    throttle_hw_*_us metrics) do."""
+    reasons = str(r.value or "")
+    if kind in reasons:
+        return True
+    metric = "throttle_hw_thermal_us" if kind == "thermal" else "throttle_hw_power_brake_us"
+    return any(s == r.subject and v > 0 for s, v in ctx.metric("gpu", metric))
+
+
 def throttle_thermal(ctx: NodeContext) -> list[Evidence]:
-    rows = [r for r in ctx.results_of("gpu_throttle", ("fail",)) if "thermal" in r.message]
+    rows = [r for r in ctx.results_of("gpu_throttle", ("fail",))
+            if _throttled(ctx, r, "thermal")]
     return from_results(ctx, rows, "throttle_thermal", commands=_perf_cmd(",TEMPERATURE"))
 
 
 def throttle_power(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("gpu_throttle", ("fail", "warn"))
-            if "power" in r.message.lower()]
+            if _throttled(ctx, r, "power")]
     return from_results(ctx, rows, "throttle_power", commands=_perf_cmd(",POWER"))
 
 
 def clocks_unlocked(ctx: NodeContext) -> list[Evidence]:
-    # A clock held below target by a throttle reason is throttling (gpu_throttle's signals).
-    rows = [r for r in ctx.results_of("gpu_clocks", ("fail",)) if "throttled by" not in r.message]
+    # A clock held below target on a GPU that throttles is throttling (gpu_throttle's signals).
+    throttled = {r.subject for r in ctx.results_of("gpu_throttle", ("fail", "warn"))}
+    rows = [r for r in ctx.results_of("gpu_clocks", ("fail",)) if r.subject not in throttled]
     return from_results(ctx, rows, "clocks_unlocked",
                         commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}")
 
@@ -297,15 +315,28 @@ def clocks_unlocked(ctx: NodeContext) -> list[Evidence]:
 def governor_wrong(ctx: NodeContext) -> list[Evidence]:
     out = []
     for e in from_results(ctx, ctx.results_of("cpu_governor", ("fail",)), "governor_wrong"):
-        m = re.search(r"cpu (\d+)(?:-(\d+))?", e.description)
-        first = m.group(1) if m else "0"
-        cpus = f"{m.group(1)}-{m.group(2)}" if m and m.group(2) else first
+        # the CPUs off the expected governor, from the node's own governor readings
+        wrong = sorted(g.cpu for g in _facts(ctx, "governors") or ()
+                       if e.expected and g.governor != e.expected)
+        first = str(wrong[0]) if wrong else "0"
+        cpus = _ranges(wrong) or first
         out.append(Evidence(
             e.signal, e.description, e.weight, e.check, e.subject, e.value, e.expected,
             None, f"cat /sys/devices/system/cpu/cpu{first}/cpufreq/scaling_governor; "
             "cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor | sort | uniq -c",
             e.status, (("cpus", cpus),)))
     return out
+
+
+def _ranges(cpus: list[int]) -> str:
+    """[8, 9, 10, 12] -> '8-10,12'."""
+    out: list[list[int]] = []
+    for c in cpus:
+        if out and c == out[-1][1] + 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in out)
 
 
 def oom_kills(ctx: NodeContext) -> list[Evidence]:
@@ -364,12 +395,6 @@ def version_drift(ctx: NodeContext) -> list[Evidence]:
     return out
 
 
-def nvlink_down(ctx: NodeContext) -> list[Evidence]:
-    return from_results(ctx, ctx.results_of("gpu_nvlink", ("fail",)), "nvlink_down",
-                        commands=lambda w: f"nvidia-smi nvlink -s{_gpu_flag(w)}; "
-                                           f"nvidia-smi nvlink -e{_gpu_flag(w)}")
-
-
 def fabric_not_ready(ctx: NodeContext) -> list[Evidence]:
     return from_results(ctx, ctx.results_of("gpu_fabric", ("fail", "error")), "fabric_not_ready",
                         commands=lambda w: f"nvidia-smi -q{_gpu_flag(w)} | grep -A6 Fabric")
@@ -413,10 +438,10 @@ SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
         nvme_rotational, io_pressure, nccl_socket, nccl_ib, ib_rate_low, ib_port_down,
-        ib_symbol_errors, ber_high, ber_trend, xid_memory, ecc_uncorrectable, remap_pending,
-        xid_79,
+        ib_link_flap, host_memory_ue,
+        ib_symbol_errors, ber_high, ber_trend, *memory.SIGNALS, xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
-        oom_kills, swap_used, memory_pressure, version_drift, nvlink_down,
+        oom_kills, swap_used, memory_pressure, version_drift, *nvlink.SIGNALS, *_PATHED,
         fabric_not_ready, fabric_manager_down, nvswitch_fatal, driver_reset_required,
         roce_congestion, roce_qos_wrong, nic_affinity_wrong,
         *trends.SIGNALS, *clean.SIGNALS)

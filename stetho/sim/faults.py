@@ -57,10 +57,9 @@ def nvme_rotational(d: NodeDraft, arg: str | None) -> None:
 
 
 def nccl_socket(d: NodeDraft, arg: str | None) -> None:
-    """NCCL found no IB device and fell back to TCP sockets (the recorded NET/Socket lines);
-    a multi-node job's busbw collapses with it."""
+    """NCCL fell back to TCP sockets (the recorded NET/Socket lines). A multi-node job's busbw
+    collapses; the node's own single-node run never uses the NET transport: unchanged."""
     d.nccl_transport = "socket"
-    d.nccl_scale = 0.35
 
 
 def host_oom(d: NodeDraft, arg: str | None) -> None:
@@ -80,14 +79,13 @@ def host_oom(d: NodeDraft, arg: str | None) -> None:
 
 
 def riser(d: NodeDraft, arg: str | None) -> None:
-    """A flaky riser or slot: recorded correctable AER lines (BadTLP/BadDLLP/Timeout) on the
-    GPU's root port and the GPU itself, busbw down, and that GPU running hot."""
+    """A marginal PCIe path to one GPU: recorded correctable AER lines on the GPU's root port
+    and the GPU, that GPU hot. The node's single-node run goes over NVLink, not this link."""
     g = _gpu_arg(arg, 4, d)
     lines = d.real("05-kernel-log/journal-aer-correctable-badtlp-baddllp-EXCERPT.log")
     pci = d.gpu_pci(g)
     d.add_kernel_lines([ln.replace("0000:07:00.0", pci + ".0") for ln in lines.splitlines()]
                        * 3, gpu=g)
-    d.nccl_scale = 0.85
     d.smi.set(g, ("Temperature", "GPU Current Temp"), "84 C")
 
 
@@ -237,17 +235,6 @@ def hbm_hot(d: NodeDraft, arg: str | None) -> None:
     d.smi.set(_gpu_arg(arg, 6, d), ("Temperature", "Memory Current Temp"), "97 C")
 
 
-def nvlink_down(d: NodeDraft, arg: str | None) -> None:
-    d.nvlink_down.add((_gpu_arg(arg, 0, d), 7))
-
-
-def nvlink_errors(d: NodeDraft, arg: str | None) -> None:
-    """One NVLink of a GPU retraining: replay, recovery and CRC counts past the per-link
-    limits, the link still up (what precedes a link loss)."""
-    d.nvlink_counters[(_gpu_arg(arg, 2, d), 3)] = {
-        "Replay Errors": 2400, "Recovery Errors": 12, "CRC Errors": 1800}
-
-
 def reboot(d: NodeDraft, arg: str | None) -> None:
     """The node booted again: a new boot id (every counter since boot starts a new epoch)."""
     import hashlib
@@ -269,8 +256,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           nccl_wrong),
     Fault("nccl-fail", "nccl-tests aborts at CUDA init (the recorded 8x H100 failure)", nccl_fail),
     Fault("nccl-truncated", "nccl-tests output cut off mid-table", nccl_truncated),
-    Fault("nccl-socket", "NCCL falls back to TCP sockets (recorded NET/Socket lines); busbw "
-          "drops 65%", nccl_socket),
+    Fault("nccl-socket", "NCCL falls back to TCP sockets (recorded NET/Socket lines); the "
+          "single-node run's busbw (NVLink) unchanged", nccl_socket),
     Fault("host-oom", "OOM-killer line, swap in use and memory PSI high", host_oom),
     Fault("disk-full", "a filesystem at 99% of its usable space (default /)", fh.disk_full,
           "mountpoint"),
@@ -301,8 +288,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "hour (the recorded AMD bank 17 record)", fh.mce_corrected_storm),
     Fault("mce-uncorrected", "an uncorrected machine check, processor context corrupt (the "
           "recorded bank 4 UC/PCC record)", fh.mce_uncorrected),
-    Fault("riser", "correctable AER errors on a GPU's link, busbw -15%, that GPU at 84 C "
-          "(default gpu4)", riser, "gpuN"),
+    Fault("riser", "correctable AER errors on a GPU's PCIe link, that GPU at 84 C (default "
+          "gpu4)", riser, "gpuN"),
     Fault("ib-rate-downgrade", "an IB port renegotiated to 200 Gb/s (default mlx5_4)",
           ib_rate_downgrade, "device"),
     Fault("ib-symbol-errors", "an IB port with 4096 symbol errors (default mlx5_5)",
@@ -335,9 +322,10 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("power-brake", "HW power brake slowdown on all GPUs, SM clocks held at 86 MHz (the "
           "H100 output's recorded state)", power_brake),
     Fault("hbm-hot", "a GPU's HBM at 97 C, the die cool (default gpu6)", hbm_hot, "gpuN"),
-    Fault("nvlink-down", "NVLink 7 of a GPU inactive (default gpu0)", nvlink_down, "gpuN"),
+    Fault("nvlink-down", "NVLink 7 of a GPU inactive, busbw -1/18 (default gpu0)",
+          fb.nvlink_down, "gpuN"),
     Fault("nvlink-errors", "NVLink 3 of a GPU with 2400 replay, 12 recovery and 1800 CRC "
-          "errors, still up (default gpu2)", nvlink_errors, "gpuN"),
+          "errors, still up (default gpu2)", fb.nvlink_errors, "gpuN"),
     Fault("reboot", "the node booted again: another boot id (`=N`: the Nth boot)", reboot, "N"),
     Fault("hang", "a tool hangs until killed (default nvidia-smi)", ft.hang, "tool"),
     Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", ft.garbage, "tool"),

@@ -101,3 +101,22 @@ def gpudirect_none(d: NodeDraft, arg: str | None) -> None:
     loaded on a kernel too old for DMA-BUF (5.4, before 5.12)."""
     dmabuf_only(d, None)
     (d.sysroot / "proc/sys/kernel/osrelease").write_text("5.4.0-150-generic\n")
+
+
+#: NVLinks per GPU on the simulated board (H100 SXM5: 18, as `nvidia-smi nvlink -s` lists).
+NVLINKS = 18
+
+
+def nvlink_down(d: NodeDraft, arg: str | None) -> None:
+    """NVLink 7 of a GPU did not train: the single-node all-reduce (over NVLink) runs at the
+    pace of that GPU's 17 of 18 links from 1 MiB up."""
+    d.nvlink_down.add((_gpu(arg, 0, d), 7))
+    down = max(sum(1 for g, _ in d.nvlink_down if g == gpu) for gpu, _ in d.nvlink_down)
+    d.nccl_scale = (NVLINKS - down) / NVLINKS
+
+
+def nvlink_errors(d: NodeDraft, arg: str | None) -> None:
+    """One NVLink of a GPU retraining: replay, recovery and CRC counts past the per-link
+    limits, the link still up (what precedes a link loss)."""
+    d.nvlink_counters[(_gpu(arg, 2, d), 3)] = {
+        "Replay Errors": 2400, "Recovery Errors": 12, "CRC Errors": 1800}
