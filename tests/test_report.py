@@ -44,7 +44,8 @@ T0 = 1748736000.0  # 2025-06-01T00:00:00Z
 
 #: Top-down: what to do and why first (the first screen), then what was ruled out, then the
 #: details, full tables and history.
-SECTIONS = ["What to do", "Strongest evidence", "Ruled out", "Also found", "Evidence chain",
+SECTIONS = ["What to do", "Strongest evidence", "Ruled out by evidence", "Not supported",
+            "Also found", "Evidence chain",
             "Reproduce", "Logs", "Trend", "Failing checks", "Benchmark against baseline",
             "Phenomenon", "Root cause", "Fix", "Prevention", "Earlier reports of this node",
             "Similar incidents on other nodes", "Ticket"]
@@ -180,7 +181,9 @@ def riser() -> Diagnosis:
         cause="nvlink-degraded", title="NVLink degraded", score=0.0, evidence=(),
         action="Reseat the NVLink bridge.", ticket="nvlink",
         falsified=("NVLink CRC and replay counters are zero",
-                   "busbw within one NVLink island is at baseline"))
+                   "busbw within one NVLink island is at baseline"), basis="evidence",
+        ruled_out_by=(Evidence("nvlink_clean", "NVLink CRC and replay counters 0 on 18 links",
+                               0.0, status="pass"),))
     return Diagnosis(
         id="rpt-20250601T0312Z-gpu-a17-4c1d", node=node, run="20250601T0310Z-7f2a",
         date="2025-06-01T03:12:44Z", profile="h100-sxm", verdict="fail",
@@ -318,8 +321,9 @@ def test_evidence_chain_logs_reproduce_fix_and_ticket() -> None:
     assert "lspci -vv -s 3b:00.0 | grep LnkSta\n" in doc.pres
     assert "Value vs expected: x8 vs x16" in html.unescape(_renderer().render(chain))
     assert "**GPU overheating** (gpu\\-thermal), score 0.35" in chain
-    falsified = b.split("## Ruled out", 1)[1].split("##", 1)[0]
+    falsified = b.split("## Ruled out by evidence", 1)[1].split("##", 1)[0]
     assert "NVLink degraded" in falsified and "CRC and replay counters are zero" in falsified
+    assert "measured: NVLink CRC and replay counters 0 on 18 links" in falsified
     assert "\n".join(AER_LOGS) + "\n" in doc.pres  # the Logs section, every line
     assert "\n".join(d.reproduce) + "\n" in doc.pres
     assert doc.pres[-1] == d.top.ticket + "\n" if d.top else False

@@ -1,7 +1,8 @@
 """Diagnose the nodes of a run folder and write their reports (and alerts).
 
 Used by `stetho report`, and by the sweep and the gate after they decide. Each failing node,
-and each warning node where a cause was found (a "watch" report: act before it fails), gets a
+each warning node where a cause was found (a "watch" report: act before it fails), and each
+passing node whose history shows a counter rising (SBE, AER, BER: a watch report), gets a
 diagnosis-report.md (with its SVG trend) in the output folder. A report's id comes from the
 run, node and cause, so reporting a run twice rewrites the same files. With a knowledge base,
 earlier reports of the same node and cause are counted (repeat offenders) and similar incidents
@@ -31,6 +32,24 @@ def warning_nodes(results: Iterable[Result]) -> list[str]:
     rows = list(results)
     bad = set(failing_nodes(rows))
     return sorted({r.node for r in rows if r.status == "warn" and r.node != "*"} - bad)
+
+
+def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any, run: str,
+                   skip: set[str]) -> list[str]:
+    """Nodes that passed every check but whose own history shows a counter rising (SBE, AER,
+    pre-FEC BER) or busbw falling: each gets a watch report when a cause is found. Read from
+    their summaries and the history only (cheap), before any bundle is loaded."""
+    from stetho.diagnosis import trends
+
+    out = []
+    for node in sorted({r.node for r in results if r.node != "*"} - skip):
+        path = (run_dir / "hosts" / node / "summary.json") if run_dir is not None else None
+        if path is None or not path.is_file():
+            continue
+        ctx = NodeContext(node, [], None, history, json.loads(path.read_text()), run=run)
+        if any(signal(ctx) for signal in trends.SIGNALS):
+            out.append(node)
+    return out
 
 
 def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: Any = None
@@ -77,6 +96,9 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
 
         history = History(db)
     watch = set(warning_nodes(results)) if nodes is None else set()
+    if nodes is None and history is not None:  # passing nodes whose counters are rising
+        watch |= set(trending_nodes(run_dir, results, history, run,
+                                    skip=set(failing_nodes(results)) | watch))
     wanted = nodes if nodes is not None else sorted(set(failing_nodes(results)) | watch)
     earlier = _kb_reports(kb_repo) if kb_repo else None
     from stetho.diagnosis.rules import load_all
