@@ -50,7 +50,7 @@ SECTIONS = ["What to do", "Strongest evidence", "Ruled out by evidence", "Not su
             "Phenomenon", "Root cause", "Fix", "Prevention", "Earlier reports of this node",
             "Similar incidents on other nodes", "Ticket"]
 FRONT_KEYS = ["id", "date", "node", "cause", "cause_title", "status", "disposition", "severity",
-              "run", "signature", "checks", "assets"]
+              "run", "signature", "event", "checks", "assets"]
 
 AER_LOGS = (
     "[81234.112233] pcieport 0000:3a:00.0: AER: Corrected error received: 0000:3b:00.0",

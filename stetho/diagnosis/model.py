@@ -4,6 +4,7 @@ stetho.diagnosis.report."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -158,6 +159,17 @@ class Diagnosis:
         return self.top.cause if self.top else "undiagnosed"
 
     @property
+    def event(self) -> str:
+        """What makes an incident the same event as an earlier report of it: the leading
+        cause's evidence as measured (signal, part, value, log line), hashed. Four nightly
+        reports of one stale DBE share it; a counter that grew or a new Xid line does not."""
+        if self.top is None:
+            return ""
+        parts = sorted({"\0".join((e.signal, e.subject or "", e.value or "", e.log_line or ""))
+                        for e in self.top.evidence})
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+    @property
     def signature(self) -> tuple[str, ...]:
         """Sorted evidence keys: what makes two incidents look alike."""
         keys = {r.check for r in self.failing}
@@ -170,4 +182,5 @@ class Diagnosis:
         d["failing"] = [r.to_json() for r in self.failing]
         d["cause"] = self.cause
         d["signature"] = list(self.signature)
+        d["event"] = self.event
         return d

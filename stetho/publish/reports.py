@@ -51,6 +51,7 @@ class ReportMeta:
     signature: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
     assets: tuple[str, ...] = ()
+    event: str = ""  # the incident's evidence hash: equal in re-reports of an unchanged state
     path: Path | None = field(default=None, compare=False)
     body: str = field(default="", repr=False, compare=False)
 
@@ -144,7 +145,7 @@ def _parse(text: str, path: Path) -> ReportMeta:
         status=str(data.get("status") or "open"), run=str(data.get("run") or ""),
         signature=_as_words(data.get("signature"), "signature", path),
         checks=_as_words(data.get("checks"), "checks", path), assets=assets,
-        path=path, body=body)
+        event=str(data.get("event") or ""), path=path, body=body)
 
 
 def read_report(path: str | Path) -> ReportMeta:
