@@ -14,7 +14,7 @@ import pytest
 from stetho import profiles
 from stetho.checking import nodes
 from stetho.checking import run as checkrun
-from stetho.diagnosis import engine, projection, report, rules
+from stetho.diagnosis import engine, report, rules
 from stetho.diagnosis.signals import NodeContext
 from stetho.evidence import collect
 from stetho.evidence.bundle import load
@@ -94,6 +94,8 @@ def test_a_rising_sbe_count_alone_gets_a_watch_report_with_trend_and_crossing(tm
 
 
 def test_the_projection_counts_runs_and_leaves_resets_out():
+    from stetho.diagnosis import projection
+
     day = 86400.0
     rising = [(0, 1000), (day, 1100), (2 * day, 1300), (3 * day, 1600)]  # 100, 200, 300 a day
     text = projection.project(rising, 1000, 24)
