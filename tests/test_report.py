@@ -240,10 +240,12 @@ def test_front_matter_has_the_exact_fields_and_values() -> None:
         "run": "20250601T0310Z-7f2a",
         "signature": ["aer_corrected", "busbw_drop", "gpu_temperature", "nccl_busbw",
                       "pcie_aer", "pcie_link", "pcie_link_degraded"],
+        "event": d.event,
         "checks": ["gpu_temperature", "nccl_busbw", "pcie_aer", "pcie_link"],
         "assets": ["gpu-a17-riser-pcie-slot-rpt-20250601T0312Z-gpu-a17-4c1d-trend.svg"],
     }
     assert data["signature"] == list(d.signature)
+    assert len(d.event) == 12 and d.event == riser().event  # same evidence, same event
     # Plain where YAML reads it back unchanged, as the knowledge base's examples are written.
     assert "\nnode: gpu-a17\n" in text and "\ncause: riser-pcie-slot\n" in text
 
@@ -257,7 +259,7 @@ def test_undiagnosed_front_matter_and_sections() -> None:
                     "cause": "undiagnosed", "cause_title": "Undiagnosed", "status": "open",
                     "disposition": "drain", "severity": "unknown",
                     "run": "20250602T0058Z-1b2c", "signature": ["nccl_allreduce"],
-                    "checks": ["nccl_allreduce"], "assets": []}
+                    "event": "", "checks": ["nccl_allreduce"], "assets": []}
     doc = rendered(text)
     assert [h for lvl, h in doc.headings if lvl == 2] == SECTIONS
     b = body(text)

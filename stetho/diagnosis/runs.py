@@ -2,7 +2,7 @@
 
 Used by `stetho report`, and by the sweep and the gate after they decide. Each failing node,
 each warning node where a cause was found (a "watch" report: act before it fails), and each
-passing node whose history shows a counter rising (SBE, AER, BER: a watch report), gets a
+passing node whose history shows an error counter rising (SBE, AER: a watch report), gets a
 diagnosis-report.md (with its SVG trend) in the output folder. A report's id comes from the
 run, node and cause, so reporting a run twice rewrites the same files. With a knowledge base,
 earlier new events of the same node and cause are counted (repeat offenders: a re-report of
@@ -38,18 +38,24 @@ def warning_nodes(results: Iterable[Result]) -> list[str]:
 
 def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any, run: str,
                    skip: set[str]) -> list[str]:
-    """Nodes that passed every check but whose own history shows a counter rising (SBE, AER,
-    pre-FEC BER) or busbw falling: each gets a watch report when a cause is found. Read from
-    their summaries and the history only (cheap), before any bundle is loaded."""
+    """Nodes that passed every check but whose own history shows an error counter rising
+    (correctable ECC, corrected AER): each gets a watch report when a cause is found. Read
+    from their summaries, and from the history only for a counter that is not zero (a zero
+    counter cannot be rising), so a fleet of healthy nodes costs no history reads."""
     from stetho.diagnosis import trends
 
+    counters = {("gpu", "ecc_correctable"), ("gpu", "remapped_rows_correctable"),
+                ("kernel", "aer_corrected")}
     out = []
     for node in sorted({r.node for r in results if r.node != "*"} - skip):
         path = (run_dir / "hosts" / node / "summary.json") if run_dir is not None else None
         if path is None or not path.is_file():
             continue
-        ctx = NodeContext(node, [], None, history, json.loads(path.read_text()), run=run)
-        if any(signal(ctx) for signal in trends.SIGNALS):
+        summary = json.loads(path.read_text())
+        if not any((c, m) in counters and v for c, _, m, v, _ in summary.get("metrics", [])):
+            continue
+        ctx = NodeContext(node, [], None, history, summary, run=run)
+        if trends.sbe_rising(ctx) or trends.aer_rising(ctx):
             out.append(node)
     return out
 
