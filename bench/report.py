@@ -6,9 +6,12 @@ results.json) from collected simulated bundles: 973 healthy nodes and 51 carryin
 several kinds, with a history of three earlier nightly runs of every node, then times
 `stetho report <run>` (diagnosis of every failing node, Markdown and SVG trend charts written)
 over N runs and prints the median. Then builds the catalogue's nodes once and scores them:
-top-1 accuracy, hypotheses on healthy nodes (must be 0), median lines from the top of a report
-to its first action. With --before SRC (a checkout of another stetho, e.g. main's), the same
-run folder and the same catalogue are scored with that code too, in the same run.
+top-1 and top-3 accuracy, the expected causes ruled out by evidence (and any listed as ruled
+out without a measurement), watch-vs-drain agreement, repeat handling (four nightly reports
+of an unchanged state are one event; of a growing counter, four), hypotheses on healthy nodes
+(must be 0), median lines from the top of a report to its first action. With --before SRC
+(a checkout of another stetho, e.g. main's), the same run folder and the same catalogue are
+scored with that code too, in the same run.
 
     python bench/report.py [--nodes 1024] [--failing 0.05] [--runs 3] [--before /tmp/main]
 """
@@ -143,9 +146,18 @@ def _catalogue(root: Path, codes: list[tuple[str, str]]) -> None:
         m = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"{label} ({m['code']}): catalogue of {m['cases']} cases: "
               f"top-1 {m['top1']}/{m['cases']} "
-              f"({m['top1'] / m['cases']:.0%}); hypotheses on {m['healthy']} healthy nodes: "
-              f"{m['false_on_healthy']}; ruled-out causes listed in {m['with_ruled_out']} "
-              f"cases; targeted command found in {m['targeted']}/{m['with_command']}; "
+              f"({m['top1'] / m['cases']:.0%}); top-3 {m['top3']}/{m['cases']} "
+              f"({m['top3'] / m['cases']:.0%}); ruled out by evidence: {m['ruled_found']}/"
+              f"{m['ruled_expected']} expected causes, {m['ruled_without_measurement']} "
+              f"listed as ruled out without a measurement, {m['unsupported']} not supported; "
+              f"watch-vs-drain agreement {m['disposition_agree']}/{m['with_disposition']}; "
+              f"repeat handling {m['repeats_right']}/{m['diagnosed']} (4 nightly re-reports of "
+              f"an unchanged state: {m['stale_repeats']} repeats counted in all, 0 right; of a "
+              f"growing counter: {m['grown_repeats']}, {3 * m['diagnosed']} right)")
+        print(f"{label}: hypotheses on {m['healthy']} healthy nodes: "
+              f"{m['false_on_healthy']}; causes ruled out (as the code lists them) in "
+              f"{m['with_ruled_out']} cases; targeted command found in "
+              f"{m['targeted']}/{m['with_command']}; "
               f"median lines to the first action {m['first_action_median']} "
               f"(median report length {m['length_median']} lines); placeholders left in "
               f"{m['placeholders']} reports")
@@ -177,7 +189,10 @@ def evaluate(root: Path) -> dict:
     leftover = re.compile(r"<(?:dev|n|sm|mem)>|\{\{|\{%")
     m = {"cases": len(CASES), "top1": 0, "healthy": 0, "false_on_healthy": 0,
          "with_ruled_out": 0, "targeted": 0, "with_command": 0, "placeholders": 0,
-         "code": str(Path(stetho.__file__).parent.parent)}
+         "code": str(Path(stetho.__file__).parent.parent), "top3": 0, "ruled_found": 0,
+         "ruled_expected": 0, "ruled_without_measurement": 0, "unsupported": 0,
+         "disposition_agree": 0, "with_disposition": 0, "repeats_right": 0, "diagnosed": 0,
+         "stale_repeats": 0, "grown_repeats": 0}
     firsts, lengths = [], []
     out = root / f"reports-{os.getpid()}"
     for case in CASES:
@@ -191,11 +206,25 @@ def evaluate(root: Path) -> dict:
         if history is not None:
             history.close()
         m["top1"] += (d.top.cause if d.top else None) == case.top
+        m["top3"] += (case.top in [h.cause for h in d.hypotheses]) if case.top else not d.top
+        ruled, unsupported = _ruled_out(d)
+        m["ruled_expected"] += len(case.ruled_out)
+        m["ruled_found"] += len(set(case.ruled_out) & {h.cause for h in ruled})
+        m["ruled_without_measurement"] += sum(not h.ruled_out_by for h in ruled)
+        m["with_ruled_out"] += bool(ruled)
+        m["unsupported"] += len(unsupported)
+        if case.disposition:
+            m["with_disposition"] += 1
+            m["disposition_agree"] += d.disposition == case.disposition
+        if d.top is not None:
+            stale, grown = _repeats(d)
+            m["diagnosed"] += 1
+            m["stale_repeats"] += stale
+            m["grown_repeats"] += grown
+            m["repeats_right"] += (stale, grown) == (0, 3)
         if case.healthy:
             m["healthy"] += 1
             m["false_on_healthy"] += len(d.hypotheses)
-        m["with_ruled_out"] += any(not h.falsified[0].startswith("ranked below")
-                                   for h in d.falsified if h.falsified)
         if case.command:
             m["with_command"] += 1
             m["targeted"] += any(case.command in c for c in d.reproduce)
@@ -206,6 +235,43 @@ def evaluate(root: Path) -> dict:
     m["first_action_median"] = statistics.median(firsts)
     m["length_median"] = statistics.median(lengths)
     return m
+
+
+def _ruled_out(d) -> tuple[list, list]:
+    """(ruled out by evidence, not supported). Code without the split counts every set-aside
+    cause but those ranked below as ruled out, as its report listed them."""
+    if hasattr(d, "ruled_out"):
+        return list(d.ruled_out), list(d.unsupported)
+    return [h for h in d.falsified if h.falsified
+            and not h.falsified[0].startswith("ranked below")], []
+
+
+def _repeats(d) -> tuple[int, int]:
+    """Repeats counted on the fourth of four nightly reports of this diagnosis: of the same
+    state re-reported (right: 0), and with the leading evidence's counter grown each night
+    (right: 3). Code without event keys counts every earlier report."""
+    from dataclasses import replace
+    from datetime import datetime, timedelta, timezone
+    from types import SimpleNamespace
+
+    from stetho.diagnosis import runs
+
+    def nights(grow: bool) -> list:
+        out = []
+        for k in range(4):
+            top = d.top
+            if grow:
+                first = replace(top.evidence[0], value=f"{k + 1}")
+                top = replace(top, evidence=(first, *top.evidence[1:]))
+            dk = replace(d, hypotheses=(top, *d.hypotheses[1:]))
+            out.append(SimpleNamespace(id=f"r{k}", date=datetime(2025, 11, 25, 3, tzinfo=
+                                       timezone.utc) + timedelta(days=k),
+                                       event=getattr(dk, "event", "")))
+        return out
+
+    if not hasattr(runs, "new_events"):
+        return 3, 3
+    return tuple(len(runs.new_events(n[:3], n[3], [])) for n in (nights(False), nights(True)))
 
 
 def _first_action(lines: list[str]) -> int:

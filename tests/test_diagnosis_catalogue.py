@@ -101,8 +101,9 @@ def test_case(case, catalogue, tmp_path):
         assert (d.top.cause if d.top else None) != case.top, (case.name, MISSES[case.name])
         return
     assert (d.top.cause if d.top else None) == case.top, ranked
-    out = {h.cause for h in d.falsified if not h.falsified[0].startswith("ranked below")}
+    out = {h.cause for h in d.ruled_out}  # measured healthy, never merely not seen
     assert set(case.ruled_out) <= out, [(h.cause, h.falsified) for h in d.falsified]
+    assert all(h.ruled_out_by for h in d.ruled_out)  # with the measurement
     assert not set(case.not_ruled_out) & out
     assert set(case.also) <= {h.cause for h in d.also_found}, [h.cause for h in d.also_found]
     if case.healthy:
@@ -117,7 +118,7 @@ def test_case(case, catalogue, tmp_path):
     assert not LEFTOVER.search(text), LEFTOVER.search(text)
     lines = text.splitlines()
     first_action = next(i for i, ln in enumerate(lines, 1) if re.match(r"1\. ", ln))
-    strongest = next(i for i, ln in enumerate(lines, 1) if ln == "## Ruled out")
+    strongest = next(i for i, ln in enumerate(lines, 1) if ln == "## Ruled out by evidence")
     assert first_action <= 40 and strongest <= 41, (first_action, strongest)
     if d.top:
         assert d.top.summary in text.replace("\\", "")

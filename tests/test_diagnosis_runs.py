@@ -71,10 +71,17 @@ def _git(repo: Path, *args: str) -> None:
                    cwd=repo, check=True, capture_output=True)
 
 
-def _seed_kb(repo: Path, d, dates: list[str], node: str | None = None) -> None:
+def _seed_kb(repo: Path, d, dates: list[str], node: str | None = None,
+             grew: bool = True) -> None:
+    """Earlier reports of `d`; with `grew`, each with its first evidence counter grown (a new
+    event), else the same evidence re-reported (one event)."""
     for i, date in enumerate(dates):
+        top = d.hypotheses[0]
+        if grew:
+            first = replace(top.evidence[0], value=f"{(i + 1) * 100} (earlier)")
+            top = replace(top, evidence=(first, *top.evidence[1:]))
         old = replace(d, id=f"rpt-old{i}-{node or d.node}", date=date, run=f"old-run-{i}",
-                      node=node or d.node)
+                      node=node or d.node, hypotheses=(top, *d.hypotheses[1:]))
         day = repo / "reports" / date[:4] / date[5:7] / date[8:10]
         write(old, day)
 
@@ -103,5 +110,53 @@ def test_repeat_offenders_from_the_knowledge_base(run_folder, tmp_path, stetho_e
     assert [s.node for s in d.similar] == ["gpu-other"]
     assert d.replace_hardware is replaced
     text = path.read_text()
-    assert ("1. Replace the hardware: riser was reported" in text) is replaced
-    assert "Repeat offender: 3 earlier report(s) of riser" in text
+    assert ("1. Replace the hardware: riser had 3 earlier new events" in text) is replaced
+    assert "Repeat offender: 3 earlier event(s) of riser" in text
+
+
+def _night(tmp_path: Path, run: str, fault_bundles, fault_results, node: str = "eccdbe"
+           ) -> tuple[Path, list[Result]]:
+    run_dir = tmp_path / "runs" / run
+    host = run_dir / "hosts" / node
+    host.mkdir(parents=True)
+    (host / "evidence.json").write_text((fault_bundles / f"{node}.json").read_text())
+    results = [Result.from_json(r) for r in fault_results[node]]
+    (run_dir / "results.json").write_text(json_out.render(results))
+    return run_dir, results
+
+
+@pytest.mark.parametrize("passed_between", [False, True])
+def test_a_stale_dbe_reported_every_night_is_one_event(tmp_path, fault_bundles, fault_results,
+                                                        passed_between):
+    """Four nightly runs of the same GPU with the same two DBEs (nothing new: the counter did
+    not grow, the Xid line is the same) are one event, not 'replace the hardware: reported 3
+    times'. The same state after a night the node passed is a new event (a failure after a
+    pass)."""
+    from stetho.history.store import History, NodeRun
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _git(kb, "init", "-q")
+    db = tmp_path / "history.db"
+    nights = [f"2025112{k}T030000Z-night{k}" for k in range(5, 9)]
+    with History(db) as h:
+        if passed_between:  # the night between the second and third report, all green
+            healthy = [Result.from_json({**r, "node": "eccdbe"}) for r in fault_results["healthy"]]
+            h.record("20251126T150000Z-day", "sweep", [NodeRun("eccdbe", "h100-sxm-8gpu",
+                                                               healthy, [])], when=1764169200)
+    for i, run in enumerate(nights):
+        run_dir, results = _night(tmp_path, run, fault_bundles, fault_results)
+        day = kb / "reports" / "2025" / "11" / run[6:8]
+        [(d, _)] = runs.diagnose_results(results, run_dir=run_dir, run=run, out=day,
+                                         db=db, kb_repo=str(kb), alert=False)
+        assert d.cause == "gpu-memory-failing"
+        _git(kb, "add", "-A")
+        _git(kb, "commit", "-qm", f"night {i}")
+    assert d.replace_hardware is False
+    if passed_between:
+        assert [s.date for s in d.repeats] == ["2025-11-25"]
+    else:
+        assert d.repeats == ()
+    text = next((kb / "reports" / "2025" / "11" / "28").glob("*.md")).read_text()
+    assert "Replace the hardware" not in text
+    assert f"\nevent: {d.event}\n" in text

@@ -44,12 +44,13 @@ T0 = 1748736000.0  # 2025-06-01T00:00:00Z
 
 #: Top-down: what to do and why first (the first screen), then what was ruled out, then the
 #: details, full tables and history.
-SECTIONS = ["What to do", "Strongest evidence", "Ruled out", "Also found", "Evidence chain",
+SECTIONS = ["What to do", "Strongest evidence", "Ruled out by evidence", "Not supported",
+            "Also found", "Evidence chain",
             "Reproduce", "Logs", "Trend", "Failing checks", "Benchmark against baseline",
             "Phenomenon", "Root cause", "Fix", "Prevention", "Earlier reports of this node",
             "Similar incidents on other nodes", "Ticket"]
 FRONT_KEYS = ["id", "date", "node", "cause", "cause_title", "status", "disposition", "severity",
-              "run", "signature", "checks", "assets"]
+              "run", "signature", "event", "checks", "assets"]
 
 AER_LOGS = (
     "[81234.112233] pcieport 0000:3a:00.0: AER: Corrected error received: 0000:3b:00.0",
@@ -180,7 +181,9 @@ def riser() -> Diagnosis:
         cause="nvlink-degraded", title="NVLink degraded", score=0.0, evidence=(),
         action="Reseat the NVLink bridge.", ticket="nvlink",
         falsified=("NVLink CRC and replay counters are zero",
-                   "busbw within one NVLink island is at baseline"))
+                   "busbw within one NVLink island is at baseline"), basis="evidence",
+        ruled_out_by=(Evidence("nvlink_clean", "NVLink CRC and replay counters 0 on 18 links",
+                               0.0, status="pass"),))
     return Diagnosis(
         id="rpt-20250601T0312Z-gpu-a17-4c1d", node=node, run="20250601T0310Z-7f2a",
         date="2025-06-01T03:12:44Z", profile="h100-sxm", verdict="fail",
@@ -237,10 +240,12 @@ def test_front_matter_has_the_exact_fields_and_values() -> None:
         "run": "20250601T0310Z-7f2a",
         "signature": ["aer_corrected", "busbw_drop", "gpu_temperature", "nccl_busbw",
                       "pcie_aer", "pcie_link", "pcie_link_degraded"],
+        "event": d.event,
         "checks": ["gpu_temperature", "nccl_busbw", "pcie_aer", "pcie_link"],
         "assets": ["gpu-a17-riser-pcie-slot-rpt-20250601T0312Z-gpu-a17-4c1d-trend.svg"],
     }
     assert data["signature"] == list(d.signature)
+    assert len(d.event) == 12 and d.event == riser().event  # same evidence, same event
     # Plain where YAML reads it back unchanged, as the knowledge base's examples are written.
     assert "\nnode: gpu-a17\n" in text and "\ncause: riser-pcie-slot\n" in text
 
@@ -254,7 +259,7 @@ def test_undiagnosed_front_matter_and_sections() -> None:
                     "cause": "undiagnosed", "cause_title": "Undiagnosed", "status": "open",
                     "disposition": "drain", "severity": "unknown",
                     "run": "20250602T0058Z-1b2c", "signature": ["nccl_allreduce"],
-                    "checks": ["nccl_allreduce"], "assets": []}
+                    "event": "", "checks": ["nccl_allreduce"], "assets": []}
     doc = rendered(text)
     assert [h for lvl, h in doc.headings if lvl == 2] == SECTIONS
     b = body(text)
@@ -318,8 +323,9 @@ def test_evidence_chain_logs_reproduce_fix_and_ticket() -> None:
     assert "lspci -vv -s 3b:00.0 | grep LnkSta\n" in doc.pres
     assert "Value vs expected: x8 vs x16" in html.unescape(_renderer().render(chain))
     assert "**GPU overheating** (gpu\\-thermal), score 0.35" in chain
-    falsified = b.split("## Ruled out", 1)[1].split("##", 1)[0]
+    falsified = b.split("## Ruled out by evidence", 1)[1].split("##", 1)[0]
     assert "NVLink degraded" in falsified and "CRC and replay counters are zero" in falsified
+    assert "measured: NVLink CRC and replay counters 0 on 18 links" in falsified
     assert "\n".join(AER_LOGS) + "\n" in doc.pres  # the Logs section, every line
     assert "\n".join(d.reproduce) + "\n" in doc.pres
     assert doc.pres[-1] == d.top.ticket + "\n" if d.top else False

@@ -6,6 +6,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from stetho.diagnosis import projection
 from stetho.diagnosis.context import NodeContext
 from stetho.diagnosis.model import BenchmarkRow, Hypothesis, Trend
 from stetho.diagnosis.rules import Rule
@@ -91,9 +92,11 @@ def trend(ctx: NodeContext, rule: Rule | None, top: Hypothesis | None, now: floa
     if baseline is None:
         past = [p.value for p in points if p.run != ctx.run]
         baseline = median(past) if past else None
-    return Trend(metric=f"{metric} {subject}".strip(), unit=unit,
-                 points=tuple((float(p.time), p.value) for p in points),
-                 threshold=threshold, baseline=baseline)
+    pts = tuple((float(p.time), p.value) for p in points)
+    ahead = projection.for_trend(check, metric, list(pts), str(ctx.summary.get("profile", ""))) \
+        if top is not None and top.disposition == "watch" else ""
+    return Trend(metric=f"{metric} {subject}".strip(), unit=unit, points=pts,
+                 threshold=threshold, baseline=baseline, projection=ahead)
 
 
 #: The metric a signal is about, for the chart of a rule that names none: (check, metric)

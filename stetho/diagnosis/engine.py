@@ -58,6 +58,22 @@ def _absent(f: rules_mod.Falsifier) -> Evidence:
     return Evidence(f.signal, f"not seen: {f.signal.replace('_', ' ')}", 0.0, status="pass")
 
 
+def _unsupported(rule: Rule, ctx: NodeContext) -> str:
+    """What was looked at for a rule none of whose defining signals was seen, and what could
+    not be seen at all: absence of evidence, never evidence of health."""
+    from stetho.diagnosis import trends
+
+    need = ", ".join(s.replace("_", " ") for s in rule.requires_any)
+    blind = []
+    if ctx.facts is None:
+        blind.append("no evidence bundle, so nothing read from the kernel log, NCCL log, "
+                     "nvidia-smi, PSI or sysfs")
+    if ctx.history is None and {f.__name__ for f in trends.SIGNALS} & set(rule.requires_any):
+        blind.append("no history, so no trend against earlier runs")
+    return (f"not supported: looked for {need}; none seen"
+            + (f"; not measured: {'; '.join(blind)}" if blind else ""))
+
+
 def _build(rule: Rule, ctx: NodeContext, evidence: list[Evidence], got: float) -> Hypothesis:
     coverage = round(got / rule.total_weight, 3)
     where = _where(sorted(evidence, key=lambda e: e.signal not in rule.requires_any), ctx)
@@ -81,7 +97,9 @@ def _build(rule: Rule, ctx: NodeContext, evidence: list[Evidence], got: float) -
         severity=rule.severity, kind=rule.kind, coverage=coverage,
         disposition="watch" if watch else "drain",
         summary=fill(rule.summary, where) if rule.summary else rule.title,
-        steps=steps, reproduce=tuple(cmds))
+        steps=steps, reproduce=tuple(cmds),
+        decisive=tuple(s.signal for s in rule.supports if s.decisive and any(
+            e.signal == s.signal and e.status == "fail" for e in evidence)))
 
 
 def candidates(ctx: NodeContext, rules: list[Rule] | None = None
@@ -104,14 +122,18 @@ def candidates(ctx: NodeContext, rules: list[Rule] | None = None
         h = _build(rule, ctx, evidence, got)
         held = [(f, seen(f.signal)) for f in rule.falsified_by
                 if bool(seen(f.signal)) == (f.when == "present")]
-        if held:
-            ruled_out.append(replace(h, falsified=tuple(f.why for f, _ in held),
-                                     ruled_out_by=tuple(ev[0] if ev else _absent(f)
-                                                        for f, ev in held)))
+        measured = [(f, ev) for f, ev in held if f.when == "present"]
+        if measured:  # a falsifier seen: measured healthy, ruled out by evidence
+            ruled_out.append(replace(h, falsified=tuple(f.why for f, _ in measured),
+                                     ruled_out_by=tuple(ev[0] for _, ev in measured),
+                                     basis="evidence"))
+        elif held:  # only a signal's absence speaks against it: not evidence of health
+            ruled_out.append(replace(h, falsified=tuple(
+                f"not supported: {f.why}" for f, _ in held), ruled_out_by=tuple(
+                    _absent(f) for f, _ in held), basis="unsupported"))
         elif not any(seen(s) for s in rule.requires_any):
-            need = ", ".join(s.replace("_", " ") for s in rule.requires_any)
-            ruled_out.append(replace(h, falsified=(f"not supported: none of its defining "
-                                                   f"signals seen ({need})",)))
+            ruled_out.append(replace(h, falsified=(_unsupported(rule, ctx),),
+                                     basis="unsupported"))
         else:
             ranked.append(h)
     order = {r.cause: i for i, r in enumerate(rules)}
@@ -124,7 +146,8 @@ def hypotheses(ctx: NodeContext, rules: list[Rule] | None = None
     """(the top hypotheses, best first; the ruled-out ones and those ranked below)."""
     ranked, ruled_out = candidates(ctx, rules)
     return ranked[:TOP], ruled_out + [replace(h, falsified=(
-        f"ranked below the top {TOP} (score {h.score:g})",)) for h in ranked[TOP:]]
+        f"ranked below the top {TOP} (score {h.score:g})",), basis="ranked")
+        for h in ranked[TOP:]]
 
 
 def split_findings(ranked: list[Hypothesis], rules: list[Rule]
@@ -172,7 +195,7 @@ def diagnose(ctx: NodeContext, *, run: str, gate: str = "", profile: str = "",
     shown = (findings[:1] + alternatives)[:TOP]
     below = [h for h in ranked if h not in shown and h not in findings[1:]]
     falsified = ruled_out + [replace(h, falsified=(
-        f"ranked below the top {TOP} (score {h.score:g})",)) for h in below]
+        f"ranked below the top {TOP} (score {h.score:g})",), basis="ranked") for h in below]
     failing = tuple(sorted((r for r in ctx.results if r.status in ("fail", "error", "warn")),
                            key=lambda r: ({"fail": 0, "error": 1, "warn": 2}[r.status], r.check,
                                           r.subject)))

@@ -4,6 +4,7 @@ stetho.diagnosis.report."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,11 +54,19 @@ class Hypothesis:
     steps: tuple[str, ...] = ()  # the actions, in order, filled from the facts
     reproduce: tuple[str, ...] = ()  # commands that target the implicated part
     ruled_out_by: tuple[Evidence, ...] = ()  # the evidence that falsified it
+    decisive: tuple[str, ...] = ()  # the decisive signals seen (the rule marks them)
+    #: why it is not a live hypothesis: "evidence" (a falsifier measured it healthy),
+    #: "unsupported" (its defining signals were not seen, or were not measured), "ranked"
+    #: (live, ranked below the top ones); empty for live hypotheses
+    basis: str = ""
 
     @property
     def confidence(self) -> str:
-        """How much of the rule's evidence was seen, in a word."""
-        return "high" if self.coverage >= 0.75 else "medium" if self.coverage >= 0.4 else "low"
+        """High when a decisive signal was seen (a port at half its rate is conclusive on
+        its own); else how much of the rule's evidence was seen, in a word."""
+        if self.decisive or self.coverage >= 0.75:
+            return "high"
+        return "medium" if self.coverage >= 0.4 else "low"
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,9 @@ class Trend:
     points: tuple[tuple[float, float], ...]  # (POSIX time, value), oldest first
     threshold: float | None = None
     baseline: float | None = None
+    #: where the trend is heading against its limit, in a sentence: "crosses ... in about 3
+    #: runs (around 2025-12-04)" (stetho.diagnosis.projection); empty when not projected
+    projection: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,12 +136,38 @@ class Diagnosis:
         return "drain" if self.verdict in ("fail", "error") else "watch"
 
     @property
+    def ruled_out(self) -> tuple[Hypothesis, ...]:
+        """Causes a measurement showed healthy (a falsifier seen), with that measurement."""
+        return tuple(h for h in self.falsified if h.basis == "evidence")
+
+    @property
+    def unsupported(self) -> tuple[Hypothesis, ...]:
+        """Causes looked for and not seen, or not measurable here: not ruled out (nor is a
+        cause set aside without saying on what basis)."""
+        return tuple(h for h in self.falsified if h.basis in ("unsupported", ""))
+
+    @property
+    def ranked_below(self) -> tuple[Hypothesis, ...]:
+        return tuple(h for h in self.falsified if h.basis == "ranked")
+
+    @property
     def top(self) -> Hypothesis | None:
         return self.hypotheses[0] if self.hypotheses else None
 
     @property
     def cause(self) -> str:
         return self.top.cause if self.top else "undiagnosed"
+
+    @property
+    def event(self) -> str:
+        """What makes an incident the same event as an earlier report of it: the leading
+        cause's evidence as measured (signal, part, value, log line), hashed. Four nightly
+        reports of one stale DBE share it; a counter that grew or a new Xid line does not."""
+        if self.top is None:
+            return ""
+        parts = sorted({"\0".join((e.signal, e.subject or "", e.value or "", e.log_line or ""))
+                        for e in self.top.evidence})
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
     @property
     def signature(self) -> tuple[str, ...]:
@@ -144,4 +182,5 @@ class Diagnosis:
         d["failing"] = [r.to_json() for r in self.failing]
         d["cause"] = self.cause
         d["signature"] = list(self.signature)
+        d["event"] = self.event
         return d

@@ -265,6 +265,7 @@ def render_markdown(d: Diagnosis, svg_name: str | None) -> str:
     strongest = _strongest(top.evidence) if top else []
     return _template().render(
         d=d,
+        decisive=_decisive(top),
         strongest=strongest,
         repeat_days=_repeat_days(),
         cause_title=top.title if top else "Undiagnosed",
@@ -274,6 +275,15 @@ def render_markdown(d: Diagnosis, svg_name: str | None) -> str:
         trend_caption=_trend_caption(d),
         ticket=top.ticket if top else _undiagnosed_ticket(d),
     )
+
+
+def _decisive(top: Any) -> str:
+    """The decisive evidence of the leading cause, in words ('' when none was seen)."""
+    if top is None:
+        return ""
+    seen = [e for e in top.evidence if e.signal in top.decisive]
+    return "; ".join(f"{e.description}" + (f" ({vs(e.value, e.expected)})" if e.value else "")
+                     for e in seen[:2])
 
 
 def _strongest(evidence: tuple[Any, ...], n: int = 3) -> list[Any]:

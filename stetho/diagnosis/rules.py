@@ -2,11 +2,12 @@
 
 A rule names its severity (low, medium, high, critical) and kind (hardware, degradation,
 configuration, software), the signals that support it (with weights), the ones it needs at
-least one of, and its falsifiers: a signal whose presence (or, with `when: absent`, absence)
-rules it out, with the reason. Its text (summary, steps, ticket, reproduce commands) may name
-the implicated part with {placeholders} filled from the evidence (`fill`); a text whose part is
-unknown says so in words, and a command whose part is unknown is left out, so no placeholder
-reaches a report. Sites add rules in $STETHO_RULES folders.
+least one of (a signal marked `decisive` is conclusive on its own), and its falsifiers: a
+signal whose presence (or, with `when: absent`, absence) rules it out, with the reason. Its
+text (summary, steps, ticket, reproduce commands) may name the implicated part with
+{placeholders} filled from the evidence (`fill`); a text whose part is unknown says so in
+words, and a command whose part is unknown is left out, so no placeholder reaches a report.
+Sites add rules in $STETHO_RULES folders.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ PLACEHOLDERS = {
 class Support:
     signal: str
     weight: float
+    #: decisive on its own (a port at half its rate, a fabric state not Completed, a fatal
+    #: Xid): seen, it gives high confidence whatever share of the rule's weight it is
+    decisive: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,8 @@ def load(path: Path, known_signals: set[str]) -> Rule:
         w = s.require("weight", float)
         if w <= 0:
             s.fail("weight must be positive", "weight")
-        s.check_unknown({"signal", "weight"})
-        supports.append(Support(sig, w))
+        s.check_unknown({"signal", "weight", "decisive"})
+        supports.append(Support(sig, w, s.get("decisive", bool, False)))
     if not supports:
         top.fail("a rule needs at least one supporting signal", "supports")
     falsifiers = []

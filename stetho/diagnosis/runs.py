@@ -1,10 +1,12 @@
 """Diagnose the nodes of a run folder and write their reports (and alerts).
 
 Used by `stetho report`, and by the sweep and the gate after they decide. Each failing node,
-and each warning node where a cause was found (a "watch" report: act before it fails), gets a
+each warning node where a cause was found (a "watch" report: act before it fails), and each
+passing node whose history shows an error counter rising (SBE, AER: a watch report), gets a
 diagnosis-report.md (with its SVG trend) in the output folder. A report's id comes from the
 run, node and cause, so reporting a run twice rewrites the same files. With a knowledge base,
-earlier reports of the same node and cause are counted (repeat offenders) and similar incidents
+earlier new events of the same node and cause are counted (repeat offenders: a re-report of
+an unchanged state is not a new event) and similar incidents
 elsewhere linked. A webhook alert per node goes out when one is configured, rate-limited,
 never changing the run's verdict.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,30 @@ def warning_nodes(results: Iterable[Result]) -> list[str]:
     rows = list(results)
     bad = set(failing_nodes(rows))
     return sorted({r.node for r in rows if r.status == "warn" and r.node != "*"} - bad)
+
+
+def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any, run: str,
+                   skip: set[str]) -> list[str]:
+    """Nodes that passed every check but whose own history shows an error counter rising
+    (correctable ECC, corrected AER): each gets a watch report when a cause is found. Read
+    from their summaries, and from the history only for a counter that is not zero (a zero
+    counter cannot be rising), so a fleet of healthy nodes costs no history reads."""
+    from stetho.diagnosis import trends
+
+    counters = {("gpu", "ecc_correctable"), ("gpu", "remapped_rows_correctable"),
+                ("kernel", "aer_corrected")}
+    out = []
+    for node in sorted({r.node for r in results if r.node != "*"} - skip):
+        path = (run_dir / "hosts" / node / "summary.json") if run_dir is not None else None
+        if path is None or not path.is_file():
+            continue
+        summary = json.loads(path.read_text())
+        if not any((c, m) in counters and v for c, _, m, v, _ in summary.get("metrics", [])):
+            continue
+        ctx = NodeContext(node, [], None, history, summary, run=run)
+        if trends.sbe_rising(ctx) or trends.aer_rising(ctx):
+            out.append(node)
+    return out
 
 
 def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: Any = None
@@ -77,6 +104,9 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
 
         history = History(db)
     watch = set(warning_nodes(results)) if nodes is None else set()
+    if nodes is None and history is not None:  # passing nodes whose counters are rising
+        watch |= set(trending_nodes(run_dir, results, history, run,
+                                    skip=set(failing_nodes(results)) | watch))
     wanted = nodes if nodes is not None else sorted(set(failing_nodes(results)) | watch)
     earlier = _kb_reports(kb_repo) if kb_repo else None
     from stetho.diagnosis.rules import load_all
@@ -95,7 +125,7 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
                 continue  # warnings with no cause behind them: nothing to report
             path = report.write(d, out)
             if earlier is not None:
-                d = _with_history(d, path, earlier)
+                d = _with_history(d, path, earlier, history)
                 path = report.write(d, out)
             written.append((d, path))
     finally:
@@ -123,11 +153,28 @@ def repeat_limit() -> tuple[int, float]:
     return int(count), float(days)
 
 
-def _with_history(d: Diagnosis, path: Path, earlier: list[Any]) -> Diagnosis:
-    """Earlier reports of the same node and cause (repeat offenders: after COUNT in DAYS,
-    replace the hardware), and similar incidents on other nodes."""
+def new_events(earlier: list[Any], me: Any, passes: list[datetime]) -> list[Any]:
+    """The earlier reports of one node and cause that each began a new event, newest first.
+    Reports are walked oldest first; a report begins a new event when its evidence differs
+    from the report before it (a counter that grew, a new Xid line: `event`), or when the node
+    passed its checks in between (a failure after a pass). The last event begun is the current
+    report's own, so it is not a repeat: four nightly reports of one stale DBE are one event.
+    A report without an event key (written before them) counts as its own event."""
+    seq = [*sorted(earlier, key=lambda r: (r.date, r.id)), me]
+    starts = [seq[0]]
+    for prev, cur in zip(seq, seq[1:], strict=False):
+        if (not prev.event or not cur.event or prev.event != cur.event
+                or any(prev.date < p < cur.date for p in passes)):
+            starts.append(cur)
+    return sorted(starts[:-1], key=lambda r: (r.date, r.id), reverse=True)
+
+
+def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = None
+                  ) -> Diagnosis:
+    """Earlier events of the same node and cause (repeat offenders: after COUNT new events
+    in DAYS, replace the hardware), and similar incidents on other nodes."""
     from dataclasses import replace
-    from datetime import timedelta
+    from datetime import timedelta, timezone
 
     from stetho.diagnosis.model import Similar
     from stetho.publish import kb
@@ -136,8 +183,11 @@ def _with_history(d: Diagnosis, path: Path, earlier: list[Any]) -> Diagnosis:
     count, days = repeat_limit()
     since = me.date - timedelta(days=days)
     past = [r for r in earlier if r.id != me.id and r.date <= me.date and r.run != me.run]
-    repeats = [r for r in past if r.node == me.node and r.cause == me.cause != "undiagnosed"
-               and r.date >= since]
+    same = [r for r in past if r.node == me.node and r.cause == me.cause != "undiagnosed"
+            and r.date >= since]
+    passes = [datetime.fromtimestamp(t, timezone.utc)
+              for t in (history.clean_runs(me.node) if history is not None else [])]
+    repeats = new_events(same, me, passes)
     scored = sorted(((r, kb.similarity(me, r)) for r in past if r.node != me.node),
                     key=lambda rs: (-rs[1], -rs[0].date.timestamp(), rs[0].id))
 

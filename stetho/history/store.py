@@ -329,6 +329,14 @@ class History:
         row = self.conn.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
         return str(row[0]) if row else "?"
 
+    def clean_runs(self, node: str) -> list[int]:
+        """The times of a node's runs with passing checks and none failing or in error."""
+        rows = self.conn.execute(
+            "SELECT nr.time FROM node_runs nr JOIN nodes n ON n.id = nr.node_id "
+            "WHERE n.name = ? AND nr.fail = 0 AND nr.error = 0 AND nr.pass > 0 "
+            "ORDER BY nr.time", (node,))
+        return [int(t) for (t,) in rows]
+
     def latest_results(self, nodes: list[str], max_age_s: float, now: float | None = None
                        ) -> dict[str, tuple[int, str, list[Result]]]:
         """Each node's newest results no older than max_age_s: node -> (time, run, results)."""

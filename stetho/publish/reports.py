@@ -73,6 +73,7 @@ class ReportMeta:
     signature: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
     assets: tuple[str, ...] = ()
+    event: str = ""  # the incident's evidence hash: equal in re-reports of an unchanged state
     path: Path | None = field(default=None, compare=False)
     body: str = field(default="", repr=False, compare=False)
     #: Not part of equality either: resolving a report does not make it another report.
@@ -169,7 +170,8 @@ def _parse(text: str, path: Path) -> ReportMeta:
         status=str(data.get("status") or "open"), run=str(data.get("run") or ""),
         signature=_as_words(data.get("signature"), "signature", path),
         checks=_as_words(data.get("checks"), "checks", path), assets=assets,
-        path=path, body=body, resolution=_as_resolution(data.get("resolution"), path))
+        event=str(data.get("event") or ""), path=path, body=body,
+        resolution=_as_resolution(data.get("resolution"), path))
 
 
 def _as_resolution(value: Any, path: Path) -> Resolution | None:
