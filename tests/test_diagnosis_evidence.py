@@ -149,20 +149,25 @@ def test_decisive_is_declared_in_the_rule_and_checked(tmp_path):
 
 def test_ruled_out_means_measured_healthy_and_absence_is_not_supported(fault_results,
                                                                       fault_bundles):
-    d = engine.diagnose(_ctx("riser", fault_results, fault_bundles), run="r1")
-    ib = next(h for h in d.ruled_out if h.cause == "ib-link-degraded")
-    assert ib.ruled_out_by
-    assert "ACTIVE" in ib.ruled_out_by[0].description  # the measurement that shows healthy
+    # a single-node busbw drop on an SXM board: NVLink is its path, and every link measured up
+    d = engine.diagnose(_ctx("busbw", fault_results, fault_bundles), run="r1")
+    nv = next(h for h in d.ruled_out if h.cause == "nvlink-degraded")
+    assert nv.ruled_out_by
+    assert "GPUs up" in nv.ruled_out_by[0].description  # the measurement that shows healthy
+    text = report.render_markdown(d, None).replace("\\", "")
+    ruled = text.split("## Ruled out by evidence", 1)[1].split("## Not supported", 1)[0]
+    assert "nvlink-degraded" in ruled and "measured: " in ruled
+    # a DBE touches memory rules whose defining signals are not seen: not supported
+    d = engine.diagnose(_ctx("eccdbe", fault_results, fault_bundles), run="r1")
+    assert d.unsupported, "a DBE touches rules whose defining signals are not seen"
     for h in d.unsupported:
         assert h.cause not in {x.cause for x in d.ruled_out}
         assert h.falsified[0].startswith("not supported: looked for "), h.falsified
-    assert d.unsupported, "the riser touches rules whose defining signals are not seen"
     text = report.render_markdown(d, None).replace("\\", "")
-    ruled = text.split("## Ruled out by evidence", 1)[1].split("## Not supported", 1)
-    assert "ib-link-degraded" in ruled[0] and "measured: " in ruled[0]
+    parts = text.split("## Not supported", 1)
     for h in d.unsupported:
-        assert h.cause in ruled[1].split("## Also found")[0]
-        assert h.cause not in ruled[0]
+        assert h.cause in parts[1].split("## Also found")[0]
+        assert h.cause not in parts[0].split("## Ruled out by evidence")[-1]
 
 
 def test_a_falsifier_on_absence_never_rules_out(tmp_path, fault_results, fault_bundles):
@@ -190,7 +195,7 @@ def test_without_a_bundle_not_supported_says_what_was_not_measured(fault_results
 
 
 def test_diagnosis_json_keeps_the_basis(fault_results, fault_bundles):
-    d = engine.diagnose(_ctx("riser", fault_results, fault_bundles), run="r1")
+    d = engine.diagnose(_ctx("busbw", fault_results, fault_bundles), run="r1")
     bases = {h["cause"]: h["basis"] for h in d.to_json()["falsified"]}
-    assert bases["ib-link-degraded"] == "evidence"
+    assert bases["nvlink-degraded"] == "evidence"
     assert set(bases.values()) <= {"evidence", "unsupported", "ranked"}

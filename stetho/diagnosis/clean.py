@@ -37,6 +37,18 @@ def ib_links_healthy(ctx: NodeContext) -> list[Evidence]:
                      command="ibstat | grep -E 'CA |State|Rate'", status="pass")]
 
 
+def nvlinks_healthy(ctx: NodeContext) -> list[Evidence]:
+    """Every GPU's NVLinks measured up with counters under their limits (gpu_nvlink passed on
+    each GPU): the alibi that rules the NVLink rule out by a measurement."""
+    gpus = _all_pass(ctx, "gpu_nvlink")
+    if gpus is None:
+        return []
+    return [Evidence("nvlinks_healthy", f"the NVLinks of all {len(gpus)} GPUs up, replay, CRC "
+                     "and recovery counters under their limits", 1.0, check="gpu_nvlink",
+                     value=f"{len(gpus)} GPUs, every link up", expected="every link up",
+                     command="nvidia-smi nvlink -s; nvidia-smi nvlink -e", status="pass")]
+
+
 def pcie_clean(ctx: NodeContext) -> list[Evidence]:
     links = _all_pass(ctx, "pcie_link")
     log = facts_of(ctx, "kernel_log")
@@ -96,4 +108,5 @@ def ecc_clean(ctx: NodeContext) -> list[Evidence]:
                      status="pass")]
 
 
-SIGNALS = (ib_links_healthy, pcie_clean, gpus_present, no_hw_slowdown, ber_normal, ecc_clean)
+SIGNALS = (ib_links_healthy, nvlinks_healthy, pcie_clean, gpus_present, no_hw_slowdown,
+           ber_normal, ecc_clean)
