@@ -12,28 +12,19 @@ from datetime import datetime, timezone
 import pytest
 
 from stetho import profiles
-from stetho.checking import nodes
 from stetho.checking import run as checkrun
 from stetho.diagnosis import engine, report, rules
 from stetho.diagnosis.signals import NodeContext
 from stetho.evidence import collect
-from stetho.evidence.bundle import load
 from stetho.history.store import History, NodeRun
 from stetho.results import Result
 from stetho.sim.builder import build_node
 from stetho.sinks import json_out
+from tests.test_diagnosis import _ctx
 
 pytestmark = pytest.mark.xdist_group("faultsim")
 
 DAY = 86400
-
-
-def _ctx(node, fault_results, fault_bundles):
-    bundle = load(fault_bundles / f"{node}.json")
-    prof = profiles.load(bundle.profile)
-    facts = nodes.node_facts(bundle, prof)
-    results = [Result.from_json(r) for r in fault_results[node]]
-    return NodeContext(node, results, facts, None, nodes.summary(facts, prof))
 
 
 # -- a rising SBE count alone -----------------------------------------------------------------
