@@ -21,11 +21,11 @@ EXPECTED = {
     "nvme-rotational": ["rotational"],
     "nccl-socket-fallback": ["ncclsocket"],
     "ib-link-degraded": ["ibrate", "ibsymbol", "ibdown", "ibflap"],
-    "optics-degrading": ["optics"],
+    "optics-degrading": ["optics", "rxlow"],
     "gpu-memory-failing": ["eccdbe", "xid48", "remapfail"],
     "gpu-remap-pending": ["rowremap", "xid63"],
     "gpu-off-bus": ["xid79"],
-    "thermal-power-throttling": ["thermal", "powerbrake"],
+    "thermal-power-throttling": ["thermal", "powerbrake", "hbmhot"],
     "clocks-not-locked": ["clocks"],
     "cpu-governor": ["governor"],
     "host-memory-pressure": ["hostoom"],
@@ -46,8 +46,8 @@ def _ctx(node, fault_results, fault_bundles):
     return NodeContext(node, results, facts, None, nodes.summary(facts, prof))
 
 
-#: rules that need the node's history to fire: the catalogue (test_diagnosis_catalogue.py)
-#: builds it and ranks them there
+#: rules ranked on catalogue nodes (test_diagnosis_catalogue.py): a rising SBE count needs
+#: the node's history, which the catalogue builds; Xid 92 is its case "xid92"
 NEEDS_HISTORY = {"gpu-memory-degrading"}
 #: rules whose fault nodes need another profile: ranked where those nodes are built
 #: (roce-congestion: tests/test_roce_checks.py, on h100-roce-8gpu nodes)
@@ -253,7 +253,8 @@ def test_rewording_a_check_message_does_not_change_the_diagnosis(fault_results, 
         assert [e.signal for e in d2.top.evidence] == [e.signal for e in d.top.evidence], node
         assert [h.cause for h in d2.also_found] == [h.cause for h in d.also_found], node
         assert d2.top.reproduce == d.top.reproduce, node
-    for node in ("rowremap", "ibrate", "ibdown", "thermal", "governor", "xid48", "eccdbe"):
+    for node in ("rowremap", "ibrate", "ibdown", "thermal", "governor", "xid48", "eccdbe",
+                 "hbmhot", "rxlow"):
         bare, bare2 = (_ctx(node, fault_results, fault_bundles) for _ in range(2))
         bare.facts = bare2.facts = None  # results only: no evidence bundle to fall back on
         bare2.results = _reworded(bare2.results)

@@ -61,15 +61,7 @@ def test_the_catalogue_is_big_enough():
 #: Cases where the diagnosis disagrees with the hardware (stetho.sim.physics), each with the
 #: rule that would have to change and how. A miss is never silently accepted: test_case
 #: asserts it still misses (a fixed one must leave this list), and each names its rule.
-MISSES = {
-    "xid92": ("gpu-memory-degrading", "cite Xid 92 (a high rate of corrected errors) as its "
-              "warn-level evidence; gpu-memory-failing's xid_memory must stop counting it"),
-    "hbm-hot": ("thermal-power-throttling", "cite the HBM temperature over its limit "
-                "(gpu_temperature's memory reading): the die is cool, so gpu_hot is not seen"),
-    "optics-rx-low": ("optics-degrading", "cite the transceiver's receive power under its "
-                      "threshold (ib_optics) as a defining signal, and let ber_normal rule it "
-                      "out only where no lane's rx power is low (FEC still hides the errors)"),
-}
+MISSES: dict[str, tuple[str, str]] = {}
 
 
 def test_the_catalogue_expects_what_the_hardware_says():
@@ -191,3 +183,37 @@ def test_ticket_and_steps_name_the_part_and_only_what_was_seen(catalogue):
     assert "GPU 1 (0000:3b:00.0, serial " in d.top.ticket and "x8" in d.top.ticket
     assert "AER" not in d.top.ticket and "hot" not in d.top.ticket
     assert any("GPU 1" in s for s in d.top.steps)
+
+
+def test_xid92_is_a_precursor_not_failing_memory(catalogue):
+    """Xid 92 (a high rate of corrected single-bit errors) is the degrading rule's own
+    warn-level evidence, not a failing-memory Xid: watch the GPU, do not drain it."""
+    d = diagnose(catalogue["xid92"])
+    assert d.top.cause == "gpu-memory-degrading" and d.disposition == "watch"
+    x = next(e for e in d.top.evidence if e.signal == "xid_92")
+    assert x.status == "warn" and x.value == "Xid 92" and "): 92, " in (x.log_line or "")
+    assert "gpu-memory-failing" not in {h.cause for h in (*d.hypotheses, *d.also_found)}
+
+
+def test_a_hot_hbm_under_a_cool_die_is_thermal(catalogue):
+    """The HBM at 97 C over its 95 C limit with the die at about 30 C: the thermal rule cites
+    the memory reading, not a hot die, and no GPU's clean throttle state rules it out."""
+    d = diagnose(catalogue["hbm-hot"])
+    assert d.top.cause == "thermal-power-throttling" and d.disposition == "drain"
+    hbm = next(e for e in d.top.evidence if e.signal == "hbm_hot")
+    assert (hbm.subject, hbm.value, hbm.expected) == ("gpu6", "HBM 97 C", "HBM < 95 C")
+    assert not any(e.signal == "gpu_hot" for e in d.top.evidence)
+    assert "thermal-power-throttling" not in {h.cause for h in d.falsified}
+
+
+def test_a_dim_lane_is_degrading_optics_though_the_ber_is_fine(catalogue):
+    """One lane at -12 dBm under the module's -9.914 dBm threshold, BER still low (FEC hides
+    it) and the port ACTIVE at its rate: optics degrading, watch; the low BER is no alibi.
+    Where every lane's light is fine, the low BER still rules optics out (ib-symbol)."""
+    d = diagnose(catalogue["optics-rx-low"])
+    rx = next(e for e in d.top.evidence if e.signal == "rx_power_low")
+    assert rx.subject == "mlx5_4:1" and rx.value.startswith("-12") and rx.status == "warn"
+    assert rx.expected == "> -9.914 dBm"
+    sym = diagnose(catalogue["ib-symbol"])
+    optics = next(h for h in sym.ruled_out if h.cause == "optics-degrading")
+    assert optics.ruled_out_by[0].signal == "ber_normal"

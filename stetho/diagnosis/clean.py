@@ -7,6 +7,7 @@ or unknown part proves nothing, so it never rules a cause out.
 
 from __future__ import annotations
 
+from stetho.diagnosis import limits
 from stetho.diagnosis.context import NodeContext, facts_of, fmt
 from stetho.diagnosis.model import Evidence
 
@@ -72,8 +73,10 @@ def gpus_present(ctx: NodeContext) -> list[Evidence]:
 
 
 def no_hw_slowdown(ctx: NodeContext) -> list[Evidence]:
+    """No clock held back by hardware; no alibi for the thermal rule where an HBM stack is
+    over its limit (hbm_hot): the clocks do not show that yet."""
     gpus = _all_pass(ctx, "gpu_throttle")
-    if gpus is None:
+    if gpus is None or limits.hbm_hot(ctx):
         return []
     return [Evidence("no_hw_slowdown", f"none of the {len(gpus)} GPUs reports HW slowdown, "
                      "thermal slowdown or power brake", 1.0, check="gpu_throttle",
@@ -89,8 +92,9 @@ def ber_normal(ctx: NodeContext) -> list[Evidence]:
         return []
     from stetho.diagnosis.trends import ber_rising
 
-    if ber_rising(ctx):
-        return []  # under the threshold, but rising: no alibi
+    if ber_rising(ctx) or limits.rx_power_low(ctx):
+        return []  # under the threshold, but rising, or a lane's light low: no alibi (FEC
+        # still corrects what a dim lane corrupts)
     return [Evidence("ber_normal", f"pre-FEC BER on all {len(ports)} ports under the threshold "
                      f"(worst {fmt(max(bers))})", 1.0, check="ib_link_ber",
                      value=f"worst {fmt(max(bers))}", expected="under the threshold",

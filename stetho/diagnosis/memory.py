@@ -20,31 +20,50 @@ def _gpu_flag(where: dict[str, str]) -> str:
     return f" -i {where['gpu']}" if "gpu" in where else ""
 
 
-_MEMORY_XIDS = (48, 63, 64, 92, 94, 95)
+#: Memory Xids that say the HBM failed or was repaired: 48 a DBE, 63 a row remap recorded,
+#: 64 a remap failed, 94/95 an uncorrectable error contained / not contained. Xid 92 (a high
+#: rate of single-bit errors, every one corrected) is not one: it is xid_92, a precursor.
+_MEMORY_XIDS = (48, 63, 64, 94, 95)
 #: Contained or recorded-and-handled memory events: act before they become fatal.
-_WARN_XIDS = (63, 92, 94)
+_WARN_XIDS = (63, 94)
 
 
-def xid_memory(ctx: NodeContext) -> list[Evidence]:
+def _xids(ctx: NodeContext, codes: tuple[int, ...], signal: str,
+          warn: tuple[int, ...]) -> list[Evidence]:
+    """The kernel log's Xids of `codes`, each on the GPU it names; without a kernel log,
+    gpu_xid's results whose value (the Xid code it judged) is one of them."""
     log = _facts(ctx, "kernel_log")
     out = []
     if log is not None:
         for e in log.xids:
-            if e.code in _MEMORY_XIDS:
+            if e.code in codes:
                 where = gpu_where(ctx, pci=e.pci_id)
                 w = dict(where)
                 out.append(Evidence(
-                    "xid_memory", f"Xid {e.code} on {e.pci_id}: {e.message[:120]}", 1.0,
+                    signal, f"Xid {e.code} on {e.pci_id}: {e.message[:120]}", 1.0,
                     check="gpu_xid", subject=f"gpu{w['gpu']}" if "gpu" in w else e.pci_id,
                     value=f"Xid {e.code}", expected="no memory Xid", log_line=e.line,
                     command=f"dmesg -T | grep -i xid | grep -i {short_pci(e.pci_id)}; "
                             f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}",
-                    status="warn" if e.code in _WARN_XIDS else "fail", where=where))
-    if not out:  # no kernel log: gpu_xid's value is the Xid code it judged
-        out = from_results(ctx, [r for r in ctx.results_of("gpu_xid", ("fail", "warn"))
-                                 if _xid_code(r.value) in _MEMORY_XIDS],
-                           "xid_memory", commands=lambda w: "dmesg -T | grep -i xid")
+                    status="warn" if e.code in warn else "fail", where=where))
+    if not out:
+        rows = [r for r in ctx.results_of("gpu_xid", ("fail", "warn"))
+                if _xid_code(r.value) in codes]
+        out = [replace(e, status="warn" if _xid_code(r.value) in warn else e.status)
+               for r, e in zip(rows, from_results(ctx, rows, signal, commands=lambda w:
+                                                   "dmesg -T | grep -i xid"), strict=True)]
     return out[:4]
+
+
+def xid_memory(ctx: NodeContext) -> list[Evidence]:
+    """A memory Xid that says the HBM failed or a row was remapped (48/63/64/94/95)."""
+    return _xids(ctx, _MEMORY_XIDS, "xid_memory", _WARN_XIDS)
+
+
+def xid_92(ctx: NodeContext) -> list[Evidence]:
+    """Xid 92: a high rate of single-bit ECC errors, every one corrected. The memory works;
+    it is the rising-SBE precursor of an uncorrectable error (watch, not drain)."""
+    return _xids(ctx, (92,), "xid_92", (92,))
 
 
 def _xid_code(value: object) -> int | None:
@@ -114,4 +133,4 @@ def remap_pending(ctx: NodeContext) -> list[Evidence]:
     return out
 
 
-SIGNALS = (xid_memory, ecc_uncorrectable, remap_pending)
+SIGNALS = (xid_memory, xid_92, ecc_uncorrectable, remap_pending)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from stetho.diagnosis import clean, datapath, memory, nvlink, trends
+from stetho.diagnosis import clean, datapath, limits, memory, nvlink, trends
 from stetho.diagnosis.context import (
     NodeContext,
     facts_of,
@@ -96,7 +96,9 @@ def aer_fatal(ctx: NodeContext) -> list[Evidence]:
 
 
 def gpu_hot(ctx: NodeContext) -> list[Evidence]:
-    rows = ctx.results_of("gpu_temperature", ("fail", "warn"))
+    """The die hot, or 8 C over the node's median; only the HBM over its limit is hbm_hot."""
+    hot = ctx.results_of("gpu_temperature", ("fail", "warn"))
+    rows = [r for r in hot if limits.die_hot(ctx, r)]
     out = from_results(ctx, rows, "gpu_hot",
                        commands=lambda w: f"nvidia-smi -q -d TEMPERATURE{_gpu_flag(w)}")
     temps = ctx.metric("gpu", "temperature_c")
@@ -439,7 +441,7 @@ SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
         nvme_rotational, io_pressure, nccl_socket, nccl_ib, ib_rate_low, ib_port_down,
         ib_link_flap, host_memory_ue,
-        ib_symbol_errors, ber_high, ber_trend, *memory.SIGNALS, xid_79,
+        ib_symbol_errors, ber_high, ber_trend, *memory.SIGNALS, *limits.SIGNALS, xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, *nvlink.SIGNALS, *_PATHED,
         fabric_not_ready, fabric_manager_down, nvswitch_fatal, driver_reset_required,
