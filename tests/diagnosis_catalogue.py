@@ -110,6 +110,16 @@ CASES: list[Case] = [
       disposition="watch"),
     C("edac-ue", ("edac-ue",), "host-memory-failing", command="ras-mc-ctl --errors",
       disposition="drain"),
+    # host platform and cabling: a check whose result no other rule cites
+    C("nvme-media", ("nvme-media-errors",), "nvme-failing", command="nvme error-log /dev/nvme3"),
+    C("nvme-spare", ("nvme-critical-warning",), "nvme-failing", command="smart-log /dev/nvme5"),
+    C("mce-fatal", ("mce-uncorrected",), "host-machine-check", command="ras-mc-ctl --errors",
+      disposition="drain"),
+    C("mce-storm", ("mce-corrected-storm",), "host-machine-check", command="mcelog --client",
+      disposition="watch"),
+    C("acs", ("acs-enabled",), "pcie-p2p-redirected", command="ACSCtl"),
+    C("iommu", ("iommu-translated",), "pcie-p2p-redirected", command="iommu_groups"),
+    C("cable-crossed", ("cable-crossed",), "ib-miscabled", command="iblinkinfo"),
     # two causes on one node: severity first, the other one also found
     C("xid79+governor", ("xid=79", "governor-powersave"), "gpu-off-bus",
       also=("cpu-governor",), command="0000:4c:00"),
@@ -138,6 +148,8 @@ CASES: list[Case] = [
       also=("cpu-governor",), command="-i 2"),
     C("hostoom+hcafw", ("host-oom", "hca-fw-old"), "host-memory-pressure",
       also=("version-drift",), command="fw_ver"),
+    C("edac+mce", ("edac-ue", "mce-corrected-storm"), "host-memory-failing",
+      also=("host-machine-check",), command="mcelog --client"),
     # trends against the node's own past runs (the run itself is in the history too)
     C("sbe-rising", ("ecc-sbe",), "gpu-memory-degrading", command="-i 3",
       history=(("gpu", "ecc_correctable", 0.5),), disposition="watch"),

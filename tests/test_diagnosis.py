@@ -35,6 +35,10 @@ EXPECTED = {
     "gpu-nic-affinity": ["nicsocket"],
     "nvlink-degraded": ["nvlink", "nvlinkerr"],
     "host-memory-failing": ["edacue"],
+    "nvme-failing": ["nvmemedia", "nvmespare"],
+    "host-machine-check": ["mcefatal", "mcestorm"],
+    "pcie-p2p-redirected": ["acs", "iommu"],
+    "ib-miscabled": ["cablecross"],
 }
 
 
@@ -69,6 +73,24 @@ def test_rule_ranks_first_on_its_fault(cause, node, fault_results, fault_bundles
 def test_healthy_node_gets_no_hypothesis(fault_results, fault_bundles):
     top, falsified = engine.hypotheses(_ctx("healthy", fault_results, fault_bundles))
     assert top == [] and falsified == []
+
+
+#: platform rules, each on nodes that carry another fault of its kind (or none): never top
+NOT_THERE = {"nvme-failing": ["healthy", "rotational"],
+             "host-machine-check": ["healthy", "edacue"],
+             "pcie-p2p-redirected": ["healthy", "riser", "nopeermem"],
+             "ib-miscabled": ["healthy", "ibdown", "ibrate"]}
+
+
+@pytest.mark.parametrize("cause, node", [(c, n) for c, ns in NOT_THERE.items() for n in ns])
+def test_a_platform_rule_is_not_top_without_its_fault(cause, node, fault_results,
+                                                       fault_bundles):
+    top, out = engine.hypotheses(_ctx(node, fault_results, fault_bundles))
+    assert cause not in {h.cause for h in top}, [(h.cause, h.score) for h in top]
+    # touched at most by a supporting signal (I/O pressure, an EDAC count): not supported
+    assert all(h.basis == "unsupported" for h in out if h.cause == cause)
+    if node == "healthy":
+        assert cause not in {h.cause for h in out}
 
 
 def test_ib_link_evidence_names_the_cable_to_pull(fault_results, fault_bundles):

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from stetho.diagnosis import clean, datapath, limits, memory, nvlink, trends
+from stetho.diagnosis import clean, datapath, limits, memory, nvlink, platform, trends
 from stetho.diagnosis.context import (
     NodeContext,
     facts_of,
@@ -445,6 +445,6 @@ SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, *nvlink.SIGNALS, *_PATHED,
         fabric_not_ready, fabric_manager_down, nvswitch_fatal, driver_reset_required,
-        roce_congestion, roce_qos_wrong, nic_affinity_wrong,
+        roce_congestion, roce_qos_wrong, nic_affinity_wrong, *platform.SIGNALS,
         *trends.SIGNALS, *clean.SIGNALS)
 }

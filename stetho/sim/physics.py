@@ -106,6 +106,28 @@ FAULTS: dict[str, Physics] = {
                           "gpu-nic-affinity"),
     "edac-ue": P("host DRAM: an uncorrected error", ("EDAC ue_count",), "host-memory-failing",
                  "drain"),
+    "nvme-media-errors": P("an NVMe drive's flash: reads it could not recover",
+                           ("nvme smart-log media_errors", "nvme error-log"), "nvme-failing",
+                           unchanged="critical warning: the drive has not flagged itself"),
+    "nvme-critical-warning": P("an NVMe drive out of spare blocks (read-only next)",
+                               ("nvme smart-log critical_warning, available_spare",),
+                               "nvme-failing"),
+    "mce-uncorrected": P("a host CPU, its cache or a memory controller: data lost, processor "
+                         "context corrupt", ("dmesg/mcelog machine check UC/PCC record",),
+                         "host-machine-check", "drain",
+                         "EDAC ue_count: the record is the CPU's, not an EDAC DIMM count"),
+    "mce-corrected-storm": P("a host CPU bank correcting a storm of errors: a part wearing out, "
+                             "still working", ("dmesg/mcelog corrected machine checks",),
+                             "host-machine-check", "watch"),
+    "acs-enabled": P("a PCIe switch port's ACS redirect (BIOS/boot setting): peer-to-peer "
+                     "goes through the root complex", ("lspci ACSCtl",), "pcie-p2p-redirected",
+                     unchanged="busbw: the single-node run is on NVLink, never on PCIe P2P"),
+    "iommu-translated": P("the kernel's IOMMU mode: DMA translated, so peer-to-peer and "
+                          "GPUDirect RDMA detour through the root complex",
+                          ("/proc/cmdline", "iommu_groups type"), "pcie-p2p-redirected"),
+    "cable-crossed": P("two HCAs' cables swapped between rails at the node end",
+                       ("iblinkinfo far ends",), "ib-miscabled",
+                       unchanged="port state and rate: both links train ACTIVE at full rate"),
 }
 
 #: A history of earlier runs: (check, metric) -> what a technician finds when that metric
