@@ -192,6 +192,7 @@ def test_xid92_is_a_precursor_not_failing_memory(catalogue):
     assert d.top.cause == "gpu-memory-degrading" and d.disposition == "watch"
     x = next(e for e in d.top.evidence if e.signal == "xid_92")
     assert x.status == "warn" and x.value == "Xid 92" and "): 92, " in (x.log_line or "")
+    assert x.expected == "a normal single-bit error rate"
     assert "gpu-memory-failing" not in {h.cause for h in (*d.hypotheses, *d.also_found)}
 
 
@@ -217,3 +218,19 @@ def test_a_dim_lane_is_degrading_optics_though_the_ber_is_fine(catalogue):
     sym = diagnose(catalogue["ib-symbol"])
     optics = next(h for h in sym.ruled_out if h.cause == "optics-degrading")
     assert optics.ruled_out_by[0].signal == "ber_normal"
+
+
+def test_platform_evidence_says_what_the_part_reports(catalogue):
+    """The NVMe finding names what the drive's own SMART log says (24 media errors; a
+    critical warning and spare under its threshold), not the critical-warning count the check
+    measures; a corrected machine-check storm counts its records and only watches."""
+    media = diagnose(catalogue["nvme-media"])
+    assert media.top.evidence[0].value == "24 media errors"
+    assert dict(media.top.evidence[0].where)["disk"] == "nvme3"
+    spare = diagnose(catalogue["nvme-spare"])
+    assert spare.top.evidence[0].value == "critical warning 0x01, spare 4% < 5%"
+    storm = diagnose(catalogue["mce-storm"])
+    assert storm.top.evidence[0].value == "12 corrected machine checks"
+    assert storm.disposition == "watch" and storm.top.evidence[0].status == "warn"
+    fatal = diagnose(catalogue["mce-fatal"])
+    assert fatal.disposition == "drain" and fatal.top.decisive == ("mce_uncorrected",)

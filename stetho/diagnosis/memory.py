@@ -29,7 +29,7 @@ _WARN_XIDS = (63, 94)
 
 
 def _xids(ctx: NodeContext, codes: tuple[int, ...], signal: str,
-          warn: tuple[int, ...]) -> list[Evidence]:
+          warn: tuple[int, ...], expected: str = "no memory Xid") -> list[Evidence]:
     """The kernel log's Xids of `codes`, each on the GPU it names; without a kernel log,
     gpu_xid's results whose value (the Xid code it judged) is one of them."""
     log = _facts(ctx, "kernel_log")
@@ -42,7 +42,7 @@ def _xids(ctx: NodeContext, codes: tuple[int, ...], signal: str,
                 out.append(Evidence(
                     signal, f"Xid {e.code} on {e.pci_id}: {e.message[:120]}", 1.0,
                     check="gpu_xid", subject=f"gpu{w['gpu']}" if "gpu" in w else e.pci_id,
-                    value=f"Xid {e.code}", expected="no memory Xid", log_line=e.line,
+                    value=f"Xid {e.code}", expected=expected, log_line=e.line,
                     command=f"dmesg -T | grep -i xid | grep -i {short_pci(e.pci_id)}; "
                             f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}",
                     status="warn" if e.code in warn else "fail", where=where))
@@ -63,7 +63,7 @@ def xid_memory(ctx: NodeContext) -> list[Evidence]:
 def xid_92(ctx: NodeContext) -> list[Evidence]:
     """Xid 92: a high rate of single-bit ECC errors, every one corrected. The memory works;
     it is the rising-SBE precursor of an uncorrectable error (watch, not drain)."""
-    return _xids(ctx, (92,), "xid_92", (92,))
+    return _xids(ctx, (92,), "xid_92", (92,), "a normal single-bit error rate")
 
 
 def _xid_code(value: object) -> int | None:

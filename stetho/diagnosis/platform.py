@@ -8,17 +8,40 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stetho.diagnosis.context import NodeContext, from_results
+from stetho.diagnosis.context import NodeContext, facts_of, from_results
 from stetho.diagnosis.model import Evidence
+
+
+def _smart_value(ctx: NodeContext, dev: str) -> tuple[str, str] | None:
+    """(what the drive's SMART log says is wrong, what it should say), from its own log."""
+    if ctx.facts is None:
+        return None
+    from stetho.facts import nvme
+    from stetho.facts.node import Unavailable
+    from stetho.parsers import ParseError
+
+    try:
+        log = nvme.smart(ctx.facts, dev)
+    except (Unavailable, ParseError):
+        return None
+    said = ([f"critical warning 0x{log.critical_warning:02x}"] if log.critical_warning
+            else []) + ([f"spare {log.available_spare}% < {log.spare_threshold}%"]
+                        if log.available_spare < log.spare_threshold else []) + (
+        [f"{log.media_errors} media errors"] if log.media_errors else [])
+    return (", ".join(said), "no critical warning, spare over its threshold, 0 media errors") \
+        if said else None
 
 
 def nvme_failing(ctx: NodeContext) -> list[Evidence]:
     """host_nvme_health failing on a drive: a critical warning, spare under its threshold or
-    unrecovered reads (media errors). Its subject is the controller (nvme3)."""
+    unrecovered reads (media errors), named from the drive's SMART log. Its subject is the
+    controller (nvme3)."""
     out = []
     for e in from_results(ctx, ctx.results_of("host_nvme_health", ("fail",)), "nvme_failing"):
         dev = e.subject or "nvme0"
-        out.append(replace(e, where=(("disk", dev),),
+        value, expected = _smart_value(ctx, dev) or ("SMART health failing",
+                                                      "SMART health passing")
+        out.append(replace(e, where=(("disk", dev),), value=value, expected=expected,
                            command=f"nvme smart-log /dev/{dev}; nvme error-log /dev/{dev} "
                                    f"| head -40; nvme id-ctrl /dev/{dev} | grep -E '^(mn|sn) '"))
     return out
@@ -39,7 +62,12 @@ def mce_corrected_storm(ctx: NodeContext) -> list[Evidence]:
     """host_mce warning with no uncorrected machine check in the window (its value, 0): a
     storm of corrected ones, or an uncorrected one older than the window. Still working."""
     rows = [r for r in ctx.results_of("host_mce", ("warn",)) if r.value == 0]
-    return from_results(ctx, rows, "mce_corrected_storm", _MCE_CMD)
+    log = facts_of(ctx, "kernel_log")
+    n = sum(e.severity == "corrected" and e.kind == "record" for e in log.mces) if log else 0
+    return [replace(e, value=f"{n} corrected machine checks" if n else "corrected machine "
+                    "checks over counters.mce_corrected_max",
+                    expected="under counters.mce_corrected_max")
+            for e in from_results(ctx, rows, "mce_corrected_storm", _MCE_CMD)]
 
 
 def p2p_redirected(ctx: NodeContext) -> list[Evidence]:
