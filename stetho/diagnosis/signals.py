@@ -19,6 +19,7 @@ from stetho.diagnosis.context import (
     facts_of,
     from_results,
     gpu_where,
+    quantity_of,
     short_pci,
 )
 from stetho.diagnosis.model import Evidence
@@ -45,7 +46,8 @@ def busbw_drop(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("nccl_busbw", ("fail",)) + ctx.results_of("fleet_busbw", ("fail",))
     worst = sorted(rows, key=lambda r: -(r.reference or 0))[:2]
     return from_results(ctx, worst, "busbw_drop",
-                        "NCCL_DEBUG=INFO all_reduce_perf -b 64M -e 8G -f 2 -g 8")
+                        "NCCL_DEBUG=INFO all_reduce_perf -b 64M -e 8G -f 2 -g 8",
+                        quantity=quantity_of("busbw_gbps"))
 
 
 #: busbw down / falling, split by the data path the nccl-tests run crossed
@@ -75,7 +77,7 @@ def aer_corrected(ctx: NodeContext) -> list[Evidence]:
                      expected="0", log_line=events[-1].line,
                      command=f"dmesg -T | grep -i 'AER' | grep {dev}; "
                              f"lspci -vvv -s {bdf} | grep -E 'LnkCap|LnkSta|CESta'",
-                     status="fail", where=where)]
+                     status="fail", where=where, quantity=quantity_of("aer_corrected"))]
 
 
 def aer_fatal(ctx: NodeContext) -> list[Evidence]:
@@ -98,7 +100,8 @@ def aer_fatal(ctx: NodeContext) -> list[Evidence]:
 def gpu_hot(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("gpu_temperature", ("fail", "warn"))
     out = from_results(ctx, rows, "gpu_hot",
-                       commands=lambda w: f"nvidia-smi -q -d TEMPERATURE{_gpu_flag(w)}")
+                       commands=lambda w: f"nvidia-smi -q -d TEMPERATURE{_gpu_flag(w)}",
+                       quantity=quantity_of("temperature_c"))
     temps = ctx.metric("gpu", "temperature_c")
     if len(temps) >= 4 and not out:
         med = sorted(v for _, v in temps)[len(temps) // 2]
@@ -110,7 +113,8 @@ def gpu_hot(ctx: NodeContext) -> list[Evidence]:
                                     f"node's other GPUs", 1.0, check="gpu_temperature",
                                     subject=subject, value=f"{v:g} C", expected=f"~{med:g} C",
                                     command="nvidia-smi -q -d TEMPERATURE"
-                                    + _gpu_flag(dict(where)), status="warn", where=where))
+                                    + _gpu_flag(dict(where)), status="warn", where=where,
+                                    quantity=quantity_of("temperature_c")))
     return out
 
 
@@ -141,7 +145,7 @@ def io_pressure(ctx: NodeContext) -> list[Evidence]:
                      "minute (PSI)", 1.0, value=f"{io.some_avg60:g}%", expected="< 10%",
                      log_line=f"/proc/pressure/io: some avg10={io.some_avg10} "
                      f"avg60={io.some_avg60} avg300={io.some_avg300}",
-                     command="cat /proc/pressure/io; iostat -x 5 3")]
+                     command="cat /proc/pressure/io; iostat -x 5 3", quantity="gauge")]
 
 
 def nccl_socket(ctx: NodeContext) -> list[Evidence]:
@@ -225,13 +229,14 @@ def ib_symbol_errors(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("ib_counters", ("fail",)) if r.subject in errs]
     rows += [r for r in ctx.results_of("drift_counter", ("fail",))
              if any(m in r.subject for m in _LINK_COUNTERS[:2])]
-    return from_results(ctx, rows, "ib_symbol_errors", commands=_ib_cmd("counters"))
+    return from_results(ctx, rows, "ib_symbol_errors", commands=_ib_cmd("counters"),
+                        quantity=quantity_of("SymbolErrorCounter"))
 
 
 def ib_link_flap(ctx: NodeContext) -> list[Evidence]:
     """A port whose link went down and came back (ib_link_flaps: LinkDownedCounter growth)."""
     return from_results(ctx, ctx.results_of("ib_link_flaps", ("fail", "warn")), "ib_link_flap",
-                        commands=_ib_cmd("counters"))
+                        commands=_ib_cmd("counters"), quantity=quantity_of("LinkDownedCounter"))
 
 
 def host_memory_ue(ctx: NodeContext) -> list[Evidence]:
@@ -239,16 +244,19 @@ def host_memory_ue(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("host_memory_errors", ("fail",))
             if not isinstance(r.value, (int, float)) or r.value > 0]
     return from_results(ctx, rows, "host_memory_ue", "ras-mc-ctl --errors; edac-util -v; "
-                        "grep . /sys/devices/system/edac/mc/mc*/ue_count")
+                        "grep . /sys/devices/system/edac/mc/mc*/ue_count",
+                        quantity=quantity_of("edac_ue"))
 
 
 def ber_high(ctx: NodeContext) -> list[Evidence]:
-    return from_results(ctx, ctx.results_of("ib_link_ber"), "ber_high", commands=_ib_cmd("ber"))
+    return from_results(ctx, ctx.results_of("ib_link_ber"), "ber_high", commands=_ib_cmd("ber"),
+                        quantity=quantity_of("pre_fec_ber"))
 
 
 def ber_trend(ctx: NodeContext) -> list[Evidence]:
     rows = [r for r in ctx.results_of("drift_trend", ("warn",)) if "pre_fec_ber" in r.subject]
-    return from_results(ctx, rows, "ber_trend", f"stetho history {ctx.node} --metric pre_fec_ber")
+    return from_results(ctx, rows, "ber_trend", f"stetho history {ctx.node} --metric pre_fec_ber",
+                        quantity=quantity_of("pre_fec_ber"))
 
 
 def xid_79(ctx: NodeContext) -> list[Evidence]:
@@ -309,7 +317,8 @@ def clocks_unlocked(ctx: NodeContext) -> list[Evidence]:
     throttled = {r.subject for r in ctx.results_of("gpu_throttle", ("fail", "warn"))}
     rows = [r for r in ctx.results_of("gpu_clocks", ("fail",)) if r.subject not in throttled]
     return from_results(ctx, rows, "clocks_unlocked",
-                        commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}")
+                        commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}",
+                        quantity=quantity_of("app_sm_clock_mhz"))
 
 
 def governor_wrong(ctx: NodeContext) -> list[Evidence]:
@@ -348,7 +357,8 @@ def oom_kills(ctx: NodeContext) -> list[Evidence]:
                      f"{k.process} (pid {k.pid})", 1.0, value=str(len(log.oom_kills)),
                      expected="0", log_line=k.line,
                      command="dmesg -T | grep -i 'out of memory'", where=(("process",
-                                                                         str(k.process)),))]
+                                                                         str(k.process)),),
+                     quantity="counter")]
 
 
 def swap_used(ctx: NodeContext) -> list[Evidence]:
@@ -360,7 +370,7 @@ def swap_used(ctx: NodeContext) -> list[Evidence]:
         return []
     return [Evidence("swap_used", f"{used / 2**20:.1f} GiB of swap in use "
                      f"({used / info['SwapTotal']:.0%})", 1.0, value=f"{used / 2**20:.1f} GiB",
-                     expected="< 10% of swap", command="free -g; vmstat 5 3")]
+                     expected="< 10% of swap", command="free -g; vmstat 5 3", quantity="gauge")]
 
 
 def memory_pressure(ctx: NodeContext) -> list[Evidence]:
@@ -371,7 +381,7 @@ def memory_pressure(ctx: NodeContext) -> list[Evidence]:
     return [Evidence("memory_pressure", f"tasks stalled on memory {mem.some_avg60:g}% of the "
                      "last minute (PSI)", 1.0, value=f"{mem.some_avg60:g}%", expected="< 10%",
                      log_line=f"/proc/pressure/memory: some avg60={mem.some_avg60}",
-                     command="cat /proc/pressure/memory")]
+                     command="cat /proc/pressure/memory", quantity="gauge")]
 
 
 _VERSION_CMD = {
@@ -420,7 +430,8 @@ def driver_reset_required(ctx: NodeContext) -> list[Evidence]:
 def roce_congestion(ctx: NodeContext) -> list[Evidence]:
     return from_results(ctx, ctx.results_of("roce_congestion", ("fail", "warn")),
                         "roce_congestion", commands=lambda w: "cat /sys/class/infiniband/"
-                        f"{w.get('device', '*')}/ports/{w.get('port', '1')}/hw_counters/*")
+                        f"{w.get('device', '*')}/ports/{w.get('port', '1')}/hw_counters/*",
+                        quantity="counter")
 
 
 def roce_qos_wrong(ctx: NodeContext) -> list[Evidence]:

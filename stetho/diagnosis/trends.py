@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from stetho.diagnosis.context import NodeContext, fmt, gpu_where
+from stetho.diagnosis.context import NodeContext, fmt, gpu_where, quantity_of
 from stetho.diagnosis.model import Evidence
 
 #: busbw under the node's own median of earlier runs by more than this share.
@@ -35,7 +35,8 @@ def aer_rising(ctx: NodeContext) -> list[Evidence]:
     return [Evidence("aer_rising", f"corrected AER errors rose from {prev:g} to {now[0][1]:g} "
                      "since the previous run", 1.0, check="pcie_aer", value=f"{now[0][1]:g}",
                      expected=f"{prev:g} (previous run)", command="stetho history "
-                     f"{ctx.node} --check kernel --metric aer_corrected", status="warn")]
+                     f"{ctx.node} --check kernel --metric aer_corrected", status="warn",
+                     quantity=quantity_of("aer_corrected"))]
 
 
 def sbe_rising(ctx: NodeContext) -> list[Evidence]:
@@ -60,7 +61,8 @@ def sbe_rising(ctx: NodeContext) -> list[Evidence]:
                 f"the previous run ({len(before)} earlier runs)", 1.0, check="gpu_ecc",
                 subject=subject, value=f"{value:g}", expected=f"{before[-1]:g} (previous run)",
                 command=f"nvidia-smi -q -d ECC,ROW_REMAPPER{flag}; stetho history {ctx.node} "
-                        f"--check gpu --metric {metric}", status="warn", where=where))
+                        f"--check gpu --metric {metric}", status="warn", where=where,
+                quantity=quantity_of(metric)))
     return out
 
 
@@ -80,7 +82,7 @@ def ber_rising(ctx: NodeContext) -> list[Evidence]:
             value=fmt(value), expected=f"{fmt(before[-1])} (previous run)",
             command=f"mlxlink -d {dev} -p {port or 1} -m -c; stetho history {ctx.node} "
                     "--metric pre_fec_ber", status="warn",
-            where=(("device", dev), ("port", port or "1"))))
+            where=(("device", dev), ("port", port or "1")), quantity=quantity_of("pre_fec_ber")))
     return out
 
 
@@ -101,7 +103,7 @@ def busbw_falling(ctx: NodeContext) -> list[Evidence]:
                      "earlier runs", 1.0, check="nccl_busbw", subject=subject,
                      value=f"{value:g} GB/s", expected=f"{med:g} GB/s (own median)",
                      command=f"stetho history {ctx.node} --check nccl --metric busbw_gbps",
-                     status="warn")]
+                     status="warn", quantity=quantity_of("busbw_gbps"))]
 
 
 def _size(subject: str) -> int:
