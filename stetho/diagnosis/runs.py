@@ -125,7 +125,7 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
                 continue  # warnings with no cause behind them: nothing to report
             path = report.write(d, out)
             if earlier is not None:
-                d = _with_history(d, path, earlier, history)
+                d = _with_history(d, path, earlier, history, rules)
                 path = report.write(d, out)
             written.append((d, path))
     finally:
@@ -169,18 +169,23 @@ def new_events(earlier: list[Any], me: Any, passes: list[datetime]) -> list[Any]
     return sorted(starts[:-1], key=lambda r: (r.date, r.id), reverse=True)
 
 
-def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = None
-                  ) -> Diagnosis:
+def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = None,
+                  rules: list[Any] | None = None) -> Diagnosis:
     """Earlier events of the same node and cause (repeat offenders: after COUNT new events
-    in DAYS, replace the hardware), and similar incidents on other nodes."""
+    in DAYS, replace the hardware; a rule's own `escalate.after` comes first, and drains a
+    watch cause), and similar incidents on other nodes."""
     from dataclasses import replace
     from datetime import timedelta, timezone
 
+    from stetho.diagnosis import engine
     from stetho.diagnosis.model import Similar
     from stetho.publish import kb
 
     me = kb.read_report(path)
     count, days = repeat_limit()
+    rule = next((r for r in rules or () if d.top is not None and r.cause == d.top.cause), None)
+    if rule is not None and rule.escalate_after is not None:
+        count = rule.escalate_after
     since = me.date - timedelta(days=days)
     past = [r for r in earlier if r.id != me.id and r.date <= me.date and r.run != me.run]
     same = [r for r in past if r.node == me.node and r.cause == me.cause != "undiagnosed"
@@ -195,9 +200,13 @@ def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = N
         return Similar(r.id, r.date.strftime("%Y-%m-%d"), r.node, r.cause, r.repo_path,
                        round(score, 2))
 
+    replace_hw = len(repeats) >= count and d.top is not None \
+        and d.top.kind in ("hardware", "degradation")
+    top = d.hypotheses
+    if replace_hw and rule is not None and rule.escalate_after is not None and d.top is not None:
+        top = (engine.escalated(d.top, rule, d.node), *d.hypotheses[1:])
     return replace(d, repeats=tuple(as_similar(r, 1.0) for r in repeats),
-                   replace_hardware=len(repeats) >= count and d.top is not None
-                   and d.top.kind in ("hardware", "degradation"),
+                   replace_hardware=replace_hw, hypotheses=top,
                    similar=tuple(as_similar(r, sc) for r, sc in scored[:5] if sc >= 0.6))
 
 
