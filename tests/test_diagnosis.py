@@ -47,8 +47,8 @@ def _ctx(node, fault_results, fault_bundles):
 
 
 #: rules that need the node's history to fire: the catalogue (test_diagnosis_catalogue.py)
-#: builds it and ranks them there
-NEEDS_HISTORY = {"gpu-memory-degrading"}
+#: builds it and ranks them there (the IB error and busbw trends: test_diagnosis_evidence.py)
+NEEDS_HISTORY = {"gpu-memory-degrading", "ib-link-errors-rising", "busbw-declining"}
 #: rules whose fault nodes need another profile: ranked where those nodes are built
 #: (roce-congestion: tests/test_roce_checks.py, on h100-roce-8gpu nodes)
 ELSEWHERE = {"roce-congestion"}

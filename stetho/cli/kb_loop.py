@@ -27,9 +27,9 @@ def _repo(repo: str | None) -> str:
 
 def known_causes() -> list[str]:
     """The rule catalogue's cause ids (shipped rules and the site's STETHO_RULES)."""
-    from stetho.diagnosis.rules import load_all
+    from stetho.diagnosis.rules import causes
 
-    return sorted(r.cause for r in load_all())
+    return causes()
 
 
 @click.command("resolve")
@@ -108,7 +108,7 @@ def accuracy_data(repo: str, since: str) -> dict[str, Any]:
     """The rule accuracy figures of the knowledge base over the last `since` (a duration)."""
     from stetho.publish import accuracy
 
-    return accuracy.of_repo(repo, since)
+    return accuracy.of_repo(repo, since, known_causes())
 
 
 @click.command("accuracy")
@@ -161,4 +161,4 @@ def accuracy_or_why(repo: str | None, since: str = "180d") -> dict[str, Any] | N
     """For the run page: stetho.publish.accuracy.of_repo_or_why."""
     from stetho.publish import accuracy
 
-    return accuracy.of_repo_or_why(repo, since)
+    return accuracy.of_repo_or_why(repo, since, known_causes() if repo else ())

@@ -106,6 +106,11 @@ def load_all() -> list[Rule]:
     return list(rules.values())
 
 
+def causes() -> list[str]:
+    """The catalogue's cause ids (shipped rules and the site's STETHO_RULES), sorted."""
+    return sorted(r.cause for r in load_all())
+
+
 def _placeholders(text: str) -> set[str]:
     try:
         return {name.split(".")[0] for _, name, _, _ in string.Formatter().parse(text) if name}

@@ -39,23 +39,29 @@ def warning_nodes(results: Iterable[Result]) -> list[str]:
 def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any, run: str,
                    skip: set[str]) -> list[str]:
     """Nodes that passed every check but whose own history shows an error counter rising
-    (correctable ECC, corrected AER): each gets a watch report when a cause is found. Read
-    from their summaries, and from the history only for a counter that is not zero (a zero
-    counter cannot be rising), so a fleet of healthy nodes costs no history reads."""
+    (correctable ECC, corrected AER, IB symbol errors) or busbw declining toward its
+    threshold: each gets a watch report when a cause is found. Read from their summaries,
+    and from the history only for a counter that is not zero (a zero counter cannot be
+    rising) or a node that measured busbw."""
     from stetho.diagnosis import trends
 
     counters = {("gpu", "ecc_correctable"), ("gpu", "remapped_rows_correctable"),
-                ("kernel", "aer_corrected")}
+                ("kernel", "aer_corrected"),
+                *(("ib", m) for m in trends.IB_ERROR_COUNTERS), ("nccl", "busbw_gbps")}
+    by_node: dict[str, list[Result]] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
     out = []
-    for node in sorted({r.node for r in results if r.node != "*"} - skip):
+    for node in sorted(set(by_node) - {"*"} - skip):
         path = (run_dir / "hosts" / node / "summary.json") if run_dir is not None else None
         if path is None or not path.is_file():
             continue
         summary = json.loads(path.read_text())
         if not any((c, m) in counters and v for c, _, m, v, _ in summary.get("metrics", [])):
             continue
-        ctx = NodeContext(node, [], None, history, summary, run=run)
-        if trends.sbe_rising(ctx) or trends.aer_rising(ctx):
+        ctx = NodeContext(node, by_node[node], None, history, summary, run=run)
+        if any(f(ctx) for f in (trends.sbe_rising, trends.aer_rising, trends.ib_errors_rising,
+                                trends.busbw_declining)):
             out.append(node)
     return out
 

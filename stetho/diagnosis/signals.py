@@ -3,8 +3,8 @@ its evidence (kernel log, NCCL log, PSI, meminfo) and its history.
 
 Each signal is a function returning the Evidence that shows it (empty: not seen). Evidence
 names the part it points at (`where`) and a command that looks at that part, never at every
-device. Rules name signals; adding a signal is adding a function here (or in `clean` /
-`trends`) and naming it in a rule.
+device. Rules name signals; adding a signal is adding a function here (or in a module
+beside it: `ib`, `memory`, `nvlink`, `clean`, `trends`) and naming it in a rule.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from stetho.diagnosis import clean, datapath, memory, nvlink, trends
+from stetho.diagnosis import clean, datapath, ib, memory, nvlink, trends
 from stetho.diagnosis.context import (
     NodeContext,
     facts_of,
@@ -32,10 +32,6 @@ _facts = facts_of
 
 def _gpu_flag(where: dict[str, str]) -> str:
     return f" -i {where['gpu']}" if "gpu" in where else ""
-
-
-def _ib_dev(where: dict[str, str], fallback: str = "") -> tuple[str, str]:
-    return where.get("device", fallback), where.get("port", "1")
 
 
 # -- the signals ---------------------------------------------------------------------------
@@ -174,71 +170,6 @@ def nccl_ib(ctx: NodeContext) -> list[Evidence]:
                      expected="NET/IB", status="pass")]
 
 
-def _ib_cmd(kind: str) -> Callable[[dict[str, str]], str]:
-    def build(w: dict[str, str]) -> str:
-        dev, port = _ib_dev(w)
-        if not dev:
-            return "ibstat"
-        if kind == "state":
-            return f"ibstat {dev} {port}; mlxlink -d {dev} -p {port}"
-        if kind == "counters":
-            return f"perfquery -x -C {dev} -P {port}; mlxlink -d {dev} -p {port} -c"
-        return f"mlxlink -d {dev} -p {port} -m -c"
-    return build
-
-
-def _port_state(value: object) -> tuple[str, str, float | None] | None:
-    """ib_port_state's measured value "ACTIVE LinkUp 400 Gb/s" (or "DOWN Polling"):
-    (state, physical state, rate); None when it is not that shape."""
-    m = re.fullmatch(r"(\S+) (\S+)(?: ([\d.]+) Gb/s)?", str(value or "").strip())
-    if not m:
-        return None
-    return m.group(1), m.group(2), float(m.group(3)) if m.group(3) else None
-
-
-def _state_off(r: Result) -> bool | None:
-    """True: the port's state or physical state is not the expected one; False: it is (the
-    failure is its rate); None: the result does not say."""
-    got, want = _port_state(r.value), _port_state(r.expected)
-    if got is None or want is None:
-        return None
-    return got[:2] != want[:2]
-
-
-def ib_rate_low(ctx: NodeContext) -> list[Evidence]:
-    """A port in its expected state that trained below its rate."""
-    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if _state_off(r) is False]
-    return from_results(ctx, rows, "ib_rate_low", commands=_ib_cmd("state"))
-
-
-def ib_port_down(ctx: NodeContext) -> list[Evidence]:
-    """A port not in its expected state (DOWN, Polling, Init), or in none it could report."""
-    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if _state_off(r) is not False]
-    return from_results(ctx, rows, "ib_port_down", commands=_ib_cmd("state"))
-
-
-#: Physical-layer IB counters: errors on the wire (cable, connector, transceiver).
-_LINK_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter",
-                  "LocalLinkIntegrityErrors")
-
-
-def ib_symbol_errors(ctx: NodeContext) -> list[Evidence]:
-    """ib_counters failing on a port whose physical-layer counters are not zero (the node's
-    metrics), or the drift check failing on one of those counters (its subject names it)."""
-    errs = {s for m in _LINK_COUNTERS for s, v in ctx.metric("ib", m) if v > 0}
-    rows = [r for r in ctx.results_of("ib_counters", ("fail",)) if r.subject in errs]
-    rows += [r for r in ctx.results_of("drift_counter", ("fail",))
-             if any(m in r.subject for m in _LINK_COUNTERS[:2])]
-    return from_results(ctx, rows, "ib_symbol_errors", commands=_ib_cmd("counters"),
-                        quantity=quantity_of("SymbolErrorCounter"))
-
-
-def ib_link_flap(ctx: NodeContext) -> list[Evidence]:
-    """A port whose link went down and came back (ib_link_flaps: LinkDownedCounter growth)."""
-    return from_results(ctx, ctx.results_of("ib_link_flaps", ("fail", "warn")), "ib_link_flap",
-                        commands=_ib_cmd("counters"), quantity=quantity_of("LinkDownedCounter"))
-
-
 def host_memory_ue(ctx: NodeContext) -> list[Evidence]:
     """Uncorrected host DRAM errors (EDAC ue_count, host_memory_errors' value)."""
     rows = [r for r in ctx.results_of("host_memory_errors", ("fail",))
@@ -246,17 +177,6 @@ def host_memory_ue(ctx: NodeContext) -> list[Evidence]:
     return from_results(ctx, rows, "host_memory_ue", "ras-mc-ctl --errors; edac-util -v; "
                         "grep . /sys/devices/system/edac/mc/mc*/ue_count",
                         quantity=quantity_of("edac_ue"))
-
-
-def ber_high(ctx: NodeContext) -> list[Evidence]:
-    return from_results(ctx, ctx.results_of("ib_link_ber"), "ber_high", commands=_ib_cmd("ber"),
-                        quantity=quantity_of("pre_fec_ber"))
-
-
-def ber_trend(ctx: NodeContext) -> list[Evidence]:
-    rows = [r for r in ctx.results_of("drift_trend", ("warn",)) if "pre_fec_ber" in r.subject]
-    return from_results(ctx, rows, "ber_trend", f"stetho history {ctx.node} --metric pre_fec_ber",
-                        quantity=quantity_of("pre_fec_ber"))
 
 
 def xid_79(ctx: NodeContext) -> list[Evidence]:
@@ -448,9 +368,8 @@ def nic_affinity_wrong(ctx: NodeContext) -> list[Evidence]:
 SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
-        nvme_rotational, io_pressure, nccl_socket, nccl_ib, ib_rate_low, ib_port_down,
-        ib_link_flap, host_memory_ue,
-        ib_symbol_errors, ber_high, ber_trend, *memory.SIGNALS, xid_79,
+        nvme_rotational, io_pressure, nccl_socket, nccl_ib, *ib.SIGNALS, host_memory_ue,
+        *memory.SIGNALS, xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, *nvlink.SIGNALS, *_PATHED,
         fabric_not_ready, fabric_manager_down, nvswitch_fatal, driver_reset_required,

@@ -195,6 +195,7 @@ def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, Hos
     """The fleet's files, the failing nodes' diagnosis reports, then the run page linking
     them (and, with a knowledge base, the rules' accuracy); with --bench, the suite's night
     in all of them; with a textfile, the results and the accuracy for node_exporter."""
+    from stetho.diagnosis.rules import causes
     from stetho.fleet import run_folder
     from stetho.publish import accuracy as accuracy_mod
     from stetho.sinks import suite as suite_mod
@@ -213,7 +214,7 @@ def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, Hos
         written = {d.node: path for d, path in runs.diagnose_results(
             results, run_dir=run_dir, run=run_id, out=run_dir / "reports", db=opts.db,
             gate="nightly sweep", kb_repo=opts.kb_repo)}
-    acc = accuracy_mod.of_repo_or_why(opts.kb_repo)
+    acc = accuracy_mod.of_repo_or_why(opts.kb_repo, rules=causes() if opts.kb_repo else ())
     title = f"stetho sweep {run_id}" + (f" ({opts.bench} suite)" if opts.bench else "")
     run_folder.write_page(run_dir, results, title=title, reports=written, suite=suite,
                           accuracy=acc)

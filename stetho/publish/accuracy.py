@@ -84,20 +84,20 @@ def summary(acc: dict[str, Any]) -> str:
             f"({rate:.0%})")
 
 
-def of_repo(repo: str, since: str = "180d") -> dict[str, Any]:
-    """The figures of a knowledge base over the last `since` (a duration: 180d, 12w), with
-    a row for every rule of the catalogue (shipped rules and the site's STETHO_RULES)."""
+def of_repo(repo: str, since: str = "180d", rules: Iterable[str] = ()) -> dict[str, Any]:
+    """The figures of a knowledge base over the last `since` (a duration: 180d, 12w), with a
+    row for each of `rules` (the catalogue's cause ids: stetho.diagnosis.rules.causes)."""
     from datetime import timedelta, timezone
 
-    from stetho.diagnosis.rules import load_all
     from stetho.history.store import parse_since
     from stetho.publish import kb
 
     start = datetime.now(timezone.utc) - timedelta(seconds=parse_since(since))
-    return measure(kb.reports(repo), since=start, rules=sorted(r.cause for r in load_all()))
+    return measure(kb.reports(repo), since=start, rules=rules)
 
 
-def of_repo_or_why(repo: str | None, since: str = "180d") -> dict[str, Any] | None:
+def of_repo_or_why(repo: str | None, since: str = "180d", rules: Iterable[str] = ()
+                   ) -> dict[str, Any] | None:
     """For the run page and the sweep's textfile: the figures, {"error": why} when the
     knowledge base could not be read (said so, never holding a run up), None without one."""
     from stetho.errors import StethoError
@@ -105,6 +105,6 @@ def of_repo_or_why(repo: str | None, since: str = "180d") -> dict[str, Any] | No
     if not repo:
         return None
     try:
-        return of_repo(repo, since)
+        return of_repo(repo, since, rules)
     except (StethoError, OSError) as exc:
         return {"error": str(exc)}
