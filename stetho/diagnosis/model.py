@@ -185,6 +185,26 @@ class Diagnosis:
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
     @property
+    def implicated(self) -> tuple[str, ...]:
+        """The parts the leading cause's evidence names, sorted: a GPU by its serial (else its
+        index), an HCA port, else the subject. A repeat that escalates must be the same part
+        (a pending remap back on the GPU that was reset, not on another one)."""
+        if self.top is None:
+            return ()
+        out = set()
+        for e in self.top.evidence:
+            w = dict(e.where)
+            if "serial" in w:
+                out.add(f"serial:{w['serial']}")
+            elif "gpu" in w:
+                out.add(f"gpu{w['gpu']}")
+            elif "device" in w:
+                out.add(f"{w['device']}:{w.get('port', '1')}")
+            elif e.subject:
+                out.add(e.subject)
+        return tuple(sorted(out))
+
+    @property
     def signature(self) -> tuple[str, ...]:
         """Sorted evidence keys: what makes two incidents look alike."""
         keys = {r.check for r in self.failing}
@@ -198,4 +218,5 @@ class Diagnosis:
         d["cause"] = self.cause
         d["signature"] = list(self.signature)
         d["event"] = self.event
+        d["implicated"] = list(self.implicated)
         return d

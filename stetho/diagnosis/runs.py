@@ -190,12 +190,15 @@ def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = N
     me = kb.read_report(path)
     count, days = repeat_limit()
     rule = next((r for r in rules or () if d.top is not None and r.cause == d.top.cause), None)
-    if rule is not None and rule.escalate_after is not None:
-        count = rule.escalate_after
     since = me.date - timedelta(days=days)
     past = [r for r in earlier if r.id != me.id and r.date <= me.date and r.run != me.run]
     same = [r for r in past if r.node == me.node and r.cause == me.cause != "undiagnosed"
             and r.date >= since]
+    if rule is not None and rule.escalate_after is not None:
+        count = rule.escalate_after
+        # an escalation counts the same part's events only (reports naming no part: all)
+        same = [r for r in same if not (r.implicated and me.implicated)
+                or set(r.implicated) & set(me.implicated)]
     passes = [datetime.fromtimestamp(t, timezone.utc)
               for t in (history.clean_runs(me.node) if history is not None else [])]
     repeats = new_events(same, me, passes)
