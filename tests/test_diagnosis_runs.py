@@ -212,6 +212,7 @@ def test_a_pending_remap_is_watch_and_escalates_when_it_returns_after_a_reset(
         assert d.cause == "gpu-remap-pending" and d.disposition == "watch", (k, d.cause)
         assert d.repeats == () and not d.replace_hardware
         assert "\ndisposition: watch\n" in text and "Reset GPU" in text
+        assert f"\nimplicated: {list(d.implicated)}".replace("'", '"') in text
     with History(db) as h:  # the GPU was reset on the 26th: the node passed its checks
         healthy = [Result.from_json({**r, "node": "rowremap"}) for r in fault_results["healthy"]]
         h.record("20251126T150000Z-day", "sweep", [NodeRun("rowremap", "h100-sxm-8gpu",

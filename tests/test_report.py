@@ -50,7 +50,7 @@ SECTIONS = ["What to do", "Strongest evidence", "Ruled out by evidence", "Not su
             "Phenomenon", "Root cause", "Fix", "Prevention", "Earlier reports of this node",
             "Similar incidents on other nodes", "Ticket"]
 FRONT_KEYS = ["id", "date", "node", "cause", "cause_title", "status", "disposition", "severity",
-              "run", "signature", "event", "implicated", "checks", "assets"]
+              "run", "signature", "event", "checks", "assets"]
 
 AER_LOGS = (
     "[81234.112233] pcieport 0000:3a:00.0: AER: Corrected error received: 0000:3b:00.0",
@@ -241,7 +241,6 @@ def test_front_matter_has_the_exact_fields_and_values() -> None:
         "signature": ["aer_corrected", "busbw_drop", "gpu_temperature", "nccl_busbw",
                       "pcie_aer", "pcie_link", "pcie_link_degraded"],
         "event": d.event,
-        "implicated": list(d.implicated),
         "checks": ["gpu_temperature", "nccl_busbw", "pcie_aer", "pcie_link"],
         "assets": ["gpu-a17-riser-pcie-slot-rpt-20250601T0312Z-gpu-a17-4c1d-trend.svg"],
     }
@@ -260,7 +259,7 @@ def test_undiagnosed_front_matter_and_sections() -> None:
                     "cause": "undiagnosed", "cause_title": "Undiagnosed", "status": "open",
                     "disposition": "drain", "severity": "unknown",
                     "run": "20250602T0058Z-1b2c", "signature": ["nccl_allreduce"],
-                    "event": "", "implicated": [], "checks": ["nccl_allreduce"], "assets": []}
+                    "event": "", "checks": ["nccl_allreduce"], "assets": []}
     doc = rendered(text)
     assert [h for lvl, h in doc.headings if lvl == 2] == SECTIONS
     b = body(text)

@@ -218,5 +218,4 @@ class Diagnosis:
         d["cause"] = self.cause
         d["signature"] = list(self.signature)
         d["event"] = self.event
-        d["implicated"] = list(self.implicated)
         return d

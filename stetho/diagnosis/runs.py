@@ -196,9 +196,11 @@ def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = N
             and r.date >= since]
     if rule is not None and rule.escalate_after is not None:
         count = rule.escalate_after
-        # an escalation counts the same part's events only (reports naming no part: all)
-        same = [r for r in same if not (r.implicated and me.implicated)
-                or set(r.implicated) & set(me.implicated)]
+        # an escalation counts the same part's events only (reports naming no part: all);
+        # the report names its parts for the next one (front matter `implicated`)
+        mine = set(d.implicated)
+        same = [r for r in same if not (r.implicated and mine) or set(r.implicated) & mine]
+        d = replace(d, extra={**d.extra, "implicated": sorted(mine)})
     passes = [datetime.fromtimestamp(t, timezone.utc)
               for t in (history.clean_runs(me.node) if history is not None else [])]
     repeats = new_events(same, me, passes)
