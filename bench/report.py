@@ -261,7 +261,11 @@ def _repeats(d) -> tuple[int, int]:
         for k in range(4):
             top = d.top
             if grow:
-                first = replace(top.evidence[0], value=f"{k + 1}")
+                # a counter that grew (code with declared quantities: a gauge's reading
+                # is no new event, so the grown evidence is declared a counter)
+                counter = {"quantity": "counter"} if hasattr(top.evidence[0], "quantity") \
+                    else {}
+                first = replace(top.evidence[0], value=f"{k + 1}", **counter)
                 top = replace(top, evidence=(first, *top.evidence[1:]))
             dk = replace(d, hypotheses=(top, *d.hypotheses[1:]))
             out.append(SimpleNamespace(id=f"r{k}", date=datetime(2025, 11, 25, 3, tzinfo=

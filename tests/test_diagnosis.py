@@ -50,9 +50,10 @@ def _ctx(node, fault_results, fault_bundles):
     return NodeContext(node, results, facts, None, nodes.summary(facts, prof))
 
 
-#: rules ranked on catalogue nodes (test_diagnosis_catalogue.py): a rising SBE count needs
-#: the node's history, which the catalogue builds; Xid 92 is its case "xid92"
-NEEDS_HISTORY = {"gpu-memory-degrading"}
+#: rules that need the node's history to fire: the catalogue (test_diagnosis_catalogue.py)
+#: builds it and ranks them there (Xid 92 is its case "xid92"; the IB error and busbw
+#: trends: test_diagnosis_evidence.py)
+NEEDS_HISTORY = {"gpu-memory-degrading", "ib-link-errors-rising", "busbw-declining"}
 #: rules whose fault nodes need another profile: ranked where those nodes are built
 #: (roce-congestion: tests/test_roce_checks.py, on h100-roce-8gpu nodes)
 ELSEWHERE = {"roce-congestion"}

@@ -190,3 +190,97 @@ def test_diagnosis_json_keeps_the_basis(fault_results, fault_bundles):
     bases = {h["cause"]: h["basis"] for h in d.to_json()["falsified"]}
     assert bases["nvlink-degraded"] == "evidence"
     assert set(bases.values()) <= {"evidence", "unsupported", "ranked"}
+
+
+# -- trends on passing nodes: IB errors rising, busbw declining ------------------------------
+
+def _night_with_history(tmp_path, faults, change):
+    """A node checked now, with three earlier nights in a real history file whose metrics
+    are this run's with `change(check, subject, metric, value, nights_ago)` applied; the
+    sweep's windowed judgement, the run folder and `stetho report` over it. (report text or
+    None, the judged results)."""
+    prof = profiles.load("h100-sxm-8gpu")
+    sim = build_node(tmp_path / "n01", "n01", faults)
+    env, name = collect.sim_environment(str(sim))
+    bundle = collect.collect(prof, env, name)
+    stamp = datetime.fromisoformat(bundle.collected_at.replace("Z", "+00:00"))
+    now = stamp.timestamp()
+    run = f"{stamp.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}-trend01"
+    metrics = [list(m) for m in checkrun.run([bundle]).summaries[name]["metrics"]]
+    db = tmp_path / "history.db"
+    with History(db) as h:
+        for k in (3, 2, 1):
+            past = [[c, s, m, change(c, s, m, v, k), u] for c, s, m, v, u in metrics]
+            h.record(f"2025113{k}T030000Z-past{k}", "sweep",
+                     [NodeRun(name, prof.name, [], past)], when=now - k * DAY + 600)
+    judged = checkrun.run([bundle], history=db)
+    results = [r for r in judged.results if r.node == name]
+    run_dir = tmp_path / "runs" / run
+    host = run_dir / "hosts" / name
+    host.mkdir(parents=True)
+    bundle.save(host / "evidence.json")
+    (host / "summary.json").write_text(json.dumps(judged.summaries[name]))
+    (run_dir / "results.json").write_text(json_out.render(results))
+    (run_dir / "meta.json").write_text(json.dumps({"run_id": run}))
+    with History(db) as h:
+        h.record(run, "sweep", [NodeRun(name, prof.name, results, metrics)], when=now)
+    out = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--out",
+                           str(out), "--db", str(db)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    mds = list(out.glob("*.md")) if out.is_dir() else []
+    return {md.name: md.read_text() for md in mds}, results
+
+
+@pytest.mark.parametrize("trending", [True, False])
+def test_ib_symbol_errors_rising_on_a_passing_port_get_a_watch_report(tmp_path, trending):
+    """mlx5_5 port 1 has 4096 symbol errors since its reset. Steady (no growth), nothing is
+    reported. Growing 2, 4, then 6 a night (under ib_counters' 10 a day, so the port passes):
+    a watch report naming the port, with the readings and the projected crossing."""
+    port = "mlx5_5:1"
+
+    def change(c, s, m, v, k):
+        if (c, s, m) == ("ib", port, "SymbolErrorCounter") and trending:
+            return v - {3: 12, 2: 10, 1: 6}[k]
+        return v
+
+    reports, results = _night_with_history(tmp_path, ["ib-symbol-errors"], change)
+    [counters] = [r for r in results if (r.check, r.subject) == ("ib_counters", port)]
+    assert counters.status == "pass", counters.message
+    rising = {n: t for n, t in reports.items() if "-ib-link-errors-rising-" in n}
+    if not trending:
+        assert rising == {}, list(reports)
+        return
+    [(name, text)] = rising.items()
+    assert "\ndisposition: watch\n" in text and "**WATCH n01**" in text
+    assert "mlx5_5 port 1" in text and "SymbolErrorCounter 4096" in text
+    trend = text.split("**Trend**: ", 1)[1].splitlines()[0].replace("\\", "")
+    assert "symbol errors 2, 4, 6 per 24 h" in trend and "limit 10 per 24 h" in trend, trend
+    assert "crosses the limit in about" in trend, trend
+
+
+@pytest.mark.parametrize("trending", [True, False])
+def test_busbw_declining_on_a_passing_node_gets_a_watch_report(tmp_path, trending):
+    """A healthy node whose all-reduce busbw at 8 GiB was 12, 8 and 4 % higher the three
+    nights before (still passing nccl_busbw now) gets a watch report naming the path the run
+    crosses (NVLink/NVSwitch on this SXM board), with the readings and the projected
+    crossing of the threshold; jitter of a few tenths of a percent gets none."""
+    size = "allreduce@8589934592"
+    factors = {3: 1.12, 2: 1.08, 1: 1.04} if trending else {3: 1.002, 2: 0.998, 1: 1.001}
+
+    def change(c, s, m, v, k):
+        return v * factors[k] if (c, s, m) == ("nccl", size, "busbw_gbps") else v
+
+    reports, results = _night_with_history(tmp_path, [], change)
+    assert all(r.status == "pass" for r in results if r.check == "nccl_busbw")
+    declining = {n: t for n, t in reports.items() if "-busbw-declining-" in n}
+    if not trending:
+        assert declining == {}, list(reports)
+        return
+    [(name, text)] = declining.items()
+    assert "\ndisposition: watch\n" in text and "**WATCH n01**" in text
+    assert "the NVLink/NVSwitch fabric" in text
+    trend = text.split("**Trend**: ", 1)[1].splitlines()[0].replace("\\", "")
+    assert trend.startswith(f"busbw {size} ") and "GB/s over the last 4 runs" in trend, trend
+    assert "falls under the threshold in about" in trend and " around 20" in trend, trend

@@ -160,3 +160,86 @@ def test_a_stale_dbe_reported_every_night_is_one_event(tmp_path, fault_bundles, 
     text = next((kb / "reports" / "2025" / "11" / "28").glob("*.md")).read_text()
     assert "Replace the hardware" not in text
     assert f"\nevent: {d.event}\n" in text
+
+
+def _rowremap_on(tmp_path: Path, gpu: int) -> tuple[Path, list[Result]]:
+    """The rowremap node again, its pending remap on another GPU: collected and checked."""
+    from stetho import profiles
+    from stetho.checking import run as checkrun
+    from stetho.evidence import collect
+    from stetho.sim.builder import build_node
+
+    sim = build_node(tmp_path / "sim-other", "rowremap", [f"rowremap-pending=gpu{gpu}"])
+    env, name = collect.sim_environment(str(sim))
+    bundle = collect.collect(profiles.load("h100-sxm-8gpu"), env, name)
+    path = tmp_path / "rowremap-other.json"
+    bundle.save(path)
+    return path, [r for r in checkrun.run([bundle]).results if r.node == name]
+
+
+@pytest.mark.parametrize("same_gpu", [True, False])
+def test_a_pending_remap_is_watch_and_escalates_when_it_returns_after_a_reset(
+        tmp_path, fault_bundles, fault_results, same_gpu):
+    """A pending row remap alone is watch (reset when idle), and two nights of the same
+    pending remap are one event. After a night the node passed (the reset applied the remap),
+    a pending remap again on the same GPU is a new event: the rule's escalation drains the
+    node and replaces the GPU. On another GPU it is that GPU's first: watch. The passes come
+    from the history, a real SQLite file."""
+    from stetho.history.store import History, NodeRun
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    _git(kb, "init", "-q")
+    db = tmp_path / "history.db"
+    History(db).close()
+
+    def night(k: int, other: tuple[Path, list[Result]] | None = None):
+        run = f"2025112{k}T030000Z-night{k}"
+        run_dir, results = _night(tmp_path, run, fault_bundles, fault_results, node="rowremap")
+        if other is not None:
+            (run_dir / "hosts" / "rowremap" / "evidence.json").write_text(other[0].read_text())
+            results = other[1]
+            (run_dir / "results.json").write_text(json_out.render(results))
+        [(d, path)] = runs.diagnose_results(results, run_dir=run_dir, run=run,
+                                            out=kb / "reports" / "2025" / "11" / f"2{k}",
+                                            db=db, kb_repo=str(kb), alert=False)
+        _git(kb, "add", "-A")
+        _git(kb, "commit", "-qm", run)
+        return d, path.read_text()
+
+    for k in (4, 5):
+        d, text = night(k)
+        assert d.cause == "gpu-remap-pending" and d.disposition == "watch", (k, d.cause)
+        assert d.repeats == () and not d.replace_hardware
+        assert "\ndisposition: watch\n" in text and "Reset GPU" in text
+        assert f"\nimplicated: {list(d.implicated)}".replace("'", '"') in text
+    with History(db) as h:  # the GPU was reset on the 26th: the node passed its checks
+        healthy = [Result.from_json({**r, "node": "rowremap"}) for r in fault_results["healthy"]]
+        h.record("20251126T150000Z-day", "sweep", [NodeRun("rowremap", "h100-sxm-8gpu",
+                                                           healthy, [])], when=1764169200)
+    if not same_gpu:
+        d, text = night(7, _rowremap_on(tmp_path, 2))
+        assert d.cause == "gpu-remap-pending" and dict(d.top.evidence[0].where)["gpu"] == "2"
+        assert d.repeats == () and not d.replace_hardware and d.disposition == "watch"
+        return
+    d, text = night(7)
+    assert [s.date for s in d.repeats] == ["2025-11-24"]
+    assert d.replace_hardware and d.disposition == "drain"
+    assert "\ndisposition: drain\n" in text and "**DRAIN rowremap**" in text
+    gpu = dict(d.top.evidence[0].where)["gpu"]
+    assert "has a row remap pending again after the reset" in d.top.steps[0]
+    assert f"RMA GPU {gpu}" in text and "1. Replace the hardware: rowremap had 1 earlier" in text
+
+
+def test_a_pending_remap_with_a_remap_failure_is_failing_memory():
+    """The same GPU with a remap failure too: gpu_ecc fails, so it is failing memory (drain),
+    and the pending remap does not make it watch."""
+    from stetho.diagnosis import engine
+    from stetho.diagnosis.signals import NodeContext
+
+    row = Result("n1", "gpu_ecc", "gpu3", "fail", "row remapping failed", value=0,
+                 unit="uncorrectable ECC errors since the last reset", expected=0,
+                 evidence="remapped rows corr=0 uncorr=1 pending=True failure=True")
+    d = engine.diagnose(NodeContext("n1", [row]), run="20251201T030000Z-x")
+    assert d.cause == "gpu-memory-failing" and d.disposition == "drain"
+    assert "gpu-remap-pending" not in [h.cause for h in d.hypotheses]

@@ -404,3 +404,51 @@ def test_hosts_sharing_one_venv_keep_their_own_evidence(sshd, tmp_path_factory):
                if (p / "bin" / "stetho").exists() and not p.is_symlink()]
     on_node = sorted(p.name for p in venv.glob("evidence-*.json"))
     assert on_node == ["evidence-sharedA.json", "evidence-sharedB.json"]
+
+
+def test_sweep_with_a_knowledge_base_shows_rule_accuracy_on_its_page_and_textfile(
+        full_sweep, cluster, tmp_path, monkeypatch):
+    """`stetho sweep --kb REPO --textfile PATH`: the sweep's own run page carries the rules'
+    accuracy on the knowledge base's resolved reports (the figures `stetho kb accuracy`
+    prints), and the textfile the sweep's results and the same figures for node_exporter."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests import test_kb_resolve as kbr
+    from tests.test_kb import git
+
+    cfg = tmp_path / "gitconfig"
+    cfg.write_text("[user]\n\tname = KB Test\n\temail = kb@test.invalid\n"
+                   "[init]\n\tdefaultBranch = main\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(cfg))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("STETHO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("STETHO_SPOOL", str(tmp_path / "spool"))
+    remote = tmp_path / "kb.git"
+    git("init", "-q", "--bare", str(remote))
+    ids = kbr.publish(tmp_path, remote, [(n, c, d) for n, c, d, _ in kbr.RESOLVED])
+    for rid, (_, _, _, found) in zip(ids, kbr.RESOLVED, strict=True):
+        if found:
+            assert kbr.cli("resolve", rid, "--found", found, "--repo", str(remote))[0] == 0
+    root, inventory = cluster
+    prom = tmp_path / "stetho-sweep.prom"
+    proc = _sweep(inventory, root / "runs-kb", "--limit", "node06", "--kb", str(remote),
+                  "--textfile", str(prom))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run_dir = sorted((root / "runs-kb").glob("2*"))[-1]
+    page = (run_dir / "index.html").read_text()
+    assert 'id="accuracy" data-resolved="5"' in page and "no fault found in 1 (20%)" in page
+    assert ('<tr data-rule="riser-pcie-slot"><td>riser-pcie-slot</td><td>2</td><td>2</td>'
+            "<td>1</td><td>50%</td><td>50%</td><td>1</td></tr>") in page
+    assert 'data-node="node06"' in page and "reports/" in page
+    fams = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+
+    def sample(name, **labels):
+        return [s.value for s in fams[name].samples
+                if all(s.labels.get(k) == v for k, v in labels.items())]
+
+    assert sample("stetho_kb_rule_precision", command="sweep", rule="riser-pcie-slot") == [0.5]
+    assert sample("stetho_kb_rule_recall", command="sweep", rule="optics-degrading") == [0.5]
+    assert sample("stetho_kb_rule_precision", rule="cpu-governor") == []  # nothing under it
+    assert sample("stetho_kb_no_fault_found_ratio", command="sweep") == [0.2]
+    assert sample("stetho_check_status", command="sweep", node="node06",
+                  check="disk_rotational", subject="nvme3n1") == [2.0]

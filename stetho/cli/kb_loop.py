@@ -5,14 +5,14 @@ group by stetho.cli.kb."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import click
 
 from stetho.cli.common import settings
-from stetho.errors import ConfigError, StethoError
+from stetho.errors import ConfigError
 
 _REPO_HELP = ("Knowledge base: a working clone's path, or a git URL / bare repository "
               "[default: STETHO_KB_REPO, the config file's `kb_repo`].")
@@ -27,9 +27,9 @@ def _repo(repo: str | None) -> str:
 
 def known_causes() -> list[str]:
     """The rule catalogue's cause ids (shipped rules and the site's STETHO_RULES)."""
-    from stetho.diagnosis.rules import load_all
+    from stetho.diagnosis.rules import causes
 
-    return sorted(r.cause for r in load_all())
+    return causes()
 
 
 @click.command("resolve")
@@ -106,12 +106,9 @@ def _from_git(repo: str, signers: Path) -> None:
 
 def accuracy_data(repo: str, since: str) -> dict[str, Any]:
     """The rule accuracy figures of the knowledge base over the last `since` (a duration)."""
-    from stetho.history.store import parse_since
     from stetho.publish import accuracy
-    from stetho.publish import kb as kblib
 
-    start = datetime.now(timezone.utc) - timedelta(seconds=parse_since(since))
-    return accuracy.measure(kblib.reports(repo), since=start, rules=known_causes())
+    return accuracy.of_repo(repo, since, known_causes())
 
 
 @click.command("accuracy")
@@ -161,11 +158,7 @@ def _pct(x: float | None) -> str:
 
 
 def accuracy_or_why(repo: str | None, since: str = "180d") -> dict[str, Any] | None:
-    """For the run page: the figures, {"error": why} when the knowledge base could not be
-    read (the page says so; a report is never held up by it), None without a knowledge base."""
-    if not repo:
-        return None
-    try:
-        return accuracy_data(repo, since)
-    except StethoError as exc:
-        return {"error": str(exc)}
+    """For the run page: stetho.publish.accuracy.of_repo_or_why."""
+    from stetho.publish import accuracy
+
+    return accuracy.of_repo_or_why(repo, since, known_causes() if repo else ())

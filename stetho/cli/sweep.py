@@ -31,11 +31,18 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width
               help="Show only fail/error/warn rows (default), or every row.")
 @db_option
 @click.option("--no-history", is_flag=True, help="Neither drift checks nor recording.")
+@click.option("--kb", "kb_repo", help="Knowledge-base repository: repeat offenders and similar "
+              "incidents in the reports, the rules' accuracy on resolved reports on the run "
+              "page [default: STETHO_KB_REPO, the config file's `kb_repo`].")
+@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write node_exporter textfile metrics (command=\"sweep\"): every "
+              "result and, with a knowledge base, each rule's precision, recall and the "
+              "no-fault-found rate (stetho_kb_*), atomically.")
 @click.option("--quiet", "-q", is_flag=True,
               help="The summary line instead of the table; no progress on stderr.")
 def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int | None,
           bench_suite: str | None, out: str, problems_only: bool, db: str | None,
-          no_history: bool, quiet: bool) -> None:
+          no_history: bool, kb_repo: str | None, textfile: Path | None, quiet: bool) -> None:
     """Run `stetho check --local` on every inventory host through Ansible.
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
@@ -48,14 +55,15 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
     from stetho.fleet import sweep as sweep_mod
     from stetho.sinks import table
 
-    cfg = settings(db=db)
+    cfg = settings(db=db, kb_repo=kb_repo)
     progress = Progress(quiet=quiet)
     stop = _StopOnSignal()
     opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
                                   out=Path(out), limit=limit, forks=forks,
                                   timeout_s=timeout_s, progress=progress.update,
                                   steps=progress.step, cancel=stop.requested,
-                                  db=None if no_history else cfg.db, bench=bench_suite)
+                                  db=None if no_history else cfg.db, bench=bench_suite,
+                                  kb_repo=cfg.kb_repo, textfile=textfile)
     try:
         with stop:
             result = sweep_mod.sweep(opts)

@@ -122,10 +122,21 @@ def expected_text(r: Result) -> str | None:
     return str(r.expected)
 
 
+def quantity_of(metric: str) -> str:
+    """What a history metric's value is (model.QUANTITIES), from its declared kind in
+    stetho.facts.kinds: a counter is a counter, a gauge a gauge, anything else a state."""
+    from stetho.facts import kinds
+
+    k = kinds.resolve(metric)
+    return k.kind if k is not None and k.kind in ("counter", "gauge") else "state"
+
+
 def from_results(ctx: NodeContext, rows: list[Result], signal: str, command: str | None = None,
-                 *, weight: float = 1.0, commands: Any = None) -> list[Evidence]:
+                 *, weight: float = 1.0, commands: Any = None, quantity: str = "state"
+                 ) -> list[Evidence]:
     """One Evidence per result; `commands(where)` builds a command that targets the part the
-    result names (else the fixed `command`)."""
+    result names (else the fixed `command`). `quantity` is what the results' values are
+    (model.QUANTITIES): the signal declares it."""
     out = []
     for r in rows:
         where = subject_where(ctx, r)
@@ -135,7 +146,8 @@ def from_results(ctx: NodeContext, rows: list[Result], signal: str, command: str
             subject=r.subject or None, value=fmt(r.value, r.unit) or None,
             expected=expected_text(r),
             log_line=_last_line(r.evidence) if r.probe == "kernel_log" else None,
-            command=cmd, status="warn" if r.status == "warn" else "fail", where=where))
+            command=cmd, status="warn" if r.status == "warn" else "fail", where=where,
+            quantity=quantity))
     return out
 
 

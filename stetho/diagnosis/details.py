@@ -93,7 +93,8 @@ def trend(ctx: NodeContext, rule: Rule | None, top: Hypothesis | None, now: floa
         past = [p.value for p in points if p.run != ctx.run]
         baseline = median(past) if past else None
     pts = tuple((float(p.time), p.value) for p in points)
-    ahead = projection.for_trend(check, metric, list(pts), str(ctx.summary.get("profile", ""))) \
+    ahead = projection.for_trend(check, metric, list(pts), str(ctx.summary.get("profile", "")),
+                                 threshold, unit or "", subject) \
         if top is not None and top.disposition == "watch" else ""
     return Trend(metric=f"{metric} {subject}".strip(), unit=unit, points=pts,
                  threshold=threshold, baseline=baseline, projection=ahead)
@@ -128,8 +129,9 @@ def chart_metric(rule: Rule | None, top: Hypothesis | None) -> tuple[str, str] |
 def _limits(results: list[Result], top: Hypothesis | None, subject: str
             ) -> tuple[float | None, float | None]:
     checks = {e.check for e in top.evidence} if top else set()
-    for r in results:
-        if r.check in checks and _subject_match(r.subject, [subject]):
+    for r in results:  # busbw: history names the size in bytes, the check in GiB
+        if r.check in checks and (_subject_match(r.subject, [subject]) or (
+                r.check == "nccl_busbw" and 0 < _size(r.subject) == _size(subject))):
             return _num(r.limit), _num(r.reference)
     return None, None
 

@@ -102,6 +102,15 @@ def _build(rule: Rule, ctx: NodeContext, evidence: list[Evidence], got: float) -
             e.signal == s.signal and e.status == "fail" for e in evidence)))
 
 
+def escalated(h: Hypothesis, rule: Rule, node: str) -> Hypothesis:
+    """A watch cause back as a new event too often (the rule's `escalate`): drain it and
+    replace the part, with the rule's escalation steps filled from the same evidence."""
+    where = _where(sorted(h.evidence, key=lambda e: e.signal not in rule.requires_any),
+                   NodeContext(node, []))
+    return replace(h, disposition="drain",
+                   steps=tuple(fill(s, where) for s in rule.escalate_steps) or h.steps)
+
+
 def candidates(ctx: NodeContext, rules: list[Rule] | None = None
                ) -> tuple[list[Hypothesis], list[Hypothesis]]:
     """(every live candidate, best first; every touched rule ruled out or unsupported)."""

@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from stetho.diagnosis.context import NodeContext, facts_of, from_results, gpu_where, short_pci
+from stetho.diagnosis.context import (
+    NodeContext,
+    facts_of,
+    from_results,
+    gpu_where,
+    quantity_of,
+    short_pci,
+)
 from stetho.diagnosis.model import Evidence
 from stetho.parsers.gpu_model import Gpu
 from stetho.results import Result
@@ -97,7 +104,8 @@ def ecc_uncorrectable(ctx: NodeContext) -> list[Evidence]:
                 or retired >= 64:
             rows.append(r)
     return from_results(ctx, rows, "ecc_uncorrectable",
-                        commands=lambda w: f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}")
+                        commands=lambda w: f"nvidia-smi -q -d ECC,ROW_REMAPPER{_gpu_flag(w)}",
+                        quantity=quantity_of("ecc_uncorrectable"))
 
 
 #: gpu_ecc's recorded reading (its evidence, not its message) of a pending remap/retirement
@@ -126,7 +134,8 @@ def remap_pending(ctx: NodeContext) -> list[Evidence]:
     def cmd(w: dict[str, str]) -> str:
         return f"nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT{_gpu_flag(w)}"
 
-    out = from_results(ctx, rows, "remap_pending", commands=cmd)
+    out = from_results(ctx, rows, "remap_pending", commands=cmd,
+                       quantity=quantity_of("ecc_uncorrectable"))
     if not out:
         out = [replace(e, signal="remap_pending", status="warn", command=cmd(dict(e.where)))
                for e in xid_memory(ctx) if e.value in ("Xid 63", "63")]

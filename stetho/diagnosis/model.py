@@ -28,6 +28,17 @@ class Evidence:
     #: what the observation points at, for filling rule text: (key, value) pairs such as
     #: ("gpu", "4"), ("pci", "0000:9b:00.0"), ("device", "mlx5_4"), ("port", "1")
     where: tuple[tuple[str, str], ...] = ()
+    #: what `value` is (QUANTITIES), declared by the signal that measured it: it decides
+    #: whether the value is part of the incident's identity (`Diagnosis.event`)
+    quantity: str = "state"
+
+
+#: What an evidence value is. "counter": a cumulative count (ECC, remapped rows, AER, IB symbol
+#: or link-down counts): a count that grew is a new event. "gauge": a continuous measurement
+#: (busbw, temperature, BER, clocks, pressure) that jitters run to run: the same fault measured
+#: again is the same event whatever the reading. "state": a discrete reading (a port's state
+#: and rate, an Xid code, a transport, a version): a different one is a new event.
+QUANTITIES = ("counter", "gauge", "state")
 
 
 #: Severity bands, lowest first. A hypothesis' score is its band's index plus the share of
@@ -161,13 +172,37 @@ class Diagnosis:
     @property
     def event(self) -> str:
         """What makes an incident the same event as an earlier report of it: the leading
-        cause's evidence as measured (signal, part, value, log line), hashed. Four nightly
-        reports of one stale DBE share it; a counter that grew or a new Xid line does not."""
+        cause's evidence by its identity (signal, part, log line) and, for a counter or a
+        state, its value, hashed. Four nightly reports of one stale DBE share it; a counter
+        that grew or a new Xid line does not; a gauge's reading (busbw 301.2 or 299.8 GB/s,
+        a temperature) is left out, so its jitter never makes a new event."""
         if self.top is None:
             return ""
-        parts = sorted({"\0".join((e.signal, e.subject or "", e.value or "", e.log_line or ""))
+        parts = sorted({"\0".join((e.signal, e.subject or "",
+                                   "" if e.quantity == "gauge" else e.value or "",
+                                   e.log_line or ""))
                         for e in self.top.evidence})
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+    @property
+    def implicated(self) -> tuple[str, ...]:
+        """The parts the leading cause's evidence names, sorted: a GPU by its serial (else its
+        index), an HCA port, else the subject. A repeat that escalates must be the same part
+        (a pending remap back on the GPU that was reset, not on another one)."""
+        if self.top is None:
+            return ()
+        out = set()
+        for e in self.top.evidence:
+            w = dict(e.where)
+            if "serial" in w:
+                out.add(f"serial:{w['serial']}")
+            elif "gpu" in w:
+                out.add(f"gpu{w['gpu']}")
+            elif "device" in w:
+                out.add(f"{w['device']}:{w.get('port', '1')}")
+            elif e.subject:
+                out.add(e.subject)
+        return tuple(sorted(out))
 
     @property
     def signature(self) -> tuple[str, ...]:

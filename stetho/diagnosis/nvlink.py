@@ -50,7 +50,7 @@ def nvlink_errors(ctx: NodeContext) -> list[Evidence]:
             continue
         seen = {m: counts[(r.subject, m)] for m in COUNTERS if counts.get((r.subject, m))}
         value = ", ".join(f"{m.split('_')[1]} {v:g}" for m, v in seen.items())
-        for e in from_results(ctx, [r], "nvlink_errors", commands=_cmd):
+        for e in from_results(ctx, [r], "nvlink_errors", commands=_cmd, quantity="counter"):
             out.append(replace(e, status="warn", value=value or e.value,
                                expected="under the per-link limits"))
     return out

@@ -13,13 +13,24 @@ out, never read as negative growth.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timezone
 from itertools import pairwise
 from statistics import median
+from typing import Any
 
-#: (check, metric) of a cumulative counter -> the profile's `counters` field limiting its
-#: growth within the window
-LIMITS = {("gpu", "ecc_correctable"): "ecc_correctable_max"}
+#: (check, metric) of a cumulative counter -> (its limit on growth within the profile's
+#: counter window, read from the profile; what it counts)
+LIMITS: dict[tuple[str, str], tuple[Callable[[Any], float], str]] = {
+    ("gpu", "ecc_correctable"): (lambda p: p.counters.ecc_correctable_max,
+                                 "correctable ECC errors"),
+    ("ib", "SymbolErrorCounter"): (lambda p: p.ib.counter_max["SymbolErrorCounter"],
+                                   "symbol errors"),
+    ("ib", "LinkErrorRecoveryCounter"): (lambda p: p.ib.counter_max["LinkErrorRecoveryCounter"],
+                                         "link error recoveries"),
+}
+#: (check, metric) of a level that must stay at or above its check's threshold -> its name
+LEVELS = {("nccl", "busbw_gbps"): "busbw"}
 #: fewer rate intervals than this: no line to extend
 MIN_INTERVALS = 2
 
@@ -61,6 +72,31 @@ def project(points: list[tuple[float, float]], limit: float, window_h: float,
             f"{day}.")
 
 
+def project_level(points: list[tuple[float, float]], limit: float, what: str, unit: str
+                  ) -> str:
+    """For a level that must stay at or above `limit` (busbw): the readings, the limit, and
+    when (in runs and a date) their straight-line fit falls to it. Empty with fewer than
+    three readings."""
+    points = sorted(points)
+    if len(points) < 3:
+        return ""
+    now_t, now = points[-1]
+    u = f" {unit}" if unit else ""
+    head = (f"{what} {', '.join(f'{v:g}' for _, v in points[-4:])}{u} over the last "
+            f"{min(len(points), 4)} runs; threshold {limit:g}{u}")
+    if now < limit:
+        return f"{head}: already under the threshold."
+    slope = _slope(points)
+    if slope >= 0:
+        return f"{head}: not falling toward the threshold at this pace."
+    cross = now_t + (limit - now) / slope
+    step = median(t1 - t0 for (t0, _), (t1, _) in pairwise(points)) or 86400.0
+    runs = max(1, math.ceil((cross - now_t) / step))
+    day = datetime.fromtimestamp(cross, timezone.utc).strftime("%Y-%m-%d")
+    return (f"{head}: at this pace it falls under the threshold in about {runs} run(s), "
+            f"around {day}.")
+
+
 def _slope(points: list[tuple[float, float]]) -> float:
     """Least-squares slope of value over time."""
     n = len(points)
@@ -71,17 +107,26 @@ def _slope(points: list[tuple[float, float]]) -> float:
 
 
 def for_trend(check: str, metric: str, points: list[tuple[float, float]],
-              profile_name: str) -> str:
-    """The projection of a charted counter against its profile's window limit, or '' when the
-    metric has no such limit or the profile cannot be read."""
-    field = LIMITS.get((check, metric))
-    if field is None or not profile_name:
+              profile_name: str, threshold: float | None = None, unit: str = "",
+              subject: str = "") -> str:
+    """The projection of a charted metric: a counter's growth against its profile's window
+    limit (LIMITS), a level against its check's threshold (LEVELS); '' when the metric has
+    neither or the limit cannot be read."""
+    if (check, metric) in LEVELS:
+        if threshold is None:
+            return ""
+        return project_level(points, threshold, f"{LEVELS[(check, metric)]} {subject}".strip(),
+                             unit)
+    entry = LIMITS.get((check, metric))
+    if entry is None or not profile_name:
         return ""
     from stetho import profiles
     from stetho.errors import ConfigError
 
+    limit_of, what = entry
     try:
-        counters = profiles.load(profile_name).counters
-    except (ConfigError, OSError):
+        prof = profiles.load(profile_name)
+        limit = float(limit_of(prof))
+    except (ConfigError, OSError, KeyError):
         return ""
-    return project(points, float(getattr(counters, field)), counters.window_h)
+    return project(points, limit, prof.counters.window_h, what)

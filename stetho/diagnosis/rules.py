@@ -68,6 +68,12 @@ class Rule:
     kind: str = "hardware"
     summary: str = ""
     steps: tuple[str, ...] = ()
+    #: `escalate: {after: N, steps: [...]}`: after N earlier new events of this cause on the
+    #: node within the repeat window (STETHO_REPEAT_LIMIT's days), a watch cause is drained and
+    #: its part replaced, with these steps (a pending remap back after the reset that applied
+    #: it is failing memory); None: the site's repeat limit alone
+    escalate_after: int | None = None
+    escalate_steps: tuple[str, ...] = ()
 
     @property
     def total_weight(self) -> float:
@@ -80,7 +86,7 @@ class Rule:
 
 _KEYS = {"cause", "title", "description", "supports", "requires_any", "falsified_by",
          "action", "ticket", "prevention", "reproduce_extra", "trend", "severity", "kind",
-         "summary", "steps"}
+         "summary", "steps", "escalate"}
 
 
 def folders() -> list[Path]:
@@ -98,6 +104,11 @@ def load_all() -> list[Rule]:
             rule = load(path, set(SIGNALS))
             rules[rule.cause] = rule  # a site's rule replaces a shipped one of the same cause
     return list(rules.values())
+
+
+def causes() -> list[str]:
+    """The catalogue's cause ids (shipped rules and the site's STETHO_RULES), sorted."""
+    return sorted(r.cause for r in load_all())
 
 
 def _placeholders(text: str) -> set[str]:
@@ -148,6 +159,15 @@ def load(path: Path, known_signals: set[str]) -> Rule:
     if kind not in KINDS:
         top.fail(f"kind must be one of {', '.join(KINDS)}", "kind")
     trend = top.section("trend")
+    esc = top.section("escalate")
+    after = None
+    if esc.data:
+        esc.check_unknown({"after", "steps"})
+        after = esc.require("after", int)
+        if after < 1:
+            esc.fail("after must be at least 1 (earlier new events)", "after")
+        if not esc.str_list("steps"):
+            esc.fail("an escalation needs its steps (what to do instead of watching)", "steps")
     cause = top.require("cause", str)
     if path.stem != cause:
         top.fail(f"cause {cause!r} must match the file name {path.name}", "cause")
@@ -159,10 +179,12 @@ def load(path: Path, known_signals: set[str]) -> Rule:
                 reproduce_extra=top.str_list("reproduce_extra"),
                 trend=(trend.require("check", str), trend.require("metric", str))
                 if trend.data else None, source=str(path), severity=severity, kind=kind,
-                summary=top.get("summary", str, ""), steps=top.str_list("steps"))
+                summary=top.get("summary", str, ""), steps=top.str_list("steps"),
+                escalate_after=after, escalate_steps=esc.str_list("steps") if esc.data else ())
     for key, texts in (("action", [rule.action]), ("ticket", [rule.ticket]),
                        ("summary", [rule.summary]), ("steps", list(rule.steps)),
-                       ("reproduce_extra", list(rule.reproduce_extra))):
+                       ("reproduce_extra", list(rule.reproduce_extra)),
+                       ("escalate", list(rule.escalate_steps))):
         for text in texts:
             unknown = _placeholders(text) - set(PLACEHOLDERS)
             if unknown:

@@ -39,23 +39,29 @@ def warning_nodes(results: Iterable[Result]) -> list[str]:
 def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any, run: str,
                    skip: set[str]) -> list[str]:
     """Nodes that passed every check but whose own history shows an error counter rising
-    (correctable ECC, corrected AER): each gets a watch report when a cause is found. Read
-    from their summaries, and from the history only for a counter that is not zero (a zero
-    counter cannot be rising), so a fleet of healthy nodes costs no history reads."""
+    (correctable ECC, corrected AER, IB symbol errors) or busbw declining toward its
+    threshold: each gets a watch report when a cause is found. Read from their summaries,
+    and from the history only for a counter that is not zero (a zero counter cannot be
+    rising) or a node that measured busbw."""
     from stetho.diagnosis import trends
 
     counters = {("gpu", "ecc_correctable"), ("gpu", "remapped_rows_correctable"),
-                ("kernel", "aer_corrected")}
+                ("kernel", "aer_corrected"),
+                *(("ib", m) for m in trends.IB_ERROR_COUNTERS), ("nccl", "busbw_gbps")}
+    by_node: dict[str, list[Result]] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
     out = []
-    for node in sorted({r.node for r in results if r.node != "*"} - skip):
+    for node in sorted(set(by_node) - {"*"} - skip):
         path = (run_dir / "hosts" / node / "summary.json") if run_dir is not None else None
         if path is None or not path.is_file():
             continue
         summary = json.loads(path.read_text())
         if not any((c, m) in counters and v for c, _, m, v, _ in summary.get("metrics", [])):
             continue
-        ctx = NodeContext(node, [], None, history, summary, run=run)
-        if trends.sbe_rising(ctx) or trends.aer_rising(ctx):
+        ctx = NodeContext(node, by_node[node], None, history, summary, run=run)
+        if any(f(ctx) for f in (trends.sbe_rising, trends.aer_rising, trends.ib_errors_rising,
+                                trends.busbw_declining)):
             out.append(node)
     return out
 
@@ -125,7 +131,7 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
                 continue  # warnings with no cause behind them: nothing to report
             path = report.write(d, out)
             if earlier is not None:
-                d = _with_history(d, path, earlier, history)
+                d = _with_history(d, path, earlier, history, rules)
                 path = report.write(d, out)
             written.append((d, path))
     finally:
@@ -169,22 +175,32 @@ def new_events(earlier: list[Any], me: Any, passes: list[datetime]) -> list[Any]
     return sorted(starts[:-1], key=lambda r: (r.date, r.id), reverse=True)
 
 
-def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = None
-                  ) -> Diagnosis:
+def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = None,
+                  rules: list[Any] | None = None) -> Diagnosis:
     """Earlier events of the same node and cause (repeat offenders: after COUNT new events
-    in DAYS, replace the hardware), and similar incidents on other nodes."""
+    in DAYS, replace the hardware; a rule's own `escalate.after` comes first, and drains a
+    watch cause), and similar incidents on other nodes."""
     from dataclasses import replace
     from datetime import timedelta, timezone
 
+    from stetho.diagnosis import engine
     from stetho.diagnosis.model import Similar
     from stetho.publish import kb
 
     me = kb.read_report(path)
     count, days = repeat_limit()
+    rule = next((r for r in rules or () if d.top is not None and r.cause == d.top.cause), None)
     since = me.date - timedelta(days=days)
     past = [r for r in earlier if r.id != me.id and r.date <= me.date and r.run != me.run]
     same = [r for r in past if r.node == me.node and r.cause == me.cause != "undiagnosed"
             and r.date >= since]
+    if rule is not None and rule.escalate_after is not None:
+        count = rule.escalate_after
+        # an escalation counts the same part's events only (reports naming no part: all);
+        # the report names its parts for the next one (front matter `implicated`)
+        mine = set(d.implicated)
+        same = [r for r in same if not (r.implicated and mine) or set(r.implicated) & mine]
+        d = replace(d, extra={**d.extra, "implicated": sorted(mine)})
     passes = [datetime.fromtimestamp(t, timezone.utc)
               for t in (history.clean_runs(me.node) if history is not None else [])]
     repeats = new_events(same, me, passes)
@@ -195,9 +211,13 @@ def _with_history(d: Diagnosis, path: Path, earlier: list[Any], history: Any = N
         return Similar(r.id, r.date.strftime("%Y-%m-%d"), r.node, r.cause, r.repo_path,
                        round(score, 2))
 
+    replace_hw = len(repeats) >= count and d.top is not None \
+        and d.top.kind in ("hardware", "degradation")
+    top = d.hypotheses
+    if replace_hw and rule is not None and rule.escalate_after is not None and d.top is not None:
+        top = (engine.escalated(d.top, rule, d.node), *d.hypotheses[1:])
     return replace(d, repeats=tuple(as_similar(r, 1.0) for r in repeats),
-                   replace_hardware=len(repeats) >= count and d.top is not None
-                   and d.top.kind in ("hardware", "degradation"),
+                   replace_hardware=replace_hw, hypotheses=top,
                    similar=tuple(as_similar(r, sc) for r, sc in scored[:5] if sc >= 0.6))
 
 

@@ -3,8 +3,8 @@ its evidence (kernel log, NCCL log, PSI, meminfo) and its history.
 
 Each signal is a function returning the Evidence that shows it (empty: not seen). Evidence
 names the part it points at (`where`) and a command that looks at that part, never at every
-device. Rules name signals; adding a signal is adding a function here (or in `clean` /
-`trends`) and naming it in a rule.
+device. Rules name signals; adding a signal is adding a function here (or in a module
+beside it: `ib`, `memory`, `nvlink`, `clean`, `trends`) and naming it in a rule.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from stetho.diagnosis import clean, datapath, limits, memory, nvlink, platform, trends
+from stetho.diagnosis import clean, datapath, ib, limits, memory, nvlink, platform, trends
 from stetho.diagnosis.context import (
     NodeContext,
     facts_of,
     from_results,
     gpu_where,
+    quantity_of,
     short_pci,
 )
 from stetho.diagnosis.model import Evidence
@@ -33,10 +34,6 @@ def _gpu_flag(where: dict[str, str]) -> str:
     return f" -i {where['gpu']}" if "gpu" in where else ""
 
 
-def _ib_dev(where: dict[str, str], fallback: str = "") -> tuple[str, str]:
-    return where.get("device", fallback), where.get("port", "1")
-
-
 # -- the signals ---------------------------------------------------------------------------
 
 def busbw_drop(ctx: NodeContext) -> list[Evidence]:
@@ -45,7 +42,8 @@ def busbw_drop(ctx: NodeContext) -> list[Evidence]:
     rows = ctx.results_of("nccl_busbw", ("fail",)) + ctx.results_of("fleet_busbw", ("fail",))
     worst = sorted(rows, key=lambda r: -(r.reference or 0))[:2]
     return from_results(ctx, worst, "busbw_drop",
-                        "NCCL_DEBUG=INFO all_reduce_perf -b 64M -e 8G -f 2 -g 8")
+                        "NCCL_DEBUG=INFO all_reduce_perf -b 64M -e 8G -f 2 -g 8",
+                        quantity=quantity_of("busbw_gbps"))
 
 
 #: busbw down / falling, split by the data path the nccl-tests run crossed
@@ -75,7 +73,7 @@ def aer_corrected(ctx: NodeContext) -> list[Evidence]:
                      expected="0", log_line=events[-1].line,
                      command=f"dmesg -T | grep -i 'AER' | grep {dev}; "
                              f"lspci -vvv -s {bdf} | grep -E 'LnkCap|LnkSta|CESta'",
-                     status="fail", where=where)]
+                     status="fail", where=where, quantity=quantity_of("aer_corrected"))]
 
 
 def aer_fatal(ctx: NodeContext) -> list[Evidence]:
@@ -100,7 +98,8 @@ def gpu_hot(ctx: NodeContext) -> list[Evidence]:
     hot = ctx.results_of("gpu_temperature", ("fail", "warn"))
     rows = [r for r in hot if limits.die_hot(ctx, r)]
     out = from_results(ctx, rows, "gpu_hot",
-                       commands=lambda w: f"nvidia-smi -q -d TEMPERATURE{_gpu_flag(w)}")
+                       commands=lambda w: f"nvidia-smi -q -d TEMPERATURE{_gpu_flag(w)}",
+                       quantity=quantity_of("temperature_c"))
     temps = ctx.metric("gpu", "temperature_c")
     if len(temps) >= 4 and not out:
         med = sorted(v for _, v in temps)[len(temps) // 2]
@@ -112,7 +111,8 @@ def gpu_hot(ctx: NodeContext) -> list[Evidence]:
                                     f"node's other GPUs", 1.0, check="gpu_temperature",
                                     subject=subject, value=f"{v:g} C", expected=f"~{med:g} C",
                                     command="nvidia-smi -q -d TEMPERATURE"
-                                    + _gpu_flag(dict(where)), status="warn", where=where))
+                                    + _gpu_flag(dict(where)), status="warn", where=where,
+                                    quantity=quantity_of("temperature_c")))
     return out
 
 
@@ -143,7 +143,7 @@ def io_pressure(ctx: NodeContext) -> list[Evidence]:
                      "minute (PSI)", 1.0, value=f"{io.some_avg60:g}%", expected="< 10%",
                      log_line=f"/proc/pressure/io: some avg10={io.some_avg10} "
                      f"avg60={io.some_avg60} avg300={io.some_avg300}",
-                     command="cat /proc/pressure/io; iostat -x 5 3")]
+                     command="cat /proc/pressure/io; iostat -x 5 3", quantity="gauge")]
 
 
 def nccl_socket(ctx: NodeContext) -> list[Evidence]:
@@ -172,85 +172,13 @@ def nccl_ib(ctx: NodeContext) -> list[Evidence]:
                      expected="NET/IB", status="pass")]
 
 
-def _ib_cmd(kind: str) -> Callable[[dict[str, str]], str]:
-    def build(w: dict[str, str]) -> str:
-        dev, port = _ib_dev(w)
-        if not dev:
-            return "ibstat"
-        if kind == "state":
-            return f"ibstat {dev} {port}; mlxlink -d {dev} -p {port}"
-        if kind == "counters":
-            return f"perfquery -x -C {dev} -P {port}; mlxlink -d {dev} -p {port} -c"
-        return f"mlxlink -d {dev} -p {port} -m -c"
-    return build
-
-
-def _port_state(value: object) -> tuple[str, str, float | None] | None:
-    """ib_port_state's measured value "ACTIVE LinkUp 400 Gb/s" (or "DOWN Polling"):
-    (state, physical state, rate); None when it is not that shape."""
-    m = re.fullmatch(r"(\S+) (\S+)(?: ([\d.]+) Gb/s)?", str(value or "").strip())
-    if not m:
-        return None
-    return m.group(1), m.group(2), float(m.group(3)) if m.group(3) else None
-
-
-def _state_off(r: Result) -> bool | None:
-    """True: the port's state or physical state is not the expected one; False: it is (the
-    failure is its rate); None: the result does not say."""
-    got, want = _port_state(r.value), _port_state(r.expected)
-    if got is None or want is None:
-        return None
-    return got[:2] != want[:2]
-
-
-def ib_rate_low(ctx: NodeContext) -> list[Evidence]:
-    """A port in its expected state that trained below its rate."""
-    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if _state_off(r) is False]
-    return from_results(ctx, rows, "ib_rate_low", commands=_ib_cmd("state"))
-
-
-def ib_port_down(ctx: NodeContext) -> list[Evidence]:
-    """A port not in its expected state (DOWN, Polling, Init), or in none it could report."""
-    rows = [r for r in ctx.results_of("ib_port_state", ("fail",)) if _state_off(r) is not False]
-    return from_results(ctx, rows, "ib_port_down", commands=_ib_cmd("state"))
-
-
-#: Physical-layer IB counters: errors on the wire (cable, connector, transceiver).
-_LINK_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter",
-                  "LocalLinkIntegrityErrors")
-
-
-def ib_symbol_errors(ctx: NodeContext) -> list[Evidence]:
-    """ib_counters failing on a port whose physical-layer counters are not zero (the node's
-    metrics), or the drift check failing on one of those counters (its subject names it)."""
-    errs = {s for m in _LINK_COUNTERS for s, v in ctx.metric("ib", m) if v > 0}
-    rows = [r for r in ctx.results_of("ib_counters", ("fail",)) if r.subject in errs]
-    rows += [r for r in ctx.results_of("drift_counter", ("fail",))
-             if any(m in r.subject for m in _LINK_COUNTERS[:2])]
-    return from_results(ctx, rows, "ib_symbol_errors", commands=_ib_cmd("counters"))
-
-
-def ib_link_flap(ctx: NodeContext) -> list[Evidence]:
-    """A port whose link went down and came back (ib_link_flaps: LinkDownedCounter growth)."""
-    return from_results(ctx, ctx.results_of("ib_link_flaps", ("fail", "warn")), "ib_link_flap",
-                        commands=_ib_cmd("counters"))
-
-
 def host_memory_ue(ctx: NodeContext) -> list[Evidence]:
     """Uncorrected host DRAM errors (EDAC ue_count, host_memory_errors' value)."""
     rows = [r for r in ctx.results_of("host_memory_errors", ("fail",))
             if not isinstance(r.value, (int, float)) or r.value > 0]
     return from_results(ctx, rows, "host_memory_ue", "ras-mc-ctl --errors; edac-util -v; "
-                        "grep . /sys/devices/system/edac/mc/mc*/ue_count")
-
-
-def ber_high(ctx: NodeContext) -> list[Evidence]:
-    return from_results(ctx, ctx.results_of("ib_link_ber"), "ber_high", commands=_ib_cmd("ber"))
-
-
-def ber_trend(ctx: NodeContext) -> list[Evidence]:
-    rows = [r for r in ctx.results_of("drift_trend", ("warn",)) if "pre_fec_ber" in r.subject]
-    return from_results(ctx, rows, "ber_trend", f"stetho history {ctx.node} --metric pre_fec_ber")
+                        "grep . /sys/devices/system/edac/mc/mc*/ue_count",
+                        quantity=quantity_of("edac_ue"))
 
 
 def xid_79(ctx: NodeContext) -> list[Evidence]:
@@ -311,7 +239,8 @@ def clocks_unlocked(ctx: NodeContext) -> list[Evidence]:
     throttled = {r.subject for r in ctx.results_of("gpu_throttle", ("fail", "warn"))}
     rows = [r for r in ctx.results_of("gpu_clocks", ("fail",)) if r.subject not in throttled]
     return from_results(ctx, rows, "clocks_unlocked",
-                        commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}")
+                        commands=lambda w: f"nvidia-smi -q -d CLOCK{_gpu_flag(w)}",
+                        quantity=quantity_of("app_sm_clock_mhz"))
 
 
 def governor_wrong(ctx: NodeContext) -> list[Evidence]:
@@ -350,7 +279,8 @@ def oom_kills(ctx: NodeContext) -> list[Evidence]:
                      f"{k.process} (pid {k.pid})", 1.0, value=str(len(log.oom_kills)),
                      expected="0", log_line=k.line,
                      command="dmesg -T | grep -i 'out of memory'", where=(("process",
-                                                                         str(k.process)),))]
+                                                                         str(k.process)),),
+                     quantity="counter")]
 
 
 def swap_used(ctx: NodeContext) -> list[Evidence]:
@@ -362,7 +292,7 @@ def swap_used(ctx: NodeContext) -> list[Evidence]:
         return []
     return [Evidence("swap_used", f"{used / 2**20:.1f} GiB of swap in use "
                      f"({used / info['SwapTotal']:.0%})", 1.0, value=f"{used / 2**20:.1f} GiB",
-                     expected="< 10% of swap", command="free -g; vmstat 5 3")]
+                     expected="< 10% of swap", command="free -g; vmstat 5 3", quantity="gauge")]
 
 
 def memory_pressure(ctx: NodeContext) -> list[Evidence]:
@@ -373,7 +303,7 @@ def memory_pressure(ctx: NodeContext) -> list[Evidence]:
     return [Evidence("memory_pressure", f"tasks stalled on memory {mem.some_avg60:g}% of the "
                      "last minute (PSI)", 1.0, value=f"{mem.some_avg60:g}%", expected="< 10%",
                      log_line=f"/proc/pressure/memory: some avg60={mem.some_avg60}",
-                     command="cat /proc/pressure/memory")]
+                     command="cat /proc/pressure/memory", quantity="gauge")]
 
 
 _VERSION_CMD = {
@@ -422,7 +352,8 @@ def driver_reset_required(ctx: NodeContext) -> list[Evidence]:
 def roce_congestion(ctx: NodeContext) -> list[Evidence]:
     return from_results(ctx, ctx.results_of("roce_congestion", ("fail", "warn")),
                         "roce_congestion", commands=lambda w: "cat /sys/class/infiniband/"
-                        f"{w.get('device', '*')}/ports/{w.get('port', '1')}/hw_counters/*")
+                        f"{w.get('device', '*')}/ports/{w.get('port', '1')}/hw_counters/*",
+                        quantity="counter")
 
 
 def roce_qos_wrong(ctx: NodeContext) -> list[Evidence]:
@@ -439,9 +370,8 @@ def nic_affinity_wrong(ctx: NodeContext) -> list[Evidence]:
 SIGNALS: dict[str, Callable[[NodeContext], list[Evidence]]] = {
     f.__name__: f for f in (
         busbw_drop, aer_corrected, aer_fatal, gpu_hot, pcie_downgraded,
-        nvme_rotational, io_pressure, nccl_socket, nccl_ib, ib_rate_low, ib_port_down,
-        ib_link_flap, host_memory_ue,
-        ib_symbol_errors, ber_high, ber_trend, *memory.SIGNALS, *limits.SIGNALS, xid_79,
+        nvme_rotational, io_pressure, nccl_socket, nccl_ib, *ib.SIGNALS, host_memory_ue,
+        *memory.SIGNALS, *limits.SIGNALS, xid_79,
         gpu_missing, throttle_thermal, throttle_power, clocks_unlocked, governor_wrong,
         oom_kills, swap_used, memory_pressure, version_drift, *nvlink.SIGNALS, *_PATHED,
         fabric_not_ready, fabric_manager_down, nvswitch_fatal, driver_reset_required,

@@ -7,9 +7,10 @@ evidence: the part still works, and the point is to act before it fails.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from statistics import median
 
-from stetho.diagnosis.context import NodeContext, fmt, gpu_where
+from stetho.diagnosis.context import NodeContext, fmt, gpu_where, quantity_of
 from stetho.diagnosis.model import Evidence
 
 #: busbw under the node's own median of earlier runs by more than this share.
@@ -35,7 +36,8 @@ def aer_rising(ctx: NodeContext) -> list[Evidence]:
     return [Evidence("aer_rising", f"corrected AER errors rose from {prev:g} to {now[0][1]:g} "
                      "since the previous run", 1.0, check="pcie_aer", value=f"{now[0][1]:g}",
                      expected=f"{prev:g} (previous run)", command="stetho history "
-                     f"{ctx.node} --check kernel --metric aer_corrected", status="warn")]
+                     f"{ctx.node} --check kernel --metric aer_corrected", status="warn",
+                     quantity=quantity_of("aer_corrected"))]
 
 
 def sbe_rising(ctx: NodeContext) -> list[Evidence]:
@@ -60,7 +62,8 @@ def sbe_rising(ctx: NodeContext) -> list[Evidence]:
                 f"the previous run ({len(before)} earlier runs)", 1.0, check="gpu_ecc",
                 subject=subject, value=f"{value:g}", expected=f"{before[-1]:g} (previous run)",
                 command=f"nvidia-smi -q -d ECC,ROW_REMAPPER{flag}; stetho history {ctx.node} "
-                        f"--check gpu --metric {metric}", status="warn", where=where))
+                        f"--check gpu --metric {metric}", status="warn", where=where,
+                quantity=quantity_of(metric)))
     return out
 
 
@@ -80,7 +83,7 @@ def ber_rising(ctx: NodeContext) -> list[Evidence]:
             value=fmt(value), expected=f"{fmt(before[-1])} (previous run)",
             command=f"mlxlink -d {dev} -p {port or 1} -m -c; stetho history {ctx.node} "
                     "--metric pre_fec_ber", status="warn",
-            where=(("device", dev), ("port", port or "1"))))
+            where=(("device", dev), ("port", port or "1")), quantity=quantity_of("pre_fec_ber")))
     return out
 
 
@@ -101,7 +104,78 @@ def busbw_falling(ctx: NodeContext) -> list[Evidence]:
                      "earlier runs", 1.0, check="nccl_busbw", subject=subject,
                      value=f"{value:g} GB/s", expected=f"{med:g} GB/s (own median)",
                      command=f"stetho history {ctx.node} --check nccl --metric busbw_gbps",
-                     status="warn")]
+                     status="warn", quantity=quantity_of("busbw_gbps"))]
+
+
+#: Physical-layer IB counters whose growth, faster run after run, says a link degrades
+#: before ib_counters' window limit fails it.
+IB_ERROR_COUNTERS = ("SymbolErrorCounter", "LinkErrorRecoveryCounter")
+
+
+def _growths(readings: list[float]) -> list[float]:
+    """Growth between consecutive readings of a counter; a drop (a reset) is left out."""
+    return [b - a for a, b in pairwise(readings) if b >= a]
+
+
+def ib_errors_rising(ctx: NodeContext) -> list[Evidence]:
+    """A port's symbol (or link recovery) errors growing faster at each of the last runs,
+    while ib_counters still passes the port: the raw bit errors FEC could not hide are
+    climbing, the cable or transceiver is degrading. Read from the history only for a
+    counter that is not zero (a zero counter cannot be rising)."""
+    failing = {r.subject for r in ctx.results_of("ib_counters", ("fail", "error"))}
+    out = []
+    for metric in IB_ERROR_COUNTERS:
+        now = [(s, v) for s, v in ctx.metric("ib", metric) if v > 0 and s not in failing]
+        if not now:
+            continue
+        past = ctx.past("ib", metric)
+        for subject, value in now:
+            before = past.get(subject, [])
+            g = _growths([*before, value])
+            if len(g) < 2 or not 0 < g[-2] < g[-1]:
+                continue
+            dev, _, port = subject.partition(":")
+            out.append(Evidence(
+                "ib_errors_rising", f"{subject}: {metric} grew "
+                f"{', '.join(f'{x:g}' for x in g[-3:])} at the last runs, faster each time "
+                f"({value:g} now)", 1.0, check="ib_counters", subject=subject,
+                value=f"{metric} {value:g}", expected=f"{before[-1]:g} (previous run)",
+                command=f"perfquery -x {dev} {port or 1}; stetho history {ctx.node} --check ib "
+                        f"--metric {metric}", status="warn",
+                where=(("device", dev), ("port", port or "1")), quantity=quantity_of(metric)))
+    return out
+
+
+#: Words for the data path an nccl-tests run crossed (stetho.diagnosis.datapath), for a
+#: busbw trend's part.
+_PATH_WORDS = {"nvlink": "the NVLink/NVSwitch fabric", "pcie": "the GPUs' PCIe path",
+               "net": "the network (NCCL's NET transport)"}
+
+
+def busbw_declining(ctx: NodeContext) -> list[Evidence]:
+    """NCCL busbw at the largest message size lower at each of the last two runs, BUSBW_FALL
+    under where it was, while nccl_busbw still passes: falling toward its threshold. A step
+    (one bad night after a flat history) or jitter around a level is not a decline."""
+    if not ctx.results_of("nccl_busbw", ("pass",)) or ctx.results_of("nccl_busbw"):
+        return []
+    now = ctx.metric("nccl", "busbw_gbps")
+    if not now:
+        return []
+    subject, value = max(now, key=lambda sv: _size(sv[0]))
+    before = ctx.past("nccl", "busbw_gbps").get(subject, [])
+    seq = [*before[-2:], value]
+    if len(seq) < 3 or not seq[0] > seq[1] > seq[2] or value > seq[0] * (1 - BUSBW_FALL):
+        return []
+    from stetho.diagnosis import datapath
+
+    path = " and ".join(_PATH_WORDS[p] for p in sorted(datapath.crossed(ctx)))
+    return [Evidence("busbw_declining", f"busbw {subject} fell at each of the last runs: "
+                     f"{', '.join(f'{v:g}' for v in seq)} GB/s", 1.0, check="nccl_busbw",
+                     subject=subject, value=f"{value:g} GB/s",
+                     expected=f"{seq[0]:g} GB/s (two runs before)",
+                     command=f"stetho history {ctx.node} --check nccl --metric busbw_gbps",
+                     status="warn", where=(("component", path),),
+                     quantity=quantity_of("busbw_gbps"))]
 
 
 def _size(subject: str) -> int:
@@ -113,4 +187,4 @@ def _size(subject: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-SIGNALS = (aer_rising, sbe_rising, ber_rising, busbw_falling)
+SIGNALS = (aer_rising, sbe_rising, ber_rising, busbw_falling, ib_errors_rising, busbw_declining)

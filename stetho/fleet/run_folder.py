@@ -47,15 +47,35 @@ def write_reports(run_dir: Path, results: list[Result], *, run_id: str, hosts: i
 
 
 def write_page(run_dir: Path, results: list[Result], *, title: str,
-               reports: Mapping[str, Path], suite: SuiteSummary | None) -> Path:
-    """The run page, index.html, linking each diagnosed node's report (node -> its path)."""
+               reports: Mapping[str, Path], suite: SuiteSummary | None,
+               accuracy: Mapping[str, Any] | None = None) -> Path:
+    """The run page, index.html, linking each diagnosed node's report (node -> its path);
+    `accuracy`: the knowledge base's rule accuracy (stetho.publish.accuracy.of_repo_or_why),
+    None without a knowledge base."""
     from stetho.sinks import runpage
 
     text = runpage.render(results, title=title,
                           reports=runpage.relative_reports(reports, run_dir),
                           busbw=runpage.busbw_from(results), suite=suite,
-                          generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                          generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          accuracy=accuracy)
     return runpage.write(run_dir, text)
+
+
+def write_textfile(path: Path, results: list[Result], *, run_id: str, started: datetime,
+                   accuracy: Mapping[str, Any] | None) -> Path:
+    """The sweep's node_exporter textfile (`command="sweep"`): every result and, with a
+    knowledge base that could be read, the rules' precision, recall and no-fault-found rate
+    (stetho_kb_*). A knowledge base that could not be read writes no accuracy series: absent,
+    never a 0 an alert reads as "always wrong"."""
+    from stetho.sinks import prometheus
+
+    took = (datetime.now(timezone.utc) - started).total_seconds()
+    text = prometheus.render(results, run_id=run_id, started_at=started, duration_s=took,
+                             command="sweep")
+    if accuracy is not None and "error" not in accuracy:
+        text += prometheus.render_accuracy(accuracy, command="sweep")
+    return prometheus.write(path, text)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -61,6 +61,11 @@ class SweepOptions:
     db: Path | None = None  # history: drift checks and recording (None: neither)
     reports: bool = True  # diagnose failing nodes into run_dir/reports (and alert)
     bench: str | None = None  # a benchmark suite every node runs too (idle nodes only)
+    #: the knowledge base: earlier reports (repeats, similar incidents) and the rules'
+    #: accuracy on resolved reports, on the run page and in the textfile (None: neither)
+    kb_repo: str | None = None
+    #: node_exporter textfile: the fleet's results and, with kb_repo, the rules' accuracy
+    textfile: Path | None = None
 
 
 @dataclass
@@ -179,15 +184,20 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         results.extend(recording.after_run("sweep", run_id, results, summaries, opts.db,
                                            command=f"sweep {opts.limit or ''}".strip(),
                                            run_dir=str(run_dir)))
-    suite = _write_run_folder(run_dir, results, hosts, opts, run_id, run)
+    suite = _write_run_folder(run_dir, results, hosts, opts, run_id, run,
+                              datetime.fromisoformat(str(meta["started"])))
     return SweepResult(run_dir, results, hosts, suite)
 
 
 def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, HostState],
-                      opts: SweepOptions, run_id: str, run: Any) -> SuiteSummary | None:
+                      opts: SweepOptions, run_id: str, run: Any, started: datetime
+                      ) -> SuiteSummary | None:
     """The fleet's files, the failing nodes' diagnosis reports, then the run page linking
-    them; with --bench, the suite's night in all of them."""
+    them (and, with a knowledge base, the rules' accuracy); with --bench, the suite's night
+    in all of them; with a textfile, the results and the accuracy for node_exporter."""
+    from stetho.diagnosis.rules import causes
     from stetho.fleet import run_folder
+    from stetho.publish import accuracy as accuracy_mod
     from stetho.sinks import suite as suite_mod
 
     busy = {h: s.busy.skip_reason() for h, s in sorted(hosts.items())
@@ -203,9 +213,14 @@ def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, Hos
 
         written = {d.node: path for d, path in runs.diagnose_results(
             results, run_dir=run_dir, run=run_id, out=run_dir / "reports", db=opts.db,
-            gate="nightly sweep")}
+            gate="nightly sweep", kb_repo=opts.kb_repo)}
+    acc = accuracy_mod.of_repo_or_why(opts.kb_repo, rules=causes() if opts.kb_repo else ())
     title = f"stetho sweep {run_id}" + (f" ({opts.bench} suite)" if opts.bench else "")
-    run_folder.write_page(run_dir, results, title=title, reports=written, suite=suite)
+    run_folder.write_page(run_dir, results, title=title, reports=written, suite=suite,
+                          accuracy=acc)
+    if opts.textfile is not None:
+        run_folder.write_textfile(opts.textfile, results, run_id=run_id, started=started,
+                                  accuracy=acc)
     return suite
 
 

@@ -82,3 +82,29 @@ def summary(acc: dict[str, Any]) -> str:
     return (f"{n} resolved report{'s' if n != 1 else ''}{since} (of {acc['reports']}): "
             f"{hits} confirmed the diagnosed cause, no fault found in {acc['no_fault_found']} "
             f"({rate:.0%})")
+
+
+def of_repo(repo: str, since: str = "180d", rules: Iterable[str] = ()) -> dict[str, Any]:
+    """The figures of a knowledge base over the last `since` (a duration: 180d, 12w), with a
+    row for each of `rules` (the catalogue's cause ids: stetho.diagnosis.rules.causes)."""
+    from datetime import timedelta, timezone
+
+    from stetho.history.store import parse_since
+    from stetho.publish import kb
+
+    start = datetime.now(timezone.utc) - timedelta(seconds=parse_since(since))
+    return measure(kb.reports(repo), since=start, rules=rules)
+
+
+def of_repo_or_why(repo: str | None, since: str = "180d", rules: Iterable[str] = ()
+                   ) -> dict[str, Any] | None:
+    """For the run page and the sweep's textfile: the figures, {"error": why} when the
+    knowledge base could not be read (said so, never holding a run up), None without one."""
+    from stetho.errors import StethoError
+
+    if not repo:
+        return None
+    try:
+        return of_repo(repo, since, rules)
+    except (StethoError, OSError) as exc:
+        return {"error": str(exc)}

@@ -74,6 +74,7 @@ class ReportMeta:
     checks: tuple[str, ...] = ()
     assets: tuple[str, ...] = ()
     event: str = ""  # the incident's evidence hash: equal in re-reports of an unchanged state
+    implicated: tuple[str, ...] = ()  # the parts its leading evidence names (a GPU's serial)
     path: Path | None = field(default=None, compare=False)
     body: str = field(default="", repr=False, compare=False)
     #: Not part of equality either: resolving a report does not make it another report.
@@ -170,7 +171,8 @@ def _parse(text: str, path: Path) -> ReportMeta:
         status=str(data.get("status") or "open"), run=str(data.get("run") or ""),
         signature=_as_words(data.get("signature"), "signature", path),
         checks=_as_words(data.get("checks"), "checks", path), assets=assets,
-        event=str(data.get("event") or ""), path=path, body=body,
+        event=str(data.get("event") or ""),
+        implicated=_as_words(data.get("implicated"), "implicated", path), path=path, body=body,
         resolution=_as_resolution(data.get("resolution"), path))
 
 
