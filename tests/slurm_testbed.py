@@ -319,6 +319,10 @@ def line(name, n):
         out += " Reason=%s [root@2026-01-02T03:04:05]" % n["reason"]
     return out
 
+if argv[:2] == ["show", "config"]:
+    print("Configuration data as of 2026-01-02T03:04:05")
+    print("ClusterName             = fake")
+    sys.exit(0)
 if argv[:1] == ["ping"]:
     print("Slurmctld(primary) at fake is UP")
     sys.exit(0)

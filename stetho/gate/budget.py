@@ -128,27 +128,18 @@ class Status:
                 "alerted_at": self.alerted_at, "entries": [e.to_json() for e in self.entries]}
 
 
-def default_path() -> Path:
-    """Beside the history database (`STETHO_DB`'s folder): one controller's own ledger.
-    Nodes that drain themselves need a shared path (policy `ledger:` or STETHO_DRAIN_LEDGER)."""
-    from stetho import config
-
-    return config.active().db.parent / "drain-ledger.db"
-
-
-def ledger_path(circuit: Circuit) -> Path:
+def ledger_path(circuit: Circuit, db: Path | None = None) -> Path:
     """STETHO_DRAIN_LEDGER, else the policy's `scheduler: {circuit: {ledger: PATH}}`, else
-    the default beside the history database."""
+    `drain-ledger.db` beside the history database (`db`, default STETHO_DB): one
+    controller's own ledger. Nodes that drain themselves need a shared path."""
     from stetho import config
 
-    env = config.active().drain_ledger
-    if env is not None:
-        return env
-    return circuit.ledger if circuit.ledger is not None else default_path()
-
-
-def for_circuit(circuit: Circuit) -> DrainBudget:
-    return DrainBudget(ledger_path(circuit), circuit)
+    cfg = config.active()
+    if cfg.drain_ledger is not None:
+        return cfg.drain_ledger
+    if circuit.ledger is not None:
+        return circuit.ledger
+    return (db or cfg.db).parent / "drain-ledger.db"
 
 
 class DrainBudget:

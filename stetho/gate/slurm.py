@@ -8,7 +8,14 @@ the people who run the cluster, and two rules keep stetho from trampling them:
   resumes nodes whose *current* reason starts with it. A node a person drained (an RMA, a
   maintenance window) is never resumed by stetho, however healthy it now looks;
 * a node a person already drained is not re-drained either, since that would overwrite their
-  reason (and make the node look like stetho's, so a later resume would undo their drain).
+  reason (and make the node look like stetho's, so a later resume would undo their drain);
+* a node stetho already drained keeps its first reason and time stamp: a re-drain changes
+  nothing in Slurm (rewriting the reason would stamp it "now", and the circuit breaker would
+  count an old drain as recent for good). The repeat goes to the drain ledger instead
+  (stetho.gate.budget).
+
+Whether a drain may happen at all is the drain budget's decision (stetho.gate.drains); this
+module only carries it out.
 
 The default is a dry run (act=False): nothing changes, and each Action carries the argv that
 would run, so a CI gate can print its plan. The current state is still read with the
@@ -324,10 +331,9 @@ class Slurm:
 
     def drain(self, blocked: Mapping[str, str]) -> list[Action]:
         """Drain each blocked node (node -> reason), unless a person drained it already (or set
-        it DOWN with a reason of their own).
+        it DOWN with a reason of their own), or stetho did (its first reason and time stay).
 
-        A node stetho drained before gets the new reason. Reasons are made stetho's (prefix,
-        one line, capped) whatever the caller passed."""
+        Reasons are made stetho's (prefix, one line, capped) whatever the caller passed."""
         plan = {_valid(n): _as_stetho_reason(r) for n, r in blocked.items()}
         state, error = self._state(list(plan))
         actions: list[Action] = []
@@ -351,9 +357,33 @@ class Slurm:
                                       f"{info.state}, Reason={info.reason!r}): left as it is, "
                                       "stetho does not overwrite a person's reason"))
                 continue
-            what = "reason updated" if info.drained else "drained"
-            actions.append(self._do(node, "drain", self._argv(drain_argv(node, reason)), what))
+            if info.drained_by_stetho:
+                since = (f" since {_format_time(info.reason_time)}"
+                         if info.reason_time is not None else "")
+                actions.append(Action(node, "skip", (), False,
+                                      f"{node}: already drained by stetho{since} (Reason="
+                                      f"{info.reason!r}): first reason kept"))
+                continue
+            actions.append(self._do(node, "drain", self._argv(drain_argv(node, reason)),
+                                    "drained"))
         return actions
+
+    def refuse_unread(self, blocked: Iterable[str], error: str) -> list[Action]:
+        """The Actions of a drain that cannot go ahead because Slurm's state (or the drain
+        budget) could not be read: nothing runs, each node says why."""
+        return [self._unread(n, "drain", drain_argv(_valid(n), REASON_PREFIX), error,
+                             "unless someone else drained it") for n in blocked]
+
+    def cluster_name(self) -> str:
+        """Slurm's ClusterName (`scontrol show config`): the drain budget's scope."""
+        argv = (self.scontrol, "show", "config")
+        r = self._run(argv)
+        for line in r.stdout.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "ClusterName" and value.strip():
+                return value.strip()
+        raise SlurmError(f"`{shlex.join(argv)}` exited {r.returncode} without a ClusterName: "
+                         f"{_oneline(r.stderr or r.stdout)[:200]}")
 
     def resume(self, nodes: list[str]) -> list[Action]:
         """Resume the nodes stetho drained (current reason starts with "stetho:"); leave a
@@ -420,6 +450,12 @@ class Slurm:
                           f"{node}: {kind} failed: `{shown}` exited {r.returncode}: "
                           f"{_oneline(r.stderr or r.stdout) or '(no output)'}", failed=True)
         return Action(node, kind, argv, True, f"{node}: {what} (`{shown}`)")
+
+
+def _format_time(ts: float) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ts).isoformat(timespec="seconds")
 
 
 def _oneline(text: str) -> str:
