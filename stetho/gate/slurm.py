@@ -9,13 +9,9 @@ the people who run the cluster, and two rules keep stetho from trampling them:
   maintenance window) is never resumed by stetho, however healthy it now looks;
 * a node a person already drained is not re-drained either, since that would overwrite their
   reason (and make the node look like stetho's, so a later resume would undo their drain);
-* a node stetho already drained keeps its first reason and time stamp: a re-drain changes
-  nothing in Slurm (rewriting the reason would stamp it "now", and the circuit breaker would
-  count an old drain as recent for good). The repeat goes to the drain ledger instead
-  (stetho.gate.budget).
-
-Whether a drain may happen at all is the drain budget's decision (stetho.gate.drains); this
-module only carries it out.
+* a node stetho already drained keeps its first reason and stamp (a new reason would stamp
+  it "now", and the breaker would count an old drain as recent for good); the drain budget
+  (stetho.gate.drains), which decides whether a drain may happen at all, logs the repeat.
 
 The default is a dry run (act=False): nothing changes, and each Action carries the argv that
 would run, so a CI gate can print its plan. The current state is still read with the
@@ -37,6 +33,7 @@ import subprocess
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from stetho.core import hostlist
@@ -233,8 +230,6 @@ def parse_show_node(text: str) -> dict[str, NodeInfo]:
 
 def _stamp_time(text: str) -> float | None:
     """`2026-12-03T12:48:21` (SLURM_TIME_FORMAT=standard, the controller's local time)."""
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(text).timestamp() if text else None
     except ValueError:
@@ -358,30 +353,28 @@ class Slurm:
                                       "stetho does not overwrite a person's reason"))
                 continue
             if info.drained_by_stetho:
-                since = (f" since {_format_time(info.reason_time)}"
-                         if info.reason_time is not None else "")
-                actions.append(Action(node, "skip", (), False,
-                                      f"{node}: already drained by stetho{since} (Reason="
-                                      f"{info.reason!r}): first reason kept"))
+                when = info.reason_time
+                since = "" if when is None else f" since {datetime.fromtimestamp(when).isoformat()}"
+                actions.append(Action(node, "skip", (), False, f"{node}: already drained by "
+                                      f"stetho{since} (Reason={info.reason!r}): first reason "
+                                      "kept"))
                 continue
             actions.append(self._do(node, "drain", self._argv(drain_argv(node, reason)),
                                     "drained"))
         return actions
 
     def refuse_unread(self, blocked: Iterable[str], error: str) -> list[Action]:
-        """The Actions of a drain that cannot go ahead because Slurm's state (or the drain
-        budget) could not be read: nothing runs, each node says why."""
+        """A drain that cannot go ahead (Slurm or the drain ledger unreadable): says why."""
         return [self._unread(n, "drain", drain_argv(_valid(n), REASON_PREFIX), error,
                              "unless someone else drained it") for n in blocked]
 
     def cluster_name(self) -> str:
         """Slurm's ClusterName (`scontrol show config`): the drain budget's scope."""
-        argv = (self.scontrol, "show", "config")
-        r = self._run(argv)
-        for line in r.stdout.splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "ClusterName" and value.strip():
-                return value.strip()
+        r = self._run(argv := (self.scontrol, "show", "config"))
+        found = [v.strip() for k, _, v in (x.partition("=") for x in r.stdout.splitlines())
+                 if k.strip() == "ClusterName" and v.strip()]
+        if found:
+            return found[0]
         raise SlurmError(f"`{shlex.join(argv)}` exited {r.returncode} without a ClusterName: "
                          f"{_oneline(r.stderr or r.stdout)[:200]}")
 
@@ -450,12 +443,6 @@ class Slurm:
                           f"{node}: {kind} failed: `{shown}` exited {r.returncode}: "
                           f"{_oneline(r.stderr or r.stdout) or '(no output)'}", failed=True)
         return Action(node, kind, argv, True, f"{node}: {what} (`{shown}`)")
-
-
-def _format_time(ts: float) -> str:
-    from datetime import datetime
-
-    return datetime.fromtimestamp(ts).isoformat(timespec="seconds")
 
 
 def _oneline(text: str) -> str:
