@@ -17,4 +17,4 @@ POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}
 export STETHO_PROBE_TIMEOUT=${STETHO_PROBE_TIMEOUT:-20}
 exec "$STETHO" gate --local --slurm health-check --policy "$POLICY" \
-    --node "$(hostname -s)" --quiet --no-reports
+    --node "${SLURMD_NODENAME:-$(hostname -s)}" --quiet --no-reports
