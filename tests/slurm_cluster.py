@@ -211,7 +211,10 @@ def _slurm_conf(c: Cluster, ctld_port: int, slurmd_port: int, sock: Path) -> str
         f"SlurmctldHost={hostname}({c.address(254)})",
         f"SlurmctldPort={ctld_port}", f"SlurmdPort={slurmd_port}",
         "SlurmUser=root", "SlurmdUser=root",
-        "AuthType=auth/munge", f"AuthInfo=socket={sock}", "CredType=cred/munge",
+        "AuthType=auth/munge", "CredType=cred/munge",
+        # cred_expire is also how long a requeued job waits before it may start again
+        # (120 s by default): a prolog's requeue then takes 10 s, not two minutes
+        f"AuthInfo=socket={sock},cred_expire=10",
         f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool' / '%n'}",
         f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmdPidFile={d / 'slurmd.%n.pid'}",
         f"SlurmctldLogFile={d / 'slurmctld.log'}", f"SlurmdLogFile={d / 'slurmd.%n.log'}",

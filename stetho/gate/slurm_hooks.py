@@ -6,8 +6,16 @@
   the node itself with a reason that says the checks timed out (fail closed: a node whose
   checks hang is not healthy) before Slurm's limit. The circuit breaker counts the whole
   cluster's recent stetho drains: a broken check pushed to every node must not drain them all.
-* prolog (Prolog): nothing is drained by stetho; a non-zero exit makes Slurm drain the node and
-  requeue the job. The reason goes to stderr and stdout, which slurmd keeps in its log.
+* prolog (Prolog): a blocked node drains itself through the same budget, with stetho's reason,
+  and only then exits non-zero, which makes Slurm requeue the job onto another node (with
+  `SchedulerParameters=nohold_on_prolog_fail`; Slurm keeps a reason already set, so the
+  node's reason stays stetho's, not "Prolog error"). When the budget refuses the drain the
+  prolog exits 0 and the job runs here: a non-zero exit would make Slurm drain the node
+  itself, around the budget, and a storm of prologs failing at once is what the budget
+  exists to stop (a broken check or driver push, far more often than that many bad nodes).
+  The verdict stays BLOCKED in the history and the spool, and the refusal is on stderr.
+* Both leave their verdict in the shared result spool (STETHO_RESULT_SPOOL) for `stetho
+  history ingest` on the controller: a node's own history never reaches it otherwise.
 """
 
 from __future__ import annotations
@@ -20,8 +28,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from stetho.gate.breaker import Circuit, Trip
     from stetho.gate.decision import Decision
+    from stetho.gate.evaluate import GateOutcome
     from stetho.gate.slurm import Action
 
 Mode = Literal["health-check", "prolog"]
@@ -60,6 +71,36 @@ def act_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float
         return [Action(node, "skip", (), False, f"{node}: not drained: {trip.message()}",
                        failed=True)], trip
     return slurm.drain({node: reason}), None
+
+
+def prolog_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float
+                       ) -> tuple[list[Action], Trip | None, int]:
+    """The prolog's actions and exit code: a blocked node drains through the budget (as a
+    health check would) and the prolog exits 1, so Slurm requeues the job elsewhere, only if
+    the node is out of service now (this drain, an earlier one, a person's); otherwise 0."""
+    from stetho.gate.slurm import Slurm, SlurmError
+
+    if not decision.blocking:
+        return [], None, 0
+    actions, trip = act_on_own_node(node, decision, circuit, now)
+    try:
+        info = Slurm(act=False, timeout_s=5).show([node]).get(node)
+    except SlurmError:
+        info = None
+    return actions, trip, (1 if info is not None and info.drained else 0)
+
+
+def spool_verdict(folder: Path, outcome: GateOutcome, mode: str, now: float) -> Path:
+    """Leave this hook's verdict in the shared result spool (stetho.history.inbox)."""
+    from stetho.history import inbox
+    from stetho.history.store import new_run_id
+
+    doc = outcome.to_json()
+    node = outcome.names[0] if outcome.names else "*"
+    doc.update({"run_id": new_run_id(), "node": node, "kind": f"gate-{mode}", "time": now,
+                "command": f"gate --local --slurm {mode} --policy {outcome.policy.name}",
+                "summary": outcome.summary()})
+    return inbox.write(folder, doc)
 
 
 @contextmanager
