@@ -106,7 +106,8 @@ class Config:
 #: variable name -> field. One name each; PATH is the process's own.
 ENVIRONMENT = {
     "STETHO_PROFILE": "profile", "STETHO_DB": "db", "STETHO_CACHE": "cache",
-    "STETHO_SPOOL": "spool", "STETHO_RESULT_SPOOL": "result_spool", "STETHO_VENVS": "venvs", "STETHO_NOTIFY_STATE": "notify_state",
+    "STETHO_SPOOL": "spool", "STETHO_RESULT_SPOOL": "result_spool", "STETHO_VENVS": "venvs",
+    "STETHO_NOTIFY_STATE": "notify_state",
     "STETHO_BASELINES": "baselines", "STETHO_GATES": "gates", "STETHO_RULES": "rules",
     "STETHO_CHECKS": "checks", "STETHO_BENCHMARKS": "benchmarks", "STETHO_KB_REPO": "kb_repo",
     "STETHO_REPEAT_LIMIT": "repeat_limit",

@@ -15,6 +15,7 @@ namespaces and the bridge are deleted and the folder removed.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -33,19 +34,22 @@ from tests import slurm_testbed as tb
 
 REPO = Path(__file__).resolve().parent.parent
 HOOKS = REPO / "contrib" / "slurm"
-NODES = 8
+NODES = 16
 START_TIMEOUT_S = 60.0
 
-#: The hook lines this cluster's slurm.conf uses (the README quotes them): HealthCheckProgram
-#: and Prolog are this cluster's wrappers around contrib/slurm's scripts.
-CLUSTER_HOOK_LINES = (
-    "HealthCheckProgram={bin}/stetho-healthcheck",
-    "HealthCheckInterval=600",
-    "HealthCheckNodeState=CYCLE",
-    "Prolog={bin}/stetho-prolog",
-    "PrologFlags=Alloc",
-    "SchedulerParameters=nohold_on_prolog_fail",
-)
+#: The simulated nodes a cluster node's hardware can be: healthy, failing the pre-job gate
+#: (clocks unlocked), or with an nvidia-smi that hangs (the watchdog's case).
+HARDWARE = {"healthy": [], "failing": ["clocks-unlocked"], "hanging": ["hang=nvidia-smi"]}
+
+WRAPPERS = {"Prolog": "stetho-prolog", "HealthCheckProgram": "stetho-healthcheck"}
+
+
+def hook_lines(bin_dir: Path) -> list[str]:
+    """contrib/slurm/slurm.conf, the lines the README recommends, with the two programs this
+    cluster's wrappers (which run contrib/slurm's scripts on the node's simulated hardware)."""
+    return [f"{k}={bin_dir / WRAPPERS[k] if k in WRAPPERS else v}"
+            for k, v in tb.hook_settings()]
+
 
 _WRAPPER = """#!/bin/sh
 # {what} for node $SLURMD_NODENAME of this test cluster: its simulated hardware, its own
@@ -99,6 +103,8 @@ class Cluster:
     pids: dict[str, int] = field(default_factory=dict)
     netns: dict[str, str] = field(default_factory=dict)
     startup_s: float = 0.0
+    #: (node, exit code) of the health check each slurmd ran as it started
+    startup_verdicts: list[tuple[str, int]] = field(default_factory=list)
 
     # -- names ------------------------------------------------------------------------------
     @property
@@ -124,14 +130,19 @@ class Cluster:
         return self.folder / "db" / f"{node}.db"
 
     # -- the nodes' hardware ----------------------------------------------------------------
-    def set_failing(self, node: str, failing: bool = True) -> None:
-        """Point node's hardware at the failing (clocks unlocked) or the healthy simulated
-        node: a symlink replaced atomically, so a hook running now sees one or the other."""
+    def set_hardware(self, node: str, kind: str) -> None:
+        """Point node's hardware at one of HARDWARE's simulated nodes: a symlink replaced
+        atomically, so a hook running now sees one or the other."""
+        if kind not in HARDWARE:
+            raise ValueError(f"{kind}: not one of {', '.join(HARDWARE)}")
         link = self.folder / "nodes" / node
         tmp = link.with_name(f".{node}.tmp")
         tmp.unlink(missing_ok=True)
-        tmp.symlink_to(self.folder / "sim" / ("failing" if failing else "healthy"))
+        tmp.symlink_to(self.folder / "sim" / kind)
         os.replace(tmp, link)
+
+    def set_failing(self, node: str, failing: bool = True) -> None:
+        self.set_hardware(node, "failing" if failing else "healthy")
 
     # -- Slurm ------------------------------------------------------------------------------
     def full_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -205,7 +216,6 @@ def wait_for(ready: object, timeout: float, what: str, cluster: Cluster | None =
 def _slurm_conf(c: Cluster, ctld_port: int, slurmd_port: int, sock: Path) -> str:
     hostname = socket.gethostname().split(".")[0]
     d = c.folder
-    hooks = [line.format(bin=d / "bin") for line in CLUSTER_HOOK_LINES]
     return "\n".join([
         f"ClusterName=stetho{c.tag}",
         f"SlurmctldHost={hostname}({c.address(254)})",
@@ -224,7 +234,7 @@ def _slurm_conf(c: Cluster, ctld_port: int, slurmd_port: int, sock: Path) -> str
         "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        *hooks,
+        *hook_lines(d / "bin"),
         f"NodeName=n[01-{len(c.nodes):02d}] NodeAddr={c.address(1).rsplit('.', 1)[0]}."
         f"[1-{len(c.nodes)}] CPUs=1 RealMemory=1000 State=UNKNOWN",
         f"PartitionName=gpu Nodes=n[01-{len(c.nodes):02d}] Default=YES MaxTime=INFINITE "
@@ -235,8 +245,8 @@ def _slurm_conf(c: Cluster, ctld_port: int, slurmd_port: int, sock: Path) -> str
 def _wrappers(c: Cluster) -> None:
     from stetho.sim.builder import build_node
 
-    build_node(c.folder / "sim" / "healthy", "healthy")
-    build_node(c.folder / "sim" / "failing", "failing", ["clocks-unlocked"])
+    for kind, faults in HARDWARE.items():
+        build_node(c.folder / "sim" / kind, kind, faults)
     (c.folder / "nodes").mkdir()
     for node in c.nodes:
         c.set_failing(node, False)
@@ -320,6 +330,14 @@ def start(folder: Path, count: int = NODES) -> Cluster:
         wait_for(lambda: (len(s := c.states()) == count
                           and all(v.rstrip("*") == "idle" for v in s.values())),
                  max(1.0, deadline - time.monotonic()), f"all {count} nodes idle", c)
+        # slurmd runs HealthCheckProgram once as it starts: wait for every node's verdict, so
+        # no start-up check is still running when a test begins
+        wait_for(lambda: len(list(c.results.glob("*.json"))) >= count,
+                 max(1.0, t0 + 2 * START_TIMEOUT_S - time.monotonic()),
+                 f"the start-up health check's verdict from all {count} nodes", c)
+        c.startup_verdicts = sorted(
+            (d["node"], d["exit_code"]) for d in
+            (json.loads(p.read_text()) for p in c.results.glob("*.json")))
         c.startup_s = time.monotonic() - t0
         return c
     except BaseException:

@@ -4,7 +4,7 @@
 # slurm.conf:
 #   HealthCheckProgram=/etc/slurm/stetho-healthcheck.sh
 #   HealthCheckInterval=600
-#   HealthCheckNodeState=IDLE
+#   HealthCheckNodeState=IDLE,CYCLE   # a few nodes at a time through the interval
 #
 # Slurm ignores a health check's exit code; stetho acts itself, as LBNL NHC does: it drains
 # this node (`scontrol update ... Reason="stetho: <check>: <why>"`) when the policy blocks,

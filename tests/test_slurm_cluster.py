@@ -1,0 +1,157 @@
+"""stetho's Slurm hooks on a real multi-node Slurm (tests/slurm_cluster.py): slurmd runs them
+in each node's own network namespace, against each node's simulated hardware.
+
+Every test starts from `reset()` (all nodes healthy and idle, an empty ledger and spool) and
+shares the one cluster: xdist_group "slurm-cluster"."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stetho.history.store import History
+from tests import slurm_cluster as sc
+
+slurm_cluster = sc.slurm_cluster
+pytestmark = pytest.mark.xdist_group("slurm-cluster")
+
+
+@pytest.fixture
+def cluster(slurm_cluster: sc.Cluster) -> sc.Cluster:
+    slurm_cluster.reset()
+    return slurm_cluster
+
+
+def _reason(c: sc.Cluster, node: str) -> str:
+    line = c.scontrol("show", "node", "-o", node)
+    return line.split(" Reason=", 1)[1] if " Reason=" in line else ""
+
+
+def _ingest(c: sc.Cluster, db: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(c.results),
+                           "--db", str(db)], capture_output=True, text=True, timeout=120)
+
+
+def _runs(db: Path, kind: str) -> list[tuple[str, str, int]]:
+    with History(db) as h:
+        return list(h.conn.execute(
+            "SELECT r.id, n.name, nr.exit_code FROM runs r JOIN node_runs nr ON nr.run_key = "
+            "r.key JOIN nodes n ON n.id = nr.node_id WHERE r.kind = ? ORDER BY r.id", (kind,)))
+
+
+def test_slurmd_runs_the_health_check_on_every_node_under_its_slurm_name(
+        slurm_cluster: sc.Cluster) -> None:
+    """slurmd runs HealthCheckProgram as it starts, in its namespace, with SLURMD_NODENAME:
+    one GO verdict per node reached the shared spool, each under the node's Slurm name."""
+    assert slurm_cluster.startup_verdicts == [(n, 0) for n in slurm_cluster.nodes]
+
+
+def test_concurrent_health_checks_lose_no_verdict_on_their_way_to_history(
+        cluster: sc.Cluster, tmp_path: Path) -> None:
+    c = cluster
+    procs = [subprocess.Popen(c.hook_argv(n, "health-check"), env=c.hook_env(n),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in c.nodes]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, out + err
+    files = sorted(c.results.glob("*.json"))
+    assert sorted(json.loads(f.read_text())["node"] for f in files) == c.nodes
+    db = tmp_path / "controller.db"
+    r = _ingest(c, db)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"ingested {len(c.nodes)} verdicts" in r.stdout
+    assert sorted(n for _, n, code in _runs(db, "gate-health-check") if code == 0) == c.nodes
+    assert not list(c.results.glob("*.json"))  # moved to ingested/
+    again = _ingest(c, db)  # nothing new: nothing twice
+    assert again.returncode == 0 and "ingested 0 verdicts" in again.stdout
+    assert len(_runs(db, "gate-health-check")) == len(c.nodes)
+
+
+def test_a_failing_prolog_drains_its_node_with_stethos_reason_and_the_job_runs_elsewhere(
+        cluster: sc.Cluster, tmp_path: Path) -> None:
+    c = cluster
+    bad = c.nodes[0]  # equal weights: the scheduler tries the first node first
+    c.set_failing(bad)
+    r = subprocess.run(["sbatch", "--parsable", "-N1", f"--output={tmp_path}/job-%j.out",
+                        "--wrap", "echo ran on $SLURMD_NODENAME"], env=c.full_env(),
+                       capture_output=True, text=True, timeout=60, check=True)
+    job = r.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    show = ""
+    while time.monotonic() < deadline:
+        show = c.scontrol("show", "job", "-o", job)
+        if "JobState=COMPLETED" in show or "JobState=FAILED" in show:
+            break
+        time.sleep(0.2)
+    assert "JobState=COMPLETED" in show, show
+    assert "Restarts=1" in show, show  # it went to the failing node first, then was requeued
+    ran = (tmp_path / f"job-{job}.out").read_text().split()[-1]
+    assert ran != bad and ran in c.nodes
+    assert c.states()[bad].startswith("drain")
+    reason = _reason(c, bad)
+    assert reason.startswith("stetho: gpu_clocks:"), reason
+    assert "Prolog error" not in reason
+
+    # the prolog's verdict, from the node that failed, is in the controller's history
+    db = tmp_path / "controller.db"
+    assert _ingest(c, db).returncode == 0
+    prologs = _runs(db, "gate-prolog")
+    assert (bad, 1) in [(n, code) for _, n, code in prologs], prologs
+    assert (ran, 0) in [(n, code) for _, n, code in prologs], prologs
+
+
+def test_a_prolog_whose_drain_is_refused_exits_0_and_leaves_the_node_in_service(
+        cluster: sc.Cluster) -> None:
+    """Past the budget the prolog does not take its node out: a non-zero exit would make
+    Slurm drain it around the budget. Its verdict is still BLOCKED, and says why."""
+    c = cluster
+    for node in c.nodes:
+        c.set_failing(node)
+    outs = [c.run_hook(n, "prolog") for n in c.nodes]
+    codes = [o.returncode for o in outs]
+    drained = sorted(n for n, s in c.states().items() if s.startswith("drain"))
+    assert len(drained) == 2, (drained, [o.stdout + o.stderr for o in outs])  # max(2, 10%)
+    assert sorted(n for n, code in zip(c.nodes, codes, strict=True) if code == 1) == drained
+    assert all(code == 0 for n, code in zip(c.nodes, codes, strict=True) if n not in drained)
+    refused = next(o for n, o in zip(c.nodes, outs, strict=True) if n not in drained)
+    assert "BLOCKED" in refused.stdout and "job runs here" in refused.stdout, refused.stdout
+    for f in c.results.glob("*.json"):
+        doc = json.loads(f.read_text())
+        assert doc["kind"] == "gate-prolog" and doc["blocked"] == [doc["node"]]
+
+
+def test_ingest_refuses_nothing_silently(tmp_path: Path) -> None:
+    """A torn or foreign file in the spool is moved to bad/ with its reason and the command
+    exits 3; the good ones are recorded."""
+    from stetho.history import inbox
+    from stetho.results import Result
+
+    spool = tmp_path / "spool"
+    good = {"run_id": "20260101T000000Z-aaaaaa", "node": "n01", "kind": "gate-prolog",
+            "time": 1767225600.0, "exit_code": 1,
+            "results": [Result("n01", "gpu_clocks", "GPU0", "fail", "not locked").to_json()]}
+    inbox.write(spool, good)
+    (spool / "torn.json").write_text('{"run_id": ')
+    r = subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(spool),
+                        "--db", str(tmp_path / "h.db")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "ingested 1 verdicts" in r.stdout and "1 unreadable" in r.stdout
+    assert (spool / "bad" / "torn.json").exists()
+    assert "JSONDecodeError" in (spool / "bad" / "torn.json.why").read_text()
+    with History(tmp_path / "h.db") as h:
+        assert h.latest_results(["n01"], max_age_s=10**10, now=1767225601.0)
+
+
+def test_the_result_spool_must_be_absolute(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "stetho", "history", "ingest"],
+                       env={**os.environ, "STETHO_RESULT_SPOOL": "spool"}, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "expected an absolute path" in r.stderr
