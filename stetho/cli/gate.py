@@ -88,7 +88,8 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
 
         if cfg.result_spool is not None:
             try:
-                spool_verdict(cfg.result_spool, outcome, slurm_mode, time.time())
+                spool_verdict(cfg.result_spool, outcome.to_json(job), outcome.names[0],
+                              slurm_mode, outcome.policy.name, outcome.summary(), time.time())
             except OSError as exc:  # the verdict stands; slurmd's log says it was not spooled
                 click.echo(f"stetho: warning: verdict not spooled to {cfg.result_spool}: "
                            f"{exc}", err=True)

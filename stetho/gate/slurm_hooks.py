@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
     from stetho.gate.breaker import Circuit, Trip
     from stetho.gate.decision import Decision
-    from stetho.gate.evaluate import GateOutcome
     from stetho.gate.slurm import Action
 
 Mode = Literal["health-check", "prolog"]
@@ -90,16 +89,15 @@ def prolog_on_own_node(node: str, decision: Decision, circuit: Circuit, now: flo
     return actions, trip, (1 if info is not None and info.drained else 0)
 
 
-def spool_verdict(folder: Path, outcome: GateOutcome, mode: str, now: float) -> Path:
-    """Leave this hook's verdict in the shared result spool (stetho.history.inbox)."""
+def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, policy: str,
+                  summary: str, now: float) -> Path:
+    """Leave this hook's verdict (the gate's JSON document `doc`) in the shared result spool
+    (stetho.history.inbox), for `stetho history ingest` on the controller."""
     from stetho.history import inbox
     from stetho.history.store import new_run_id
 
-    doc = outcome.to_json()
-    node = outcome.names[0] if outcome.names else "*"
-    doc.update({"run_id": new_run_id(), "node": node, "kind": f"gate-{mode}", "time": now,
-                "command": f"gate --local --slurm {mode} --policy {outcome.policy.name}",
-                "summary": outcome.summary()})
+    doc = {**doc, "run_id": new_run_id(), "node": node, "kind": f"gate-{mode}", "time": now,
+           "command": f"gate --local --slurm {mode} --policy {policy}", "summary": summary}
     return inbox.write(folder, doc)
 
 
