@@ -30,6 +30,7 @@ COMMANDS = {
     "report": "stetho.cli.report:report",
     "kb": "stetho.cli.kb:kb",
     "override": "stetho.cli.override:override",
+    "breaker": "stetho.cli.breaker:breaker",
     "sim": "stetho.cli.sim:sim",
     "export": "stetho.cli.export:export",
     "localize": "stetho.cli.localize:localize",

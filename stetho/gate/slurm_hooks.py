@@ -4,8 +4,9 @@
   policy blocks, and resumes only a drain stetho wrote when it passes, as LBNL NHC does. Slurm
   kills a health check after 60 s, and a killed check leaves no trace; so a watchdog drains
   the node itself with a reason that says the checks timed out (fail closed: a node whose
-  checks hang is not healthy) before Slurm's limit. The circuit breaker counts the whole
-  cluster's recent stetho drains: a broken check pushed to every node must not drain them all.
+  checks hang is not healthy) before Slurm's limit. Both drains ask the drain budget
+  (`drain_through_budget`, stetho.gate.budget), which counts the whole cluster's stetho drains
+  in the window atomically: a broken check pushed to every node must not drain them all.
 * prolog (Prolog): a blocked node drains itself through the same budget, with stetho's reason,
   and only then exits non-zero, which makes Slurm requeue the job onto another node (with
   `SchedulerParameters=nohold_on_prolog_fail`; Slurm keeps a reason already set, so the
@@ -23,8 +24,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -50,43 +53,64 @@ def block_reason(decision: Decision) -> str:
     return drain_reason(first.check, text)
 
 
-def act_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float
-                    ) -> tuple[list[Action], Trip | None]:
-    """Drain this node when the decision blocks (behind the cluster-wide breaker), else
-    resume it if (and only if) stetho drained it."""
-    from stetho.gate import breaker
-    from stetho.gate.slurm import Action, Slurm, SlurmError
+def drain_through_budget(node: str, reason: str, who: str, *, circuit: Circuit,
+                         now: float | None = None, db: Path | None = None,
+                         slurm_timeout_s: float = 30, ledger_timeout_s: float | None = None
+                         ) -> tuple[list[Action], Trip | None]:
+    """Drain `node` with `reason` if the drain budget grants it (the one way a hook drains):
+    refused, the Action fails with the breaker's message and the Trip is returned; the
+    window's first refusal alerts. `who` goes to the ledger (e.g. "prolog@gpu07")."""
+    from stetho.gate import drains
+    from stetho.gate.slurm import Slurm
 
-    slurm = Slurm(act=True)
+    t = time.time() if now is None else now
+    budget = drains.budget_for(circuit, db, ledger_timeout_s)
+    done = drains.drain(Slurm(act=True, timeout_s=slurm_timeout_s), {node: reason},
+                        budget=budget, who=who, now=t)
+    if done.trip is not None and done.alert:
+        drains.alert(done.trip, f"{who.split('@')[0]} {node}")
+    return done.actions, done.trip
+
+
+def act_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float,
+                    db: Path | None = None) -> tuple[list[Action], Trip | None]:
+    """Drain this node when the decision blocks (through the cluster-wide drain budget), else
+    resume it if (and only if) stetho drained it, freeing its budget."""
+    from stetho.gate import drains
+    from stetho.gate.slurm import Slurm
+
     if not decision.blocking:  # resume only a node evaluated GO, never an unevaluated one
-        return (slurm.resume([node]) if node in decision.go_nodes else []), None
-    reason = block_reason(decision)
-    try:
-        cluster = slurm.show_all()
-    except SlurmError:
-        cluster = {}
-    trip = breaker.check(circuit, list(cluster) or [node], [node], cluster, now)
-    if trip is not None:
-        return [Action(node, "skip", (), False, f"{node}: not drained: {trip.message()}",
-                       failed=True)], trip
-    return slurm.drain({node: reason}), None
+        if node not in decision.go_nodes:
+            return [], None
+        resumed = Slurm(act=True).resume([node])
+        drains.release(drains.budget_for(circuit, db), resumed, now)
+        return resumed, None
+    return drain_through_budget(node, block_reason(decision), f"health-check@{node}",
+                                circuit=circuit, now=now, db=db)
 
 
-def prolog_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float
-                       ) -> tuple[list[Action], Trip | None, int]:
-    """The prolog's actions and exit code: a blocked node drains through the budget (as a
-    health check would) and the prolog exits 1, so Slurm requeues the job elsewhere, only if
-    the node is out of service now (this drain, an earlier one, a person's); otherwise 0."""
-    from stetho.gate.slurm import Slurm, SlurmError
-
+def prolog_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float,
+                       db: Path | None = None) -> tuple[list[Action], Trip | None, int]:
+    """The prolog's actions and exit code: a blocked node drains through the budget and the
+    prolog exits 1, so Slurm requeues the job elsewhere, only if the node is out of service
+    now (this drain, an earlier one, a person's); otherwise 0."""
     if not decision.blocking:
         return [], None, 0
-    actions, trip = act_on_own_node(node, decision, circuit, now)
+    actions, trip = drain_through_budget(node, block_reason(decision), f"prolog@{node}",
+                                         circuit=circuit, now=now, db=db)
+    return actions, trip, prolog_exit(node)
+
+
+def prolog_exit(node: str) -> int:
+    """1 when `node` is drained now (Slurm then requeues the job elsewhere and keeps the
+    reason), else 0: a prolog never asks Slurm to drain a node the budget did not."""
+    from stetho.gate.slurm import Slurm, SlurmError
+
     try:
         info = Slurm(act=False, timeout_s=5).show([node]).get(node)
     except SlurmError:
-        info = None
-    return actions, trip, (1 if info is not None and info.drained else 0)
+        return 0
+    return 1 if info is not None and info.drained else 0
 
 
 def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, policy: str,
@@ -102,26 +126,41 @@ def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, po
 
 
 @contextmanager
-def watchdog(node: str, seconds: float, *, drain: bool) -> Iterator[None]:
-    """If the body has not finished in `seconds`, drain `node` (health-check only) with a
-    reason naming the timeout, say so, and end the process with exit 3: a hung probe must not
-    leave a node looking healthy. The drain itself gets what time Slurm leaves (5 s)."""
+def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None = None,
+             db: Path | None = None, prolog: bool = False, spool: Path | None = None
+             ) -> Iterator[None]:
+    """If the body has not finished in `seconds`, drain `node` (through the drain budget)
+    with a reason naming the timeout, say so, leave the verdict in `spool`, and end the
+    process: exit 3 for a health check (a hung probe must not leave a node looking healthy);
+    for a prolog, 1 only when the node is now out of service (see prolog_on_own_node), else 0.
+    The drain itself gets what time Slurm leaves (5 s); a refused drain says why."""
 
     def fire() -> None:
-        from stetho.gate.slurm import Slurm, drain_reason
+        from stetho.gate.breaker import Circuit
+        from stetho.gate.slurm import drain_reason
 
         reason = drain_reason("health-check", f"checks did not finish in {seconds:g} s "
                               "(a probe hangs: run `stetho check --local` on the node)")
         line = f"gate: COULD NOT EVALUATE {node}: {reason}"
-        if drain:
-            try:
-                (action,) = Slurm(act=True, timeout_s=5).drain({node: reason})
-                line += f"; {action.message}"
-            except Exception as exc:  # the watchdog must end the process whatever happens
-                line += f"; drain failed: {exc}"
+        code = 3
+        try:
+            if drain:
+                actions, _trip = drain_through_budget(
+                    node, reason, f"{'prolog-' if prolog else ''}watchdog@{node}",
+                    circuit=circuit or Circuit(), db=db, slurm_timeout_s=5,
+                    ledger_timeout_s=4)
+                line += "".join(f"; {a.message}" for a in actions)
+            if prolog:
+                code = prolog_exit(node)
+                line += f"; prolog exits {code}"
+            if spool is not None:
+                _spool_timeout(spool, node, reason, code, "prolog" if prolog else
+                               "health-check", line)
+        except Exception as exc:  # the watchdog must end the process whatever happens
+            line += f"; {type(exc).__name__}: {exc}"
         print(line, file=sys.stderr, flush=True)
         print(line, flush=True)
-        os._exit(3)
+        os._exit(code)
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
@@ -130,3 +169,15 @@ def watchdog(node: str, seconds: float, *, drain: bool) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
+
+
+def _spool_timeout(folder: Path, node: str, reason: str, code: int, mode: str,
+                   summary: str) -> None:
+    """The watchdog's verdict (could not evaluate: the checks did not finish), spooled like
+    any other hook's."""
+    from stetho.results import Result
+
+    result = Result(node, "health-check", node, "error", reason)
+    spool_verdict(folder, {"results": [result.to_json()], "exit_code": code,
+                           "blocked": [node], "could_not_evaluate": [node]},
+                  node, mode, "", summary, time.time())
