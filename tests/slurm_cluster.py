@@ -123,6 +123,11 @@ class Cluster:
         return self.folder / "results"
 
     @property
+    def startup_results(self) -> Path:
+        """A copy of the verdicts the slurmds' start-up health checks (all at once) spooled."""
+        return self.folder / "startup-results"
+
+    @property
     def ledger(self) -> Path:
         return self.folder / "ledger.db"
 
@@ -338,6 +343,7 @@ def start(folder: Path, count: int = NODES) -> Cluster:
         c.startup_verdicts = sorted(
             (d["node"], d["exit_code"]) for d in
             (json.loads(p.read_text()) for p in c.results.glob("*.json")))
+        shutil.copytree(c.results, c.startup_results)
         c.startup_s = time.monotonic() - t0
         return c
     except BaseException:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,8 +34,8 @@ def _reason(c: sc.Cluster, node: str) -> str:
     return line.split(" Reason=", 1)[1] if " Reason=" in line else ""
 
 
-def _ingest(c: sc.Cluster, db: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(c.results),
+def _ingest(spool: Path, db: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(spool),
                            "--db", str(db)], capture_output=True, text=True, timeout=120)
 
 
@@ -53,23 +54,19 @@ def test_slurmd_runs_the_health_check_on_every_node_under_its_slurm_name(
 
 
 def test_concurrent_health_checks_lose_no_verdict_on_their_way_to_history(
-        cluster: sc.Cluster, tmp_path: Path) -> None:
-    c = cluster
-    procs = [subprocess.Popen(c.hook_argv(n, "health-check"), env=c.hook_env(n),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for n in c.nodes]
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, out + err
-    files = sorted(c.results.glob("*.json"))
-    assert sorted(json.loads(f.read_text())["node"] for f in files) == c.nodes
+        slurm_cluster: sc.Cluster, tmp_path: Path) -> None:
+    """The slurmds' start-up checks ran all at once; `stetho history ingest` records each
+    verdict once, moves the files out of the spool, and a second ingest adds nothing."""
+    c = slurm_cluster
+    spool = tmp_path / "results"
+    shutil.copytree(c.startup_results, spool)
     db = tmp_path / "controller.db"
-    r = _ingest(c, db)
+    r = _ingest(spool, db)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"ingested {len(c.nodes)} verdicts" in r.stdout
     assert sorted(n for _, n, code in _runs(db, "gate-health-check") if code == 0) == c.nodes
-    assert not list(c.results.glob("*.json"))  # moved to ingested/
-    again = _ingest(c, db)  # nothing new: nothing twice
+    assert not list(spool.glob("*.json"))  # moved to ingested/
+    again = _ingest(spool, db)  # nothing new: nothing twice
     assert again.returncode == 0 and "ingested 0 verdicts" in again.stdout
     assert len(_runs(db, "gate-health-check")) == len(c.nodes)
 
@@ -101,30 +98,100 @@ def test_a_failing_prolog_drains_its_node_with_stethos_reason_and_the_job_runs_e
 
     # the prolog's verdict, from the node that failed, is in the controller's history
     db = tmp_path / "controller.db"
-    assert _ingest(c, db).returncode == 0
+    assert _ingest(c.results, db).returncode == 0
     prologs = _runs(db, "gate-prolog")
     assert (bad, 1) in [(n, code) for _, n, code in prologs], prologs
     assert (ran, 0) in [(n, code) for _, n, code in prologs], prologs
 
 
-def test_a_prolog_whose_drain_is_refused_exits_0_and_leaves_the_node_in_service(
+def _at_once(c: sc.Cluster, mode: str, extra: dict[str, str] | None = None
+             ) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The hook on every node at the same moment, each in its namespace as slurmd runs it."""
+    procs = {n: subprocess.Popen(c.hook_argv(n, mode), env=c.hook_env(n, extra),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in c.nodes}
+    out = {}
+    for n, p in procs.items():
+        stdout, stderr = p.communicate(timeout=300)
+        out[n] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+    return out
+
+
+def _drained(c: sc.Cluster) -> list[str]:
+    return sorted(n for n, s in c.states().items() if s.startswith("drain"))
+
+
+def _verdicts(c: sc.Cluster) -> dict[str, dict]:
+    docs = [json.loads(f.read_text()) for f in c.results.glob("*.json")]
+    assert len(docs) == len(c.nodes), [d["node"] for d in docs]
+    return {d["node"]: d for d in docs}
+
+
+LIMIT = 2  # max(2 nodes, 10% of 16)
+
+
+def test_16_health_checks_failing_at_once_drain_exactly_the_budget(cluster: sc.Cluster
+                                                                    ) -> None:
+    """A bad push fails every node's health check at the same moment (Slurm's default
+    without CYCLE): the drain budget lets exactly its limit through, no more."""
+    c = cluster
+    for node in c.nodes:
+        c.set_failing(node)
+    outs = _at_once(c, "health-check")
+    drained = _drained(c)
+    assert len(drained) == LIMIT, (drained, {n: o.stdout for n, o in outs.items()})
+    for node in drained:
+        assert _reason(c, node).startswith("stetho: gpu_clocks:")
+    refused = [n for n in c.nodes if n not in drained]
+    assert all(outs[n].returncode == 3 and "circuit open" in outs[n].stdout for n in refused)
+    verdicts = _verdicts(c)  # every check's verdict is spooled, drained or not
+    assert all(d["blocked"] == [n] for n, d in verdicts.items())
+
+
+def test_a_watchdog_storm_drains_within_the_budget(cluster: sc.Cluster) -> None:
+    """nvidia-smi hangs on every node at once: each watchdog fires and asks the budget."""
+    c = cluster
+    for node in c.nodes:
+        c.set_hardware(node, "hanging")
+    outs = _at_once(c, "health-check", {"STETHO_HEALTH_TIMEOUT": "3"})
+    assert all(o.returncode == 3 and "did not finish in 3 s" in o.stdout
+               for o in outs.values()), {n: o.stdout + o.stderr for n, o in outs.items()}
+    drained = _drained(c)
+    assert len(drained) == LIMIT, drained
+    assert all("did not finish in 3 s" in _reason(c, n) for n in drained)
+    assert {d["exit_code"] for d in _verdicts(c).values()} == {3}
+
+
+def test_a_re_drain_keeps_the_first_reason_and_time(cluster: sc.Cluster) -> None:
+    c = cluster
+    node = c.nodes[4]
+    c.set_failing(node)
+    assert c.run_hook(node, "health-check").returncode == 1
+    first = _reason(c, node)
+    c.set_hardware(node, "hanging")  # a different failure, later
+    again = c.run_hook(node, "health-check", {"STETHO_HEALTH_TIMEOUT": "3"})
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert _reason(c, node) == first and first.startswith("stetho: gpu_clocks:")
+
+
+def test_prologs_failing_at_once_drain_the_budget_and_let_the_other_jobs_run(
         cluster: sc.Cluster) -> None:
     """Past the budget the prolog does not take its node out: a non-zero exit would make
     Slurm drain it around the budget. Its verdict is still BLOCKED, and says why."""
     c = cluster
     for node in c.nodes:
         c.set_failing(node)
-    outs = [c.run_hook(n, "prolog") for n in c.nodes]
-    codes = [o.returncode for o in outs]
-    drained = sorted(n for n, s in c.states().items() if s.startswith("drain"))
-    assert len(drained) == 2, (drained, [o.stdout + o.stderr for o in outs])  # max(2, 10%)
-    assert sorted(n for n, code in zip(c.nodes, codes, strict=True) if code == 1) == drained
-    assert all(code == 0 for n, code in zip(c.nodes, codes, strict=True) if n not in drained)
-    refused = next(o for n, o in zip(c.nodes, outs, strict=True) if n not in drained)
+    outs = _at_once(c, "prolog")
+    drained = _drained(c)
+    assert len(drained) == LIMIT, (drained, {n: o.stdout for n, o in outs.items()})
+    assert sorted(n for n, o in outs.items() if o.returncode == 1) == drained
+    assert all(o.returncode == 0 for n, o in outs.items() if n not in drained)
+    refused = next(o for n, o in outs.items() if n not in drained)
     assert "BLOCKED" in refused.stdout and "job runs here" in refused.stdout, refused.stdout
-    for f in c.results.glob("*.json"):
-        doc = json.loads(f.read_text())
-        assert doc["kind"] == "gate-prolog" and doc["blocked"] == [doc["node"]]
+    assert "circuit open" in refused.stdout
+    for node, doc in _verdicts(c).items():
+        assert doc["kind"] == "gate-prolog" and doc["blocked"] == [node]
+        assert doc["exit_code"] == (1 if node in drained else 0)
 
 
 def test_ingest_refuses_nothing_silently(tmp_path: Path) -> None:
