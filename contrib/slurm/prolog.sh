@@ -12,8 +12,9 @@
 # 1 only when the node is out of service: Slurm then requeues the job onto another node. When
 # the budget refuses (the breaker is open: many nodes failing at once is more likely a broken
 # check or driver push), it exits 0 and the job runs: a non-zero exit would make Slurm drain
-# the node around the budget. The verdict goes to STETHO_RESULT_SPOOL (a folder shared with
-# the controller) for `stetho history ingest`; the reason is on stderr, in slurmd's log.
+# the node around the budget (the refusal is in the ledger: `stetho breaker status`). The
+# verdict goes to STETHO_RESULT_SPOOL (a folder shared with the controller) for `stetho
+# history ingest`; a failing prolog's reason is on stderr, in slurmd's log.
 STETHO=${STETHO:-/opt/stetho/current/bin/stetho}
 POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}

@@ -14,7 +14,8 @@
   prolog exits 0 and the job runs here: a non-zero exit would make Slurm drain the node
   itself, around the budget, and a storm of prologs failing at once is what the budget
   exists to stop (a broken check or driver push, far more often than that many bad nodes).
-  The verdict stays BLOCKED in the history and the spool, and the refusal is on stderr.
+  The verdict stays BLOCKED in the spool and the history, and the refusal is in the ledger
+  (slurmd keeps no output of a prolog that exits 0).
 * Both leave their verdict in the shared result spool (STETHO_RESULT_SPOOL) for `stetho
   history ingest` on the controller: a node's own history never reaches it otherwise.
 """
