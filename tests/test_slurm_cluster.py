@@ -174,6 +174,20 @@ def test_a_re_drain_keeps_the_first_reason_and_time(cluster: sc.Cluster) -> None
     assert _reason(c, node) == first and first.startswith("stetho: gpu_clocks:")
 
 
+def test_a_hung_prolog_drains_its_node_through_the_budget_and_requeues(cluster: sc.Cluster
+                                                                        ) -> None:
+    """The prolog's watchdog: checks that do not finish are a failure (unknown is never go),
+    drained with stetho's reason, exit 1 so the job goes elsewhere, the verdict spooled."""
+    c = cluster
+    node = c.nodes[2]
+    c.set_hardware(node, "hanging")
+    r = c.run_hook(node, "prolog", {"STETHO_HEALTH_TIMEOUT": "3"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "did not finish in 3 s" in _reason(c, node)
+    (doc,) = [json.loads(f.read_text()) for f in c.results.glob("*.json")]
+    assert (doc["node"], doc["kind"], doc["exit_code"]) == (node, "gate-prolog", 1)
+
+
 def test_prologs_failing_at_once_drain_the_budget_and_let_the_other_jobs_run(
         cluster: sc.Cluster) -> None:
     """Past the budget the prolog does not take its node out: a non-zero exit would make
