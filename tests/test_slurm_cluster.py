@@ -102,6 +102,8 @@ def test_a_failing_prolog_drains_its_node_with_stethos_reason_and_the_job_runs_e
     prologs = _runs(db, "gate-prolog")
     assert (bad, 1) in [(n, code) for _, n, code in prologs], prologs
     assert (ran, 0) in [(n, code) for _, n, code in prologs], prologs
+    jobs = {json.loads(f.read_text()).get("job") for f in (c.results / "ingested").iterdir()}
+    assert jobs == {job}  # each prolog's verdict names the job it ran for (SLURM_JOB_ID)
 
 
 def _at_once(c: sc.Cluster, mode: str, extra: dict[str, str] | None = None

@@ -20,4 +20,4 @@ POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}
 export STETHO_PROBE_TIMEOUT=${STETHO_PROBE_TIMEOUT:-20}
 exec "$STETHO" gate --local --slurm prolog --policy "$POLICY" \
-    --node "${SLURMD_NODENAME:-$(hostname -s)}" --quiet
+    --node "${SLURMD_NODENAME:-$(hostname -s)}" --quiet ${SLURM_JOB_ID:+--job "$SLURM_JOB_ID"}
