@@ -55,7 +55,8 @@ _VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (
     id INTEGER PRIMARY KEY, scope TEXT NOT NULL, node TEXT NOT NULL, at REAL NOT NULL,
-    who TEXT NOT NULL, reason TEXT NOT NULL, released_at REAL, reset_at REAL);
+    who TEXT NOT NULL, reason TEXT NOT NULL, released_at REAL, reset_at REAL,
+    released_after INTEGER);
 CREATE INDEX IF NOT EXISTS grants_scope_at ON grants(scope, at);
 CREATE TABLE IF NOT EXISTS repeats (
     id INTEGER PRIMARY KEY, scope TEXT NOT NULL, node TEXT NOT NULL, at REAL NOT NULL,
@@ -342,9 +343,11 @@ class DrainBudget:
     def release(self, node: str, now: float) -> int:
         """stetho resumed `node` (it passed): its live grants stop counting. Returns how many."""
         with self._write() as con:
-            cur = con.execute("UPDATE grants SET released_at=? WHERE node=? AND released_at IS "
-                              "NULL AND reset_at IS NULL AND at>?",
-                              (now, node, now - self.circuit.window_s))
+            # released_after: the last grant before this release, so that the order of
+            # grants and releases (not the callers' clocks) can be replayed
+            cur = con.execute("UPDATE grants SET released_at=?, released_after=(SELECT max(id) "
+                              "FROM grants) WHERE node=? AND released_at IS NULL AND reset_at "
+                              "IS NULL AND at>?", (now, node, now - self.circuit.window_s))
             return int(cur.rowcount)
 
     def reset(self, scope: str, *, who: str, now: float, proof: str,
