@@ -44,11 +44,22 @@ HARDWARE = {"healthy": [], "failing": ["clocks-unlocked"], "hanging": ["hang=nvi
 WRAPPERS = {"Prolog": "stetho-prolog", "HealthCheckProgram": "stetho-healthcheck"}
 
 
+#: With CYCLE, slurmctld starts one node's check every HealthCheckInterval / nodes seconds
+#: (600 / 16: every 37 s). A check nobody asked for would drain a node or spool a verdict in
+#: the middle of a test; so the interval is Slurm's largest here (65535 s: 68 min a node) and
+#: the tests run the program themselves, as slurmd does. slurmd still runs it as it starts.
+TEST_INTERVAL = {"HealthCheckInterval": "65535"}
+
+
 def hook_lines(bin_dir: Path) -> list[str]:
     """contrib/slurm/slurm.conf, the lines the README recommends, with the two programs this
-    cluster's wrappers (which run contrib/slurm's scripts on the node's simulated hardware)."""
-    return [f"{k}={bin_dir / WRAPPERS[k] if k in WRAPPERS else v}"
-            for k, v in tb.hook_settings()]
+    cluster's wrappers (which run contrib/slurm's scripts on the node's simulated hardware)
+    and TEST_INTERVAL."""
+    out = []
+    for k, v in tb.hook_settings():
+        value = bin_dir / WRAPPERS[k] if k in WRAPPERS else TEST_INTERVAL.get(k, v)
+        out.append(f"{k}={value}")
+    return out
 
 
 _WRAPPER = """#!/bin/sh

@@ -51,6 +51,13 @@ def test_slurmd_runs_the_health_check_on_every_node_under_its_slurm_name(
     """slurmd runs HealthCheckProgram as it starts, in its namespace, with SLURMD_NODENAME:
     one GO verdict per node reached the shared spool, each under the node's Slurm name."""
     assert slurm_cluster.startup_verdicts == [(n, 0) for n in slurm_cluster.nodes]
+    shown = slurm_cluster.scontrol("show", "config")
+    config = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in
+                                                      shown.splitlines())}
+    assert set(config["HealthCheckNodeState"].split(",")) == {"IDLE", "CYCLE"}
+    assert config["PrologFlags"] == "Alloc"
+    assert config["HealthCheckProgram"].endswith("/stetho-healthcheck")
+    assert config["Prolog"].endswith("/stetho-prolog")
 
 
 def test_concurrent_health_checks_lose_no_verdict_on_their_way_to_history(
