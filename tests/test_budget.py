@@ -36,6 +36,11 @@ def test_grants_up_to_the_limit_then_refuses_all_or_nothing(tmp_path: Path) -> N
     assert _ask(b, ["n2"]).allowed == ("n2",)
     late = _ask(b, ["n4"])
     assert late.refused == ("n4",) and not late.alert  # ...later ones stay quiet
+    # a new window: n1 and n2 still hold the budget (granted at NOW, the window is 1 h)...
+    assert _ask(b, ["n4"], NOW + 1800).alert is False
+    # ...and after it, an open breaker alerts again
+    _ask(b, ["n5", "n6"], NOW + 3601)
+    assert _ask(b, ["n7"], NOW + 3602).alert is True
 
 
 def test_a_redrain_costs_nothing_and_is_kept_as_a_repeat(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ all drained), and a reservation or node feature written as a counter is last-wri
 A SQLite file taken with `BEGIN IMMEDIATE` is one writer at a time on every host that
 mounts it with working POSIX locks (a local disk for `gate --act` on the controller; a
 shared filesystem for the nodes' own hooks), survives crashes (its journal), and costs a few
-milliseconds. Slurm's own view still counts: drains stetho made that the ledger does not
-know (an older version, a lost ledger) are passed in as `slurm_recent` and join the count.
+milliseconds (callers queue on a blocking POSIX lock on `<ledger>.lock` first: SQLite's
+own busy handler starves early callers under a burst). Slurm's own view still counts:
+drains stetho made that the ledger does not know (an older version, a lost ledger) are
+passed in as `slurm_recent` and join the count.
 
 Decisions, and why:
 
