@@ -42,6 +42,10 @@ class Config:
     cache: Path = field(default_factory=lambda: _cache_home())
     #: Reports waiting to be published (`spool`, STETHO_SPOOL).
     spool: Path = field(default_factory=lambda: _data_home() / "kb-spool")
+    #: Where `gate --slurm` hooks leave each verdict as a JSON file for `stetho history ingest`
+    #: (`result_spool`, STETHO_RESULT_SPOOL): a folder every node and the controller share.
+    #: Absolute: a prolog's working directory is wherever slurmd happens to be.
+    result_spool: Path | None = None
     #: The localhost sweep's node venvs (`venvs`, STETHO_VENVS).
     venvs: Path = field(default_factory=lambda: _data_home() / "venvs")
     #: Alert rate-limit state (`notify_state`, STETHO_NOTIFY_STATE).
@@ -105,8 +109,8 @@ class Config:
 #: variable name -> field. One name each; PATH is the process's own.
 ENVIRONMENT = {
     "STETHO_PROFILE": "profile", "STETHO_DB": "db", "STETHO_CACHE": "cache",
-    "STETHO_SPOOL": "spool", "STETHO_VENVS": "venvs", "STETHO_NOTIFY_STATE": "notify_state",
-    "STETHO_DRAIN_LEDGER": "drain_ledger",
+    "STETHO_SPOOL": "spool", "STETHO_RESULT_SPOOL": "result_spool", "STETHO_VENVS": "venvs",
+    "STETHO_NOTIFY_STATE": "notify_state", "STETHO_DRAIN_LEDGER": "drain_ledger",
     "STETHO_BASELINES": "baselines", "STETHO_GATES": "gates", "STETHO_RULES": "rules",
     "STETHO_CHECKS": "checks", "STETHO_BENCHMARKS": "benchmarks", "STETHO_KB_REPO": "kb_repo",
     "STETHO_REPEAT_LIMIT": "repeat_limit",
@@ -167,6 +171,12 @@ def _read_file(path: Path) -> dict[str, object]:
 
 def _convert(name: str, value: object, base: Path, source: str | None = None) -> object:
     where = source or name
+    if name == "result_spool":
+        spool = Path(str(value)).expanduser() if isinstance(value, (str, Path)) else None
+        if spool is None or not str(value).strip() or not spool.is_absolute():
+            raise ConfigError(f"{where}={value!r}: expected an absolute path (a folder the "
+                              "nodes and the controller share)")
+        return spool
     if name in _PATHS:
         return _path(value, base, where)
     if name in _PATH_LISTS:

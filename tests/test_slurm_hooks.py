@@ -60,19 +60,23 @@ def test_the_testbeds_slurm_accepts_the_documented_lines(slurm_testbed):
                                                       shown.splitlines())}
     assert config["PrologFlags"] == "Alloc"
     assert config["HealthCheckInterval"].split()[0] == "600"
-    assert config["HealthCheckNodeState"] == "IDLE"
+    assert set(config["HealthCheckNodeState"].split(",")) == {"IDLE", "CYCLE"}
+    assert "nohold_on_prolog_fail" in config["SchedulerParameters"]
     assert config["HealthCheckProgram"] == config["Prolog"] == "/bin/true"
 
 
 @pytest.mark.xdist_group("faultsim")
-def test_prolog_exits_non_zero_with_the_reason_and_drains_nothing(fault_cluster, tmp_path):
+def test_prolog_drains_its_node_with_stethos_reason_then_exits_non_zero(fault_cluster,
+                                                                        tmp_path):
     fake = testbed.fake_scontrol(tmp_path / "fake", {"clocks": "ALLOCATED"})
     bad = _gate(fault_cluster / "clocks", tmp_path, "clocks", "prolog",
                 path_first=f"{tmp_path / 'fake' / 'bin'}:")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "stetho: gpu_clocks:" in bad.stderr  # what slurmd logs
     assert "BLOCKED" in bad.stdout
-    assert fake.calls() == []  # Slurm drains the node itself on a failed prolog
+    # stetho drains the node with its own reason (Slurm keeps it, not "Prolog error")
+    node = fake.nodes()["clocks"]
+    assert "DRAIN" in node["state"] and node["reason"].startswith("stetho: gpu_clocks:"), node
     ok = _gate(fault_cluster / "healthy", tmp_path, "healthy", "prolog")
     assert ok.returncode == 0, ok.stdout + ok.stderr
 

@@ -4,7 +4,7 @@
 # slurm.conf:
 #   HealthCheckProgram=/etc/slurm/stetho-healthcheck.sh
 #   HealthCheckInterval=600
-#   HealthCheckNodeState=IDLE
+#   HealthCheckNodeState=IDLE,CYCLE   # a few nodes at a time through the interval
 #
 # Slurm ignores a health check's exit code; stetho acts itself, as LBNL NHC does: it drains
 # this node (`scontrol update ... Reason="stetho: <check>: <why>"`) when the policy blocks,
@@ -18,4 +18,4 @@ POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}
 export STETHO_PROBE_TIMEOUT=${STETHO_PROBE_TIMEOUT:-20}
 exec "$STETHO" gate --local --slurm health-check --policy "$POLICY" \
-    --node "$(hostname -s)" --quiet --no-reports
+    --node "${SLURMD_NODENAME:-$(hostname -s)}" --quiet --no-reports

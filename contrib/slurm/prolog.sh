@@ -4,14 +4,20 @@
 # slurm.conf:
 #   Prolog=/etc/slurm/stetho-prolog.sh
 #   PrologFlags=Alloc            # run at allocation, before the job's first step
+#   SchedulerParameters=nohold_on_prolog_fail   # the requeued job runs elsewhere, not held
 #
-# A non-zero exit makes Slurm drain the node and requeue the job, so a node that fails the
-# policy's quick checks never runs it; the reason (`stetho: <check>: <why>`) is on stderr, in
-# slurmd's log. Exit 3 (could not evaluate, or the checks did not finish in
-# STETHO_HEALTH_TIMEOUT seconds) also fails the prolog: unknown is never go.
+# When the policy blocks (or cannot evaluate, or the checks do not finish in
+# STETHO_HEALTH_TIMEOUT seconds), stetho drains this node itself through the drain budget with
+# its own reason (`stetho: <check>: <why>`, kept by Slurm instead of "Prolog error"), and exits
+# 1 only when the node is out of service: Slurm then requeues the job onto another node. When
+# the budget refuses (the breaker is open: many nodes failing at once is more likely a broken
+# check or driver push), it exits 0 and the job runs: a non-zero exit would make Slurm drain
+# the node around the budget (the refusal is in the ledger: `stetho breaker status`). The
+# verdict goes to STETHO_RESULT_SPOOL (a folder shared with the controller) for `stetho
+# history ingest`; a failing prolog's reason is on stderr, in slurmd's log.
 STETHO=${STETHO:-/opt/stetho/current/bin/stetho}
 POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}
 export STETHO_PROBE_TIMEOUT=${STETHO_PROBE_TIMEOUT:-20}
 exec "$STETHO" gate --local --slurm prolog --policy "$POLICY" \
-    --node "${SLURMD_NODENAME:-$(hostname -s)}" --quiet
+    --node "${SLURMD_NODENAME:-$(hostname -s)}" --quiet ${SLURM_JOB_ID:+--job "$SLURM_JOB_ID"}

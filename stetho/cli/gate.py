@@ -19,8 +19,9 @@ from stetho.cli.common import Progress, db_option, settings, write
               "checks here (for a Slurm prolog or HealthCheckProgram).")
 @click.option("--slurm", "slurm_mode", type=click.Choice(["health-check", "prolog"]),
               help="With --local, run as Slurm's HealthCheckProgram (drain this node when "
-              "blocked, resume only stetho's drain, under a watchdog) or Prolog (exit non-zero "
-              "on block, so Slurm drains the node and requeues the job).")
+              "blocked, resume only stetho's drain, under a watchdog) or Prolog (drain this "
+              "node when blocked and the drain budget allows, then exit non-zero so Slurm "
+              "requeues the job elsewhere). Both leave the verdict in STETHO_RESULT_SPOOL.")
 @click.option("-i", "--inventory", type=click.Path(exists=True, dir_okay=False),
               help="Ansible inventory, to check live the nodes history has no fresh results "
               "for.")
@@ -81,7 +82,17 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
         for d, path in outcome.reports:
             click.echo(f"REPORT {d.node}: {d.top.title if d.top else 'undiagnosed'} -> {path}")
     if slurm_mode is not None:
-        from stetho.gate.slurm_hooks import block_reason
+        import time
+
+        from stetho.gate.slurm_hooks import block_reason, spool_verdict
+
+        if cfg.result_spool is not None:
+            try:
+                spool_verdict(cfg.result_spool, outcome.to_json(job), outcome.names[0],
+                              slurm_mode, outcome.policy.name, outcome.summary(), time.time())
+            except OSError as exc:  # the verdict stands; slurmd's log says it was not spooled
+                click.echo(f"stetho: warning: verdict not spooled to {cfg.result_spool}: "
+                           f"{exc}", err=True)
 
         for a in outcome.actions:  # a health check's own drain or resume, even under --quiet
             click.echo(f"SCHEDULER {a.kind} {a.node}: {a.message}", err=True)

@@ -1,4 +1,5 @@
-"""`stetho history NODE`: a node's measured metrics over time."""
+"""`stetho history NODE`: a node's measured metrics over time; `stetho history ingest`: the
+verdicts Slurm's hooks left in the shared result spool, into the history."""
 
 from __future__ import annotations
 
@@ -8,14 +9,30 @@ from stetho.cli.common import db_option, settings, terminal_width
 from stetho.errors import ConfigError
 
 
-@click.command()
+class _NodeOrCommand(click.Group):
+    """`stetho history NODE [...]` as before, beside its subcommands (`ingest`): a first
+    argument that names no subcommand is a node."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["show", *args]
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=_NodeOrCommand)
+def history() -> None:
+    """A node's metrics over time (`stetho history NODE`), or `stetho history ingest`."""
+
+
+@history.command("show")
 @click.argument("node")
 @click.option("--check", "check_name", help="Only this check's metrics (e.g. ib, gpu, nccl).")
 @click.option("--metric", help="Only this metric (e.g. SymbolErrorCounter, temperature_c).")
 @click.option("--since", default="30d", show_default=True, help="How far back: 30d, 12h, 2w.")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-def history(node: str, check_name: str | None, metric: str | None, since: str,
+def show(node: str, check_name: str | None, metric: str | None, since: str,
             db: str | None, as_json: bool) -> None:
     """A node's measured metrics over time, with a sparkline each."""
     import json
@@ -43,3 +60,27 @@ def history(node: str, check_name: str | None, metric: str | None, since: str,
         return
     click.echo(historyview.render(node, rows, width=max(60, min(220, terminal_width()))),
                nl=False)
+
+
+@history.command("ingest")
+@click.argument("spool", required=False, type=click.Path(file_okay=False))
+@db_option
+def ingest(spool: str | None, db: str | None) -> None:
+    """Record every verdict in SPOOL [default: STETHO_RESULT_SPOOL] into the history: each
+    `gate --slurm` prolog and health check leaves one there. Run it on the controller (cron,
+    a systemd timer); recorded files move to SPOOL/ingested, unreadable ones to SPOOL/bad."""
+    from pathlib import Path
+
+    from stetho.history import inbox
+
+    cfg = settings(db=db, result_spool=spool)
+    if cfg.result_spool is None:
+        raise ConfigError("no result spool: give SPOOL or set STETHO_RESULT_SPOOL")
+    if not cfg.result_spool.is_dir():
+        raise ConfigError(f"result spool {cfg.result_spool}: no such folder")
+    done = inbox.ingest(Path(cfg.result_spool), cfg.db)
+    for name, why in done.bad:
+        click.echo(f"stetho: {cfg.result_spool / 'bad' / name}: {why}", err=True)
+    click.echo(f"{done.summary()} into {cfg.db}")
+    if done.bad:
+        raise SystemExit(3)

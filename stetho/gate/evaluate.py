@@ -59,12 +59,16 @@ class GateOutcome:
     actions: list[Action] = field(default_factory=list)
     reports: list[tuple[Diagnosis, Path]] = field(default_factory=list)
     circuit: Trip | None = None  # the breaker opened: `--act` drained nothing more
+    hook_exit: int | None = None  # a prolog's own exit code (slurm_hooks.prolog_on_own_node)
     #: a dry run's "would drain 9, breaker allows 2" (the budget asked read-only), or None
     breaker_preview: str | None = None
 
     @property
     def exit_code(self) -> int:
-        """The decision's code; 3 when the circuit breaker stopped `--act` from draining."""
+        """The decision's code; 3 when the circuit breaker stopped `--act` from draining; a
+        prolog's own code (1 only when its node is out of service)."""
+        if self.hook_exit is not None:
+            return self.hook_exit
         return 3 if self.circuit is not None else self.decision.exit_code
 
     def lines(self) -> list[str]:
@@ -75,7 +79,10 @@ class GateOutcome:
         line = summary_line(self.decision, self.names)
         if self.breaker_preview:
             line = f"{line}; {self.breaker_preview}"
-        return f"{line}; {self.circuit.message()}" if self.circuit else line
+        line = f"{line}; {self.circuit.message()}" if self.circuit else line
+        if self.hook_exit == 0 and self.decision.blocking:
+            line += "; prolog exits 0: the node was not taken out of service, the job runs here"
+        return line
 
     def to_json(self, job: str | None = None) -> dict[str, object]:
         from stetho.sinks import json_out
@@ -129,6 +136,11 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         outcome.actions, outcome.circuit = act_on_own_node(names[0], decision, policy.circuit,
                                                            now, db=db)
+    if req.slurm == "prolog":
+        from stetho.gate.slurm_hooks import prolog_on_own_node
+
+        outcome.actions, outcome.circuit, outcome.hook_exit = prolog_on_own_node(
+            names[0], decision, policy.circuit, now, db=db)
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
     return outcome
@@ -210,8 +222,8 @@ def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
     from stetho.gate.slurm_hooks import watchdog
 
     node = req.node or socket.gethostname()
-    with watchdog(node, config.active().health_timeout, drain=req.slurm == "health-check",
-                  circuit=policy.circuit, db=db):
+    with watchdog(node, config.active().health_timeout, drain=True, circuit=policy.circuit,
+                  db=db, prolog=req.slurm == "prolog", spool=config.active().result_spool):
         return _local(policy, replace(req, node=node), db)
 
 

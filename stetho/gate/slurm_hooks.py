@@ -7,8 +7,17 @@
   checks hang is not healthy) before Slurm's limit. Both drains ask the drain budget
   (`drain_through_budget`, stetho.gate.budget), which counts the whole cluster's stetho drains
   in the window atomically: a broken check pushed to every node must not drain them all.
-* prolog (Prolog): nothing is drained by stetho; a non-zero exit makes Slurm drain the node and
-  requeue the job. The reason goes to stderr and stdout, which slurmd keeps in its log.
+* prolog (Prolog): a blocked node drains itself through the same budget, with stetho's reason,
+  and only then exits non-zero, which makes Slurm requeue the job onto another node (with
+  `SchedulerParameters=nohold_on_prolog_fail`; Slurm keeps a reason already set, so the
+  node's reason stays stetho's, not "Prolog error"). When the budget refuses the drain the
+  prolog exits 0 and the job runs here: a non-zero exit would make Slurm drain the node
+  itself, around the budget, and a storm of prologs failing at once is what the budget
+  exists to stop (a broken check or driver push, far more often than that many bad nodes).
+  The verdict stays BLOCKED in the spool and the history, and the refusal is in the ledger
+  (slurmd keeps no output of a prolog that exits 0).
+* Both leave their verdict in the shared result spool (STETHO_RESULT_SPOOL) for `stetho
+  history ingest` on the controller: a node's own history never reaches it otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from stetho.gate.breaker import Circuit, Trip
     from stetho.gate.decision import Decision
     from stetho.gate.slurm import Action
@@ -79,13 +90,51 @@ def act_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float,
                                 circuit=circuit, now=now, db=db)
 
 
+def prolog_on_own_node(node: str, decision: Decision, circuit: Circuit, now: float,
+                       db: Path | None = None) -> tuple[list[Action], Trip | None, int]:
+    """The prolog's actions and exit code: a blocked node drains through the budget and the
+    prolog exits 1, so Slurm requeues the job elsewhere, only if the node is out of service
+    now (this drain, an earlier one, a person's); otherwise 0."""
+    if not decision.blocking:
+        return [], None, 0
+    actions, trip = drain_through_budget(node, block_reason(decision), f"prolog@{node}",
+                                         circuit=circuit, now=now, db=db)
+    return actions, trip, prolog_exit(node)
+
+
+def prolog_exit(node: str) -> int:
+    """1 when `node` is drained now (Slurm then requeues the job elsewhere and keeps the
+    reason), else 0: a prolog never asks Slurm to drain a node the budget did not."""
+    from stetho.gate.slurm import Slurm, SlurmError
+
+    try:
+        info = Slurm(act=False, timeout_s=5).show([node]).get(node)
+    except SlurmError:
+        return 0
+    return 1 if info is not None and info.drained else 0
+
+
+def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, policy: str,
+                  summary: str, now: float) -> Path:
+    """Leave this hook's verdict (the gate's JSON document `doc`) in the shared result spool
+    (stetho.history.inbox), for `stetho history ingest` on the controller."""
+    from stetho.history import inbox
+    from stetho.history.store import new_run_id
+
+    doc = {**doc, "run_id": new_run_id(), "node": node, "kind": f"gate-{mode}", "time": now,
+           "command": f"gate --local --slurm {mode} --policy {policy}", "summary": summary}
+    return inbox.write(folder, doc)
+
+
 @contextmanager
 def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None = None,
-             db: Path | None = None) -> Iterator[None]:
-    """If the body has not finished in `seconds`, drain `node` (health-check only; through
-    the drain budget) with a reason naming the timeout, say so, and end the process with
-    exit 3: a hung probe must not leave a node looking healthy. The drain itself gets what
-    time Slurm leaves (5 s); a refused drain drains nothing and says why."""
+             db: Path | None = None, prolog: bool = False, spool: Path | None = None
+             ) -> Iterator[None]:
+    """If the body has not finished in `seconds`, drain `node` (through the drain budget)
+    with a reason naming the timeout, say so, leave the verdict in `spool`, and end the
+    process: exit 3 for a health check (a hung probe must not leave a node looking healthy);
+    for a prolog, 1 only when the node is now out of service (see prolog_on_own_node), else 0.
+    The drain itself gets what time Slurm leaves (5 s); a refused drain says why."""
 
     def fire() -> None:
         from stetho.gate.breaker import Circuit
@@ -94,17 +143,25 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
         reason = drain_reason("health-check", f"checks did not finish in {seconds:g} s "
                               "(a probe hangs: run `stetho check --local` on the node)")
         line = f"gate: COULD NOT EVALUATE {node}: {reason}"
-        if drain:
-            try:
+        code = 3
+        try:
+            if drain:
                 actions, _trip = drain_through_budget(
-                    node, reason, f"watchdog@{node}", circuit=circuit or Circuit(), db=db,
-                    slurm_timeout_s=5, ledger_timeout_s=4)
+                    node, reason, f"{'prolog-' if prolog else ''}watchdog@{node}",
+                    circuit=circuit or Circuit(), db=db, slurm_timeout_s=5,
+                    ledger_timeout_s=4)
                 line += "".join(f"; {a.message}" for a in actions)
-            except Exception as exc:  # the watchdog must end the process whatever happens
-                line += f"; drain failed: {exc}"
+            if prolog:
+                code = prolog_exit(node)
+                line += f"; prolog exits {code}"
+            if spool is not None:
+                _spool_timeout(spool, node, reason, code, "prolog" if prolog else
+                               "health-check", line)
+        except Exception as exc:  # the watchdog must end the process whatever happens
+            line += f"; {type(exc).__name__}: {exc}"
         print(line, file=sys.stderr, flush=True)
         print(line, flush=True)
-        os._exit(3)
+        os._exit(code)
 
     timer = threading.Timer(seconds, fire)
     timer.daemon = True
@@ -113,3 +170,15 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
         yield
     finally:
         timer.cancel()
+
+
+def _spool_timeout(folder: Path, node: str, reason: str, code: int, mode: str,
+                   summary: str) -> None:
+    """The watchdog's verdict (could not evaluate: the checks did not finish), spooled like
+    any other hook's."""
+    from stetho.results import Result
+
+    result = Result(node, "health-check", node, "error", reason)
+    spool_verdict(folder, {"results": [result.to_json()], "exit_code": code,
+                           "blocked": [node], "could_not_evaluate": [node]},
+                  node, mode, "", summary, time.time())

@@ -1,0 +1,104 @@
+"""Verdicts the Slurm hooks leave in a shared folder, and their way into the history.
+
+A prolog or health check runs on a compute node: the history it records into is the node's
+own, and the controller never hears of it. So each hook also writes its verdict as one JSON
+file into the result spool (a folder the nodes and the controller share, STETHO_RESULT_SPOOL),
+and `stetho history ingest` records every file there into the history, moving it to
+`ingested/` only once recorded. A file is written under a dot-name and renamed, so ingest
+never reads half of one; a run id the history already holds is not recorded again, so a crash
+between recording and moving loses nothing and counts nothing twice. A file that cannot be
+read goes to `bad/` with the reason beside it, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stetho.results import Result
+
+#: The keys every verdict file carries.
+REQUIRED = ("run_id", "node", "kind", "time", "exit_code", "results")
+
+
+@dataclass
+class Ingested:
+    """What one `ingest` did: runs recorded, files already in the history, files refused."""
+
+    recorded: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    bad: list[tuple[str, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        text = (f"ingested {len(self.recorded)} verdicts"
+                + (f", {len(self.duplicates)} already in the history" if self.duplicates else ""))
+        return text + (f", {len(self.bad)} unreadable (moved to bad/)" if self.bad else "")
+
+
+def write(folder: Path, doc: dict[str, Any]) -> Path:
+    """Leave `doc` (a verdict with the REQUIRED keys) in the spool folder, atomically."""
+    missing = [k for k in REQUIRED if k not in doc]
+    if missing:
+        raise ValueError(f"verdict lacks {', '.join(missing)}")
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{doc['run_id']}.{doc['node']}.json"
+    tmp = folder / f".{name}.tmp"
+    with tmp.open("w", encoding="utf-8") as fh:
+        json.dump(doc, fh, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())  # a node that crashes after the rename leaves a whole file
+    os.replace(tmp, folder / name)
+    return folder / name
+
+
+def _read(path: Path) -> tuple[dict[str, Any], list[Result]]:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    missing = [k for k in REQUIRED if k not in doc]
+    if missing:
+        raise ValueError(f"lacks {', '.join(missing)}")
+    return doc, [Result.from_json(r) for r in doc["results"]]
+
+
+def ingest(folder: Path, db: Path) -> Ingested:
+    """Record every verdict file in `folder` into the history at `db`, oldest name first."""
+    from stetho.history.store import History, NodeRun
+
+    out = Ingested()
+    files = sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+    if not files:
+        return out
+    done, bad = folder / "ingested", folder / "bad"
+    done.mkdir(exist_ok=True)
+    with History(db) as h:
+        for path in files:
+            try:
+                doc, results = _read(path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                bad.mkdir(exist_ok=True)
+                why = f"{type(exc).__name__}: {exc}"
+                (bad / f"{path.name}.why").write_text(why + "\n")
+                os.replace(path, bad / path.name)
+                out.bad.append((path.name, why))
+                continue
+            run_id = str(doc["run_id"])
+            known = h.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if known:
+                out.duplicates.append(run_id)
+            else:
+                try:
+                    h.record(run_id, str(doc["kind"]),
+                             [NodeRun(str(doc["node"]), str(doc.get("profile") or ""), results,
+                                      [])],
+                             when=float(doc["time"]), exit_code=int(doc["exit_code"]),
+                             command=str(doc.get("command") or ""))
+                    out.recorded.append(run_id)
+                except sqlite3.IntegrityError:  # another ingest recorded it meanwhile
+                    out.duplicates.append(run_id)
+            os.replace(path, done / path.name)
+    return out
