@@ -28,6 +28,7 @@ COMMANDS = {
     "baseline": "stetho.cli.baseline:baseline",
     "gate": "stetho.cli.gate:gate",
     "report": "stetho.cli.report:report",
+    "remedy": "stetho.cli.remedy:remedy",
     "kb": "stetho.cli.kb:kb",
     "override": "stetho.cli.override:override",
     "sim": "stetho.cli.sim:sim",
