@@ -123,7 +123,7 @@ def test_an_action_the_fault_outlived_escalates_instead_of_repeating(tmp_path, f
         # the ticket went out too: nothing more by itself, and no second ticket
         _record(h, seen - 30, "ticket", part=part)
         step = plan.plan(d, by, h, now=now, facts=ctx.facts, seen=seen)[0]
-        assert step.action == "none" and "ticket already done" in step.why
+        assert step.action == "none" and "ticket already sent" in step.why
         # an action older than the window is another fault's
         assert plan.plan(d, by, h, now=now + plan.ESCALATE_WINDOW_S, facts=ctx.facts,
                          seen=now + plan.ESCALATE_WINDOW_S)[0].action == "gpu-reset"

@@ -79,6 +79,9 @@ def _step(node: str, h: Hypothesis, rule: Rule | None, history: History | None, 
     earlier = tuple(remedies.done(history, node, h.cause, part, now - window_s)
                     ) if history is not None else ()
     since = [r for r in earlier if r.time >= seen]
+    if since and since[-1].action == "ticket":
+        return _with(base, "none", f"ticket already sent {_iso(since[-1].time)} for this "
+                     "fault: not sent twice", earlier)
     if since:  # evidence older than the action: whether it helped is not known yet
         return _with(base, "none", f"{since[-1].action} ran {_iso(since[-1].time)}, after "
                      f"this evidence was collected ({_iso(seen)}): check {node} again to "
@@ -88,7 +91,8 @@ def _step(node: str, h: Hypothesis, rule: Rule | None, history: History | None, 
     nxt = next((a for a in ladder if a not in ran), None)
     if nxt is None:
         last = earlier[-1]
-        return _with(base, "none", f"{last.action} already done {_iso(last.time)} on this "
+        done = "sent" if last.action == "ticket" else "done"
+        return _with(base, "none", f"{last.action} already {done} {_iso(last.time)} for this "
                      "fault and it is back: nothing more stetho does by itself", earlier)
     if nxt != option.action:
         last = earlier[-1]
