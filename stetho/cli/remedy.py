@@ -137,10 +137,19 @@ def _slurm(act: bool):  # type: ignore[no-untyped-def]
 
 
 def _budget(policy_name: str | None) -> Budget:
-    from stetho.remedy.budget import NoBudget
+    """The drain budget of the policy's circuit (its ledger: STETHO_DRAIN_LEDGER, the
+    policy's `ledger:`, else beside the history database)."""
+    from stetho.gate.breaker import Circuit
 
+    circuit = Circuit()
     if policy_name:
         from stetho.gate import policy
 
-        policy.load(policy_name)  # validated now: a bad name is exit 2 before anything runs
-    return NoBudget()
+        circuit = policy.load(policy_name).circuit
+    try:
+        from stetho.gate import budget
+    except ImportError:  # a checkout without the drain budget: nothing taken out of service
+        from stetho.remedy.budget import NoBudget
+
+        return NoBudget()
+    return budget.for_circuit(circuit)
