@@ -141,3 +141,20 @@ def test_evidence_older_than_the_action_neither_repeats_nor_escalates(tmp_path, 
         assert step.action == "none" and "check xid79 again" in step.why
         step = plan.plan(d, by, h, now=2e6, facts=ctx.facts, seen=1e6 + 10)[0]
         assert step.action == "ticket" and "reboot ran" in step.why
+
+
+def test_a_version_1_history_gains_the_remedies_table(tmp_path):
+    import sqlite3
+
+    with History(tmp_path / "h.db"):
+        pass
+    with sqlite3.connect(tmp_path / "h.db") as c:  # as stetho before remedies left it
+        c.execute("DROP TABLE remedies")
+        c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with History(tmp_path / "h.db") as h:
+        assert h.schema_version() == 2
+        remedies.record(h, remedies.Record(5.0, "n1", "node", "c", "reboot", "done", "x", "r"))
+        assert remedies.recent(h) == [remedies.Record(5.0, "n1", "node", "c", "reboot",
+                                                      "done", "x", "r")]
+        with pytest.raises(ValueError, match="unknown outcome"):
+            remedies.record(h, remedies.Record(5.0, "n1", "node", "c", "reboot", "worked"))
