@@ -46,6 +46,9 @@ class Config:
     venvs: Path = field(default_factory=lambda: _data_home() / "venvs")
     #: Alert rate-limit state (`notify_state`, STETHO_NOTIFY_STATE).
     notify_state: Path = field(default_factory=lambda: _data_home() / "notify.db")
+    #: The drain budget's ledger (`drain_ledger`, STETHO_DRAIN_LEDGER): wins over a policy's
+    #: `scheduler: {circuit: {ledger: PATH}}`; None: that, else beside the history database.
+    drain_ledger: Path | None = None
     #: Extra folders searched first, before ./<folder> and the shipped one (os.pathsep lists).
     baselines: tuple[Path, ...] = ()  # STETHO_BASELINES
     gates: tuple[Path, ...] = ()  # STETHO_GATES
@@ -105,6 +108,7 @@ class Config:
 ENVIRONMENT = {
     "STETHO_PROFILE": "profile", "STETHO_DB": "db", "STETHO_CACHE": "cache",
     "STETHO_SPOOL": "spool", "STETHO_VENVS": "venvs", "STETHO_NOTIFY_STATE": "notify_state",
+    "STETHO_DRAIN_LEDGER": "drain_ledger",
     "STETHO_BASELINES": "baselines", "STETHO_GATES": "gates", "STETHO_RULES": "rules",
     "STETHO_CHECKS": "checks", "STETHO_BENCHMARKS": "benchmarks", "STETHO_KB_REPO": "kb_repo",
     "STETHO_REPEAT_LIMIT": "repeat_limit",
@@ -117,7 +121,7 @@ ENVIRONMENT = {
     "STETHO_USER": "user", "STETHO_BUSY_PROBE": "busy_probe",
 }
 _FIELDS = {f.name for f in fields(Config)} - {"files"}
-_PATHS = {"db", "cache", "spool", "venvs", "notify_state", "signing_key"}
+_PATHS = {"db", "cache", "spool", "venvs", "notify_state", "signing_key", "drain_ledger"}
 _PATH_LISTS = {"baselines", "gates", "rules", "checks", "benchmarks"}
 
 

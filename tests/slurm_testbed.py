@@ -1,8 +1,8 @@
 """A real Slurm controller on localhost for the drain/resume tests (shared TESTBED.md recipe).
 
 munged with its own key and socket, then slurmctld and slurmd with a slurm.conf under a temp
-folder: /etc/slurm, /etc/munge and any system daemons are never touched. Four fake nodes,
-gpu[01-04], exist only in the config (State=DOWN, their address answers nothing) so that they
+folder: /etc/slurm, /etc/munge and any system daemons are never touched. Sixteen fake nodes,
+gpu[01-16], exist only in the config (State=DOWN, their address answers nothing) so that they
 can be drained and resumed for real without any machine behind them; they sit in their own
 partition so that no job can land on them. The local node is a real slurmd, so that the states
 of a live node (IDLE, IDLE+DRAIN) are seen too.
@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 
 FAKE_NODES = ["gpu01", "gpu02", "gpu03", "gpu04"]
+#: Every config-only node: enough for 16 health checks at once (the drain budget's tests).
+ALL_FAKE_NODES = [f"gpu{i:02d}" for i in range(1, 17)]
 DAEMONS = ("munged", "slurmctld", "slurmd", "scontrol", "munge", "unmunge")
 START_TIMEOUT_S = 30.0
 
@@ -192,10 +194,10 @@ def start(folder: Path) -> Testbed:
             "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
             *_hook_lines(),
             _local_node_line(hostname, slurmd_port),
-            "NodeName=gpu[01-04] NodeAddr=127.0.0.2 Port=6899 CPUs=8 RealMemory=64000 "
+            "NodeName=gpu[01-16] NodeAddr=127.0.0.2 Port=6899 CPUs=8 RealMemory=64000 "
             "Weight=10 State=DOWN",
             f"PartitionName=local Nodes={hostname} Default=YES MaxTime=INFINITE State=UP",
-            "PartitionName=fake Nodes=gpu[01-04] Default=NO MaxTime=INFINITE State=UP",
+            "PartitionName=fake Nodes=gpu[01-16] Default=NO MaxTime=INFINITE State=UP",
         ]) + "\n")
 
         for daemon in ("slurmctld", "slurmd"):
@@ -319,6 +321,10 @@ def line(name, n):
         out += " Reason=%s [root@2026-01-02T03:04:05]" % n["reason"]
     return out
 
+if argv[:2] == ["show", "config"]:
+    print("Configuration data as of 2026-01-02T03:04:05")
+    print("ClusterName             = fake")
+    sys.exit(0)
 if argv[:1] == ["ping"]:
     print("Slurmctld(primary) at fake is UP")
     sys.exit(0)

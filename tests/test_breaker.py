@@ -132,6 +132,10 @@ def test_mass_failure_drains_nothing_alerts_and_exits_3(tmp_path, monkeypatch, w
     assert out.to_json()["circuit"]["planned"] == sorted(failing)  # type: ignore[index]
     (alert,) = webhook
     assert "circuit open: 14 of 64" in json.dumps(alert)
+    # the breaker stays open: a second run is refused too, and alerts no more in this window
+    again = gate.run(gate.GateRequest(policy=_policy(tmp_path), nodes="n[001-064]", act=True,
+                                      reports=False, out=tmp_path / "runs"), db=db)
+    assert again.exit_code == 3 and len(webhook) == 1
 
 
 def test_under_the_limit_drains_and_a_dry_run_never_trips(tmp_path, monkeypatch) -> None:
@@ -171,3 +175,21 @@ def test_real_slurm_recent_drains_count_across_runs(slurm_testbed, tmp_path, mon
         assert not sl.show([nodes[2]])[nodes[2]].drained
     finally:
         sl.resume(nodes)
+
+
+def test_a_dry_run_says_what_the_breaker_would_allow(tmp_path) -> None:
+    """`gate` without --act asks the budget read-only: it plans, changes nothing, exit 1."""
+    import os
+    import subprocess
+    import sys
+
+    nodes = [f"n{i:03d}" for i in range(1, 21)]  # 20 nodes: limit 2
+    db = _history(tmp_path / "h.db", nodes, set(nodes[:9]))
+    fake = testbed.fake_scontrol(tmp_path / "fake", {n: "IDLE" for n in nodes})
+    env = {**os.environ, "PATH": fake.env["PATH"]}
+    r = subprocess.run([sys.executable, "-m", "stetho", "gate", "--policy", _policy(tmp_path),
+                        "--nodes", "n[001-020]", "--db", str(db), "--no-reports", "--quiet"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "would drain 9, breaker allows 2 (--act would drain none of them" in r.stdout
+    assert _updates(fake) == [] and not (tmp_path / "drain-ledger.db").exists()

@@ -193,12 +193,15 @@ def test_fake_person_drain_left_alone(fake: testbed.FakeScontrol) -> None:
     assert fake.nodes()["gpu02"] == {"state": "DOWN+DRAIN", "reason": "RMA ticket 4711 (alice)"}
 
 
-def test_fake_stetho_drain_gets_reason_updated(fake: testbed.FakeScontrol) -> None:
+def test_fake_stetho_redrain_keeps_the_first_reason(fake: testbed.FakeScontrol) -> None:
+    """Rewriting the reason would stamp it "now": an old drain would look recent for good."""
     fake.set_node("gpu01", "IDLE+DRAIN", "stetho: old: reason")
     (a,) = S.Slurm(act=True, env=fake.env).drain({"gpu01": "stetho: new: reason"})
-    assert a.done and a.kind == "drain" and "reason updated" in a.message
-    assert fake.calls()[-1] == _update("gpu01", "State=DRAIN", "Reason=stetho: new: reason")
-    assert fake.nodes()["gpu01"]["reason"] == "stetho: new: reason"
+    assert (a.kind, a.done, a.failed, a.argv) == ("skip", False, False, ())
+    assert "already drained by stetho since 2026-01-02T03:04:05" in a.message
+    assert "first reason kept" in a.message
+    assert [c for c in fake.calls() if c[0] == "update"] == []
+    assert fake.nodes()["gpu01"]["reason"] == "stetho: old: reason"
 
 
 def test_fake_reason_made_stetho(fake: testbed.FakeScontrol) -> None:

@@ -31,6 +31,7 @@ COMMANDS = {
     "remedy": "stetho.cli.remedy:remedy",
     "kb": "stetho.cli.kb:kb",
     "override": "stetho.cli.override:override",
+    "breaker": "stetho.cli.breaker:breaker",
     "sim": "stetho.cli.sim:sim",
     "export": "stetho.cli.export:export",
     "localize": "stetho.cli.localize:localize",

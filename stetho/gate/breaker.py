@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from stetho.gate.slurm import NodeInfo
 
 
 @dataclass(frozen=True)
 class Circuit:
-    """The limit, from a policy's `scheduler: {circuit: {max_pct, min_nodes, window}}`."""
+    """The limit, from a policy's `scheduler: {circuit: {max_pct, min_nodes, window, ledger}}`.
+    `ledger`: the drain budget's file (stetho.gate.budget); None: STETHO_DRAIN_LEDGER or the
+    default beside the history database."""
 
     max_pct: float = 10.0
     min_nodes: int = 2
     window_s: float = 3600.0
+    ledger: Path | None = field(default=None, compare=False)
 
     def limit(self, scope: int) -> int:
         return max(self.min_nodes, math.floor(scope * self.max_pct / 100 + 1e-9))

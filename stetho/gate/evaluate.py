@@ -59,6 +59,8 @@ class GateOutcome:
     actions: list[Action] = field(default_factory=list)
     reports: list[tuple[Diagnosis, Path]] = field(default_factory=list)
     circuit: Trip | None = None  # the breaker opened: `--act` drained nothing more
+    #: a dry run's "would drain 9, breaker allows 2" (the budget asked read-only), or None
+    breaker_preview: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -71,6 +73,8 @@ class GateOutcome:
 
     def summary(self) -> str:
         line = summary_line(self.decision, self.names)
+        if self.breaker_preview:
+            line = f"{line}; {self.breaker_preview}"
         return f"{line}; {self.circuit.message()}" if self.circuit else line
 
     def to_json(self, job: str | None = None) -> dict[str, object]:
@@ -83,6 +87,7 @@ class GateOutcome:
             ignored_overrides=[(str(what) if isinstance(what, Path) else what.id, why)
                                for what, why in self.decision.ignored_overrides])
         doc["circuit"] = self.circuit.to_json() if self.circuit else None
+        doc["breaker_preview"] = self.breaker_preview
         doc["could_not_evaluate"] = self.decision.unevaluated
         doc["history_unavailable"] = self.decision.history_unavailable
         doc["exit_code"] = self.exit_code
@@ -117,12 +122,13 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     decision.history_unavailable = unavailable
     outcome = GateOutcome(policy, decision, names)
     if policy.drain and not req.local:
-        outcome.actions, outcome.circuit = _scheduler(decision, names, req.act, policy, now)
+        outcome.actions, outcome.circuit, outcome.breaker_preview = _scheduler(
+            decision, names, req.act, policy, now, db)
     if req.slurm == "health-check":
         from stetho.gate.slurm_hooks import act_on_own_node
 
         outcome.actions, outcome.circuit = act_on_own_node(names[0], decision, policy.circuit,
-                                                           now)
+                                                           now, db=db)
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
     return outcome
@@ -204,7 +210,8 @@ def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
     from stetho.gate.slurm_hooks import watchdog
 
     node = req.node or socket.gethostname()
-    with watchdog(node, config.active().health_timeout, drain=req.slurm == "health-check"):
+    with watchdog(node, config.active().health_timeout, drain=req.slurm == "health-check",
+                  circuit=policy.circuit, db=db):
         return _local(policy, replace(req, node=node), db)
 
 
@@ -231,46 +238,44 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path
 
 
 def _scheduler(decision: Decision, names: list[str], act: bool, policy: GatePolicy,
-               now: float) -> tuple[list[Action], Trip | None]:
-    """Drain the blocked nodes and resume the rest, behind the circuit breaker: with `--act`,
-    a run that would take the drained nodes past the policy's limit drains none of them."""
-    from stetho.gate import breaker
-    from stetho.gate.slurm import Action, Slurm, SlurmError, drain_reason
+               now: float, db: Path) -> tuple[list[Action], Trip | None, str | None]:
+    """Drain the blocked nodes and resume the rest, behind the drain budget: with `--act`, a
+    run that would take the scope's drains in the window past the policy's limit drains none
+    of them (stetho.gate.drains); a dry run says what the budget would allow."""
+    from stetho.gate import drains
+    from stetho.gate.slurm import Slurm, drain_reason
 
     blocked: dict[str, str] = {}
     for r in decision.blocking:
         blocked.setdefault(r.node, drain_reason(r.check, r.message))
     slurm = Slurm(act=act)
-    trip = None
+    budget = drains.budget_for(policy.circuit, db)
+    trip, preview = None, None
     if blocked and act:
-        try:
-            state = slurm.show(names)
-        except SlurmError:
-            state = {}  # only this run's drains count; drain() reports the unreadable state
-        trip = breaker.check(policy.circuit, names, blocked, state, now)
-    if trip is not None:
-        actions = [Action(n, "skip", (), False, f"{n}: not drained: {trip.message()}",
-                          failed=True) for n in blocked]
-        _alert_circuit(trip, policy)
+        done = drains.drain(slurm, blocked, budget=budget, who=f"gate --act {policy.name}",
+                            now=now)
+        actions, trip = done.actions, done.trip
+        if done.trip is not None and done.alert:
+            drains.alert(done.trip, f"gate {policy.name}")
     else:
         actions = list(slurm.drain(blocked)) if blocked else []
+        seen = drains.preview(slurm, list(blocked), budget=budget, now=now,
+                              scope_nodes=names) if blocked else None
+        if seen is not None:
+            want, ruling = seen
+            preview = f"would drain {want}, breaker allows {ruling.room}"
+            if ruling.trip is not None:
+                preview += " (--act would drain none of them: all or nothing)"
     # Only a node evaluated GO is resumed: never one whose checks errored, were not run, or
     # came from stale or partial results (those are left as they are, for a person).
     evaluated_go = set() if decision.history_unavailable else decision.go_nodes
     go = [n for n in names if n not in blocked and n in evaluated_go]
     if go:
-        actions += list(slurm.resume(go))
-    return actions, trip
-
-
-def _alert_circuit(trip: Trip, policy: GatePolicy) -> None:
-    """One alert for the whole event (rate-limited like any other, per policy)."""
-    from stetho.publish.alerts import Alert
-    from stetho.publish.notify import notify_all
-
-    notify_all([Alert(node=policy.name, cause="circuit_open", severity="critical",
-                      title=f"stetho gate {policy.name}: circuit breaker open",
-                      summary=trip.message())])
+        resumed = list(slurm.resume(go))
+        actions += resumed
+        if act:
+            drains.release(budget, resumed, now)
+    return actions, trip, preview
 
 
 def _reports(outcome: GateOutcome, req: GateRequest, db: Path) -> list[tuple[Diagnosis, Path]]:

@@ -7,6 +7,7 @@ applies it. A malformed policy raises ConfigError naming the file and line.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,7 +114,7 @@ def load(name: str) -> GatePolicy:
     sched = top.section("scheduler")
     drain = sched.get("drain", bool, True)
     sched.check_unknown({"drain", "circuit"})
-    circuit = _circuit(sched.section("circuit"))
+    circuit = _circuit(sched.section("circuit"), path)
     named = {key: top.str_list(key) for key in ("checks", "local_checks", "exclude")}
     _validate_names(top, named, [t.check for t in tight])
     return GatePolicy(name=pname, source=str(path), description=top.get("description", str, ""),
@@ -123,12 +124,13 @@ def load(name: str) -> GatePolicy:
                       circuit=circuit)
 
 
-def _circuit(c: yamlconf.Section) -> Circuit:
-    """`scheduler: {circuit: {max_pct: 10, min_nodes: 2, window: 1h}}` (those are the
-    defaults): drain at most max(min_nodes, max_pct % of the nodes in scope) per window."""
+def _circuit(c: yamlconf.Section, path: Path) -> Circuit:
+    """`scheduler: {circuit: {max_pct: 10, min_nodes: 2, window: 1h, ledger: PATH}}` (the
+    first three are the defaults): drain at most max(min_nodes, max_pct % of the nodes in
+    scope) per window, counted in the drain ledger at PATH (relative to the policy file)."""
     from stetho.history.store import parse_since
 
-    c.check_unknown({"max_pct", "min_nodes", "window"})
+    c.check_unknown({"max_pct", "min_nodes", "window", "ledger"})
     default = Circuit()
     pct = c.get("max_pct", (int, float), default.max_pct)
     if not 0 < pct <= 100:
@@ -143,7 +145,10 @@ def _circuit(c: yamlconf.Section) -> Circuit:
         c.fail(str(exc), "window")
     if window_s <= 0:
         c.fail("window must be longer than 0", "window")
-    return Circuit(float(pct), low, window_s)
+    ledger = c.get("ledger", str)
+    where = (Path(os.path.normpath((path.parent / Path(ledger).expanduser()).absolute()))
+             if ledger else None)
+    return Circuit(float(pct), low, window_s, where)
 
 
 def _validate_names(top: yamlconf.Section, named: dict[str, tuple[str, ...]],

@@ -8,7 +8,10 @@ the people who run the cluster, and two rules keep stetho from trampling them:
   resumes nodes whose *current* reason starts with it. A node a person drained (an RMA, a
   maintenance window) is never resumed by stetho, however healthy it now looks;
 * a node a person already drained is not re-drained either, since that would overwrite their
-  reason (and make the node look like stetho's, so a later resume would undo their drain).
+  reason (and make the node look like stetho's, so a later resume would undo their drain);
+* a node stetho already drained keeps its first reason and stamp (a new reason would stamp
+  it "now", and the breaker would count an old drain as recent for good); the drain budget
+  (stetho.gate.drains), which decides whether a drain may happen at all, logs the repeat.
 
 The default is a dry run (act=False): nothing changes, and each Action carries the argv that
 would run, so a CI gate can print its plan. The current state is still read with the
@@ -30,6 +33,7 @@ import subprocess
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from stetho.core import hostlist
@@ -226,8 +230,6 @@ def parse_show_node(text: str) -> dict[str, NodeInfo]:
 
 def _stamp_time(text: str) -> float | None:
     """`2026-12-03T12:48:21` (SLURM_TIME_FORMAT=standard, the controller's local time)."""
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(text).timestamp() if text else None
     except ValueError:
@@ -324,10 +326,9 @@ class Slurm:
 
     def drain(self, blocked: Mapping[str, str]) -> list[Action]:
         """Drain each blocked node (node -> reason), unless a person drained it already (or set
-        it DOWN with a reason of their own).
+        it DOWN with a reason of their own), or stetho did (its first reason and time stay).
 
-        A node stetho drained before gets the new reason. Reasons are made stetho's (prefix,
-        one line, capped) whatever the caller passed."""
+        Reasons are made stetho's (prefix, one line, capped) whatever the caller passed."""
         plan = {_valid(n): _as_stetho_reason(r) for n, r in blocked.items()}
         state, error = self._state(list(plan))
         actions: list[Action] = []
@@ -351,9 +352,31 @@ class Slurm:
                                       f"{info.state}, Reason={info.reason!r}): left as it is, "
                                       "stetho does not overwrite a person's reason"))
                 continue
-            what = "reason updated" if info.drained else "drained"
-            actions.append(self._do(node, "drain", self._argv(drain_argv(node, reason)), what))
+            if info.drained_by_stetho:
+                when = info.reason_time
+                since = "" if when is None else f" since {datetime.fromtimestamp(when).isoformat()}"
+                actions.append(Action(node, "skip", (), False, f"{node}: already drained by "
+                                      f"stetho{since} (Reason={info.reason!r}): first reason "
+                                      "kept"))
+                continue
+            actions.append(self._do(node, "drain", self._argv(drain_argv(node, reason)),
+                                    "drained"))
         return actions
+
+    def refuse_unread(self, blocked: Iterable[str], error: str) -> list[Action]:
+        """A drain that cannot go ahead (Slurm or the drain ledger unreadable): says why."""
+        return [self._unread(n, "drain", drain_argv(_valid(n), REASON_PREFIX), error,
+                             "unless someone else drained it") for n in blocked]
+
+    def cluster_name(self) -> str:
+        """Slurm's ClusterName (`scontrol show config`): the drain budget's scope."""
+        r = self._run(argv := (self.scontrol, "show", "config"))
+        found = [v.strip() for k, _, v in (x.partition("=") for x in r.stdout.splitlines())
+                 if k.strip() == "ClusterName" and v.strip()]
+        if found:
+            return found[0]
+        raise SlurmError(f"`{shlex.join(argv)}` exited {r.returncode} without a ClusterName: "
+                         f"{_oneline(r.stderr or r.stdout)[:200]}")
 
     def resume(self, nodes: list[str]) -> list[Action]:
         """Resume the nodes stetho drained (current reason starts with "stetho:"); leave a
