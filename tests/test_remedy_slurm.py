@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from stetho.gate.breaker import Circuit
+from stetho.gate.budget import DrainBudget
 from stetho.remedy import reboot
 from stetho.remedy.budget import NoBudget
 from stetho.remedy.plan import Step
@@ -41,13 +43,16 @@ def _fields(env: dict[str, str], node: str) -> dict[str, str]:
 
 @pytest.fixture
 def clean(slurm):
-    """Nodes put back as the testbed starts them (DOWN, no reason) before and after."""
+    """The nodes' reboot requests cancelled and drains lifted, before and after (a reboot
+    cancelled puts a node back as it was: DOWN with no reason, for a fake node)."""
     nodes = ["gpu03", "gpu04"]
 
     def reset() -> None:
         for n in nodes:
-            _sc(slurm, "cancel_reboot", n)
-            _sc(slurm, "update", f"NodeName={n}", "State=RESUME")
+            if "REBOOT" in _fields(slurm, n)["State"]:
+                _sc(slurm, "cancel_reboot", n)
+            if "DRAIN" in _fields(slurm, n)["State"]:
+                _sc(slurm, "update", f"NodeName={n}", "State=RESUME")
 
     reset()
     yield slurm
@@ -59,9 +64,8 @@ def _step(node: str) -> Step:
                 "rule gpu-off-bus: reboot", summary="A GPU at 0000:4c:00.0 fell off the bus")
 
 
-def _budget(tmp_path: Path, **circuit: float):
-    budget = pytest.importorskip("stetho.gate.budget")
-    return budget.DrainBudget(tmp_path / "ledger.db", Circuit(**circuit))  # type: ignore[arg-type]
+def _budget(tmp_path: Path, **circuit: float) -> DrainBudget:
+    return DrainBudget(tmp_path / "ledger.db", Circuit(**circuit))  # type: ignore[arg-type]
 
 
 def test_a_reboot_allowed_by_the_budget_is_requested_in_slurm(clean, tmp_path):
@@ -94,8 +98,9 @@ def test_an_open_breaker_or_no_budget_reboots_nothing(clean, tmp_path):
     (o,) = reboot.reboot([_step("gpu04")], sl, NoBudget(), act=True)
     assert o.outcome == "refused" and "no drain budget configured" in o.detail
     tight = _budget(tmp_path, max_pct=1.0, min_nodes=1)
-    tight.request(["gpu01"], scope=reboot.SCOPE, scope_size=5, who="t", reasons={},
-                  now=__import__("time").time())
+    scope = reboot.Rebooter(act=False, env=clean).cluster_name()
+    tight.request(["gpu01"], scope=scope, scope_size=5, who="t", reasons={},
+                  now=time.time())
     (o,) = reboot.reboot([_step("gpu04")], sl, tight, act=True)
     assert o.outcome == "refused" and "circuit open" in o.detail, o.detail
     assert _fields(clean, "gpu04") == before
@@ -124,7 +129,6 @@ def test_a_node_stetho_drained_keeps_its_first_reason(clean, tmp_path):
 def test_reboot_from_the_cli_on_a_simulated_node(clean, tmp_path):
     """A simulated node named as a Slurm node (gpu04, Xid 79) is rebooted by `stetho remedy
     --act`, behind the drain ledger STETHO_DRAIN_LEDGER names."""
-    pytest.importorskip("stetho.gate.budget")
     sim, run = tmp_path / "sim", tmp_path / "run"
     env = {**os.environ, **clean, "STETHO_DRAIN_LEDGER": str(tmp_path / "ledger.db")}
 

@@ -66,7 +66,8 @@ def remedy(run_dir: str, nodes: tuple[str, ...], act: bool, ticket_url: str | No
         steps = [s for d, facts, seen in found
                  for s in plan.plan(d, by_cause, history, now=now, facts=facts, seen=seen)]
         ex = run.Executors(env_for=_env_for(sim_root, local), slurm=_slurm(act),
-                           budget=_budget(policy_name), ticket_url=ticket_url or cfg.ticket_url)
+                           budget=_budget(policy_name, cfg.db),
+                           ticket_url=ticket_url or cfg.ticket_url)
         outcomes = run.execute(steps, ex, act=act, history=history,
                                run=found[0][0].run if found else "", now=now)
     finally:
@@ -136,9 +137,10 @@ def _slurm(act: bool):  # type: ignore[no-untyped-def]
     return Rebooter(act=act)
 
 
-def _budget(policy_name: str | None) -> Budget:
+def _budget(policy_name: str | None, db: Path) -> Budget:
     """The drain budget of the policy's circuit (its ledger: STETHO_DRAIN_LEDGER, the
-    policy's `ledger:`, else beside the history database)."""
+    policy's `ledger:`, else beside the history database): the one every drain asks."""
+    from stetho.gate import drains
     from stetho.gate.breaker import Circuit
 
     circuit = Circuit()
@@ -146,10 +148,4 @@ def _budget(policy_name: str | None) -> Budget:
         from stetho.gate import policy
 
         circuit = policy.load(policy_name).circuit
-    try:
-        from stetho.gate import budget
-    except ImportError:  # a checkout without the drain budget: nothing taken out of service
-        from stetho.remedy.budget import NoBudget
-
-        return NoBudget()
-    return budget.for_circuit(circuit)
+    return drains.budget_for(circuit, db)

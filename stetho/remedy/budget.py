@@ -1,9 +1,10 @@
 """The drain budget as the remedies see it: a reboot takes a node out of service, so it asks
-the same budget every drain asks (stetho.gate.budget), and a dry run previews its answer.
+the same budget every drain asks (stetho.gate.budget.DrainBudget, what `stetho remedy`
+passes), and a dry run previews its answer.
 
-`Budget` is the two calls used; `NoBudget` stands in where none is configured and refuses
-every request: a reboot nobody counted could be the one that empties a partition, so without
-a budget nothing is taken out of service (fail closed).
+`Budget` is the two calls used; `NoBudget` is for a caller that has no budget to give: it
+refuses every request, since a reboot nobody counted could be the one that empties a
+partition (fail closed).
 """
 
 from __future__ import annotations

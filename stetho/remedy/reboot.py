@@ -21,7 +21,6 @@ from stetho.remedy.budget import Budget, refusal_text
 from stetho.remedy.outcome import Outcome
 from stetho.remedy.plan import Step
 
-SCOPE = "cluster"
 WHO = "stetho remedy"
 
 
@@ -64,7 +63,7 @@ def reboot(steps: list[Step], slurm: Rebooter, budget: Budget, act: bool,
     """Each step's node rebooted (or why not), the budget asked once for all of them."""
     now = time.time() if now is None else now
     try:
-        state = slurm.show_all()
+        scope, state = slurm.cluster_name(), slurm.show_all()  # counted per cluster
     except SlurmError as exc:
         return [Outcome(s, "refused", f"Slurm's state could not be read: {exc}") for s in steps]
     out: list[Outcome] = []
@@ -88,10 +87,10 @@ def reboot(steps: list[Step], slurm: Rebooter, budget: Budget, act: bool,
         return out
     recent = breaker.recent_drains(state, now, _window(budget))
     nodes = list(wanted)
-    ruling = (budget.request(nodes, scope=SCOPE, scope_size=len(state), who=WHO,
+    ruling = (budget.request(nodes, scope=scope, scope_size=len(state), who=WHO,
                              reasons={n: r for n, (_, r) in wanted.items()}, now=now,
                              slurm_recent=recent) if act else
-              budget.preview(nodes, scope=SCOPE, scope_size=len(state), now=now,
+              budget.preview(nodes, scope=scope, scope_size=len(state), now=now,
                              slurm_recent=recent))
     ok = set(ruling.allowed) | set(ruling.already)
     for node, (s, reason) in wanted.items():
