@@ -207,3 +207,18 @@ def test_a_ticket_the_webhook_refused_is_failed_and_names_no_secret(hook):
     down = ticket.send(step, "http://127.0.0.1:9/t?token=s3cret", act=True)
     assert down.outcome == "failed" and "s3cret" not in down.detail
     assert ticket.send(step, None, act=True).outcome == "planned"
+
+
+def test_gpu_resets_run_only_where_the_nodes_tools_are(busy_node):
+    import socket
+
+    from stetho.cli.remedy import _env_for
+
+    me = socket.gethostname().split(".")[0]
+    assert _env_for(None, False)(me) is None  # by default, never on this machine
+    assert _env_for(None, True)("other-node") is None
+    assert _env_for(None, True)(me) is not None  # --local: this host is the node
+    sim = _env_for(str(busy_node.parent), False)
+    env = sim("n1")
+    assert env is not None and env.path.startswith(str((busy_node / "bin").resolve()))
+    assert sim("not-built") is None

@@ -155,3 +155,22 @@ def test_reboot_from_the_cli_on_a_simulated_node(clean, tmp_path):
     f = _fields(clean, "gpu04")
     assert "REBOOT_REQUESTED" in f["State"] and f["NextState"] == "RESUME"
     assert f["Reason"].startswith("stetho: reboot: gpu-off-bus")
+
+
+def test_the_dry_run_says_how_many_reboots_the_budget_allows(clean, tmp_path):
+    from stetho.cli.remedy import exit_code, render
+
+    tight = _budget(tmp_path, max_pct=1.0, min_nodes=1)  # 17 nodes: 1 may go
+    steps = [_step("gpu03"), _step("gpu04")]
+    before = [_fields(clean, n) for n in ("gpu03", "gpu04")]
+    got = reboot.reboot(steps, reboot.Rebooter(act=False, env=clean), tight, act=False)
+    assert [o.outcome for o in got] == ["refused", "refused"]  # all or nothing per request
+    assert "circuit open: 2 of 17 nodes would be drained (limit 1)" in got[0].detail
+    assert render(got, act=False)[-1] == ("dry run: 2 reboot; would reboot 2, the drain "
+                                          "budget allows 0; nothing changed (--act carries "
+                                          "it out)")
+    assert exit_code(got) == 3
+    assert [_fields(clean, n) for n in ("gpu03", "gpu04")] == before
+    (one,) = reboot.reboot(steps[:1], reboot.Rebooter(act=False, env=clean), tight, act=False)
+    assert one.outcome == "planned" and render([one], act=False)[-1].startswith(
+        "dry run: 1 reboot; would reboot 1, the drain budget allows 1")
