@@ -158,3 +158,17 @@ def test_a_version_1_history_gains_the_remedies_table(tmp_path):
                                                       "done", "x", "r")]
         with pytest.raises(ValueError, match="unknown outcome"):
             remedies.record(h, remedies.Record(5.0, "n1", "node", "c", "reboot", "worked"))
+
+
+@pytest.mark.parametrize(("value", "action"), [
+    ("Reboot", "reboot"), ("Reset Required", "gpu-reset"), ("Drain and Reset", "gpu-reset")])
+def test_the_drivers_own_verdict_picks_reset_or_reboot(value, action):
+    from stetho.diagnosis.model import Evidence, Hypothesis
+    from stetho.diagnosis.remedies import choose
+
+    rule = next(r for r in rules.load_all() if r.cause == "gpu-reset-required")
+    h = Hypothesis("gpu-reset-required", "x", 0.6, (Evidence(
+        "driver_reset_required", "the driver says", 5.0, value=value, where=(("gpu", "2"),)),),
+        action="x", ticket="x")
+    chosen = choose(rule.remedy, h)
+    assert chosen is not None and chosen.action == action
