@@ -31,8 +31,13 @@ Decisions, and why:
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import signal
 import sqlite3
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +51,7 @@ BUSY_TIMEOUT_S = 20.0
 #: The environment variable naming the ledger; it wins over the policy's `ledger:`.
 ENV = "STETHO_DRAIN_LEDGER"
 
+_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (
     id INTEGER PRIMARY KEY, scope TEXT NOT NULL, node TEXT NOT NULL, at REAL NOT NULL,
@@ -168,17 +174,53 @@ class DrainBudget:
         except (OSError, sqlite3.Error) as exc:
             raise LedgerError(f"drain ledger {self.path}: {exc}") from exc
 
+    def _queue(self) -> int:
+        """Wait for the POSIX lock on `<ledger>.lock`: the line callers stand in before SQLite.
+        SQLite's own busy handler polls, backing off to 100 ms sleeps, so under a burst a late
+        caller often wins and an early one waits seconds, and polling callers take CPU from
+        the one holding the lock. A blocking lock sleeps in the kernel until its turn.
+        Returns the open lock file (closing it releases the lock)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LedgerError(f"drain ledger {self.path}: {exc}") from exc
+        try:
+            _lock(fd, self.busy_timeout_s)
+        except TimeoutError:
+            os.close(fd)
+            raise LedgerError(f"drain ledger {self.path}: still locked after "
+                              f"{self.busy_timeout_s:g} s") from None
+        except OSError as exc:
+            os.close(fd)
+            raise LedgerError(f"drain ledger {self.path}: cannot lock {self.path}.lock ({exc}): "
+                              "is it on a filesystem with working POSIX locks?") from exc
+        return fd
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE: the write lock is taken before anything is read, so the count a
         decision rests on cannot change until it commits."""
         con = self._connect()
         try:
+            # the schema is read (and the statements below compiled) before queueing: the
+            # time inside the lock is what every later caller in a burst waits for
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            fd = self._queue()
+        except sqlite3.Error as exc:
+            con.close()
+            raise LedgerError(f"drain ledger {self.path}: {exc}") from exc
+        except BaseException:
+            con.close()
+            raise
+        try:
             try:
                 con.execute("BEGIN IMMEDIATE")
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        con.execute(stmt)
+                if con.execute("PRAGMA user_version").fetchone()[0] != _VERSION:
+                    for stmt in _SCHEMA.split(";"):
+                        if stmt.strip():
+                            con.execute(stmt)
+                    con.execute(f"PRAGMA user_version = {_VERSION}")
             except sqlite3.Error as exc:
                 raise LedgerError(f"drain ledger {self.path}: could not lock it ({exc}): is "
                                   "it on a filesystem with working POSIX locks?") from exc
@@ -193,6 +235,7 @@ class DrainBudget:
                 raise LedgerError(f"drain ledger {self.path}: could not commit: {exc}") from exc
         finally:
             con.close()
+            os.close(fd)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection | None]:
@@ -355,3 +398,35 @@ class DrainBudget:
                 return []
             return [r[0] for r in con.execute("SELECT scope FROM scopes ORDER BY scope")]
 
+
+
+def _lock(fd: int, timeout_s: float) -> None:
+    """An exclusive POSIX lock on `fd` within `timeout_s` (TimeoutError after). Blocking, with
+    SIGALRM as the clock, where this is the main thread and nothing else uses that signal;
+    else polling, backing off to 2 ms."""
+    free = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN)
+            and signal.getitimer(signal.ITIMER_REAL)[0] == 0)
+    if free:
+        def expire(signum: int, frame: object) -> None:
+            raise TimeoutError
+
+        old = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        return
+    deadline = time.monotonic() + timeout_s
+    delay = 0.0002
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except (BlockingIOError, PermissionError):
+            if time.monotonic() > deadline:
+                raise TimeoutError from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.002)
