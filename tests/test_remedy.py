@@ -119,7 +119,7 @@ def test_remedy_from_the_cli_on_simulated_nodes(tmp_path, hook):
                   "--webhook", hook.url)
     assert act.returncode == 0, act.stderr + act.stdout
     assert "node01: gpu-remap-pending" in act.stdout and "-> gpu-reset: done: " \
-        "`nvidia-smi -r -i 6`: GPU 6 was successfully reset." in act.stdout
+        "`nvidia-smi -r -i 6`: GPU 00000000:CB:00.0 was successfully reset." in act.stdout
     assert (sim / "node01" / "data" / "resets.log").read_text().split()[0] == "6"
     assert not (sim / "node02" / "data" / "resets.log").exists()  # the job's GPU untouched
     assert [t["node"] for t in hook.got] == ["node03"]
