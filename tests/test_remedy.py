@@ -150,6 +150,7 @@ def test_remedy_from_the_cli_on_simulated_nodes(tmp_path, hook):
     assert esc.returncode == 0, esc.stderr
     assert "node01: gpu-remap-pending" in esc.stdout and "-> ticket: done" in esc.stdout
     assert "why: escalated: gpu-reset ran" in esc.stdout
+    assert "earlier on this fault: gpu-reset done 20" in esc.stdout
     assert len((sim / "node01" / "data" / "resets.log").read_text().splitlines()) == 1
     assert [t["node"] for t in hook.got] == ["node03", "node01"]
     assert hook.got[1]["earlier"][0]["action"] == "gpu-reset"  # type: ignore[index]

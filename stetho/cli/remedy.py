@@ -89,6 +89,9 @@ def render(outcomes: list[Outcome], act: bool) -> list[str]:
         lines.append(f"{s.node}: {s.cause} [{s.part}] -> {s.action}: {o.outcome}: {o.detail}")
         if s.action != "none":
             lines.append(f"  why: {s.why}")
+        if s.earlier:
+            lines.append("  earlier on this fault: " + "; ".join(
+                f"{r.action} {r.outcome} {_iso(r.time)}" for r in s.earlier))
     if not outcomes:
         return ["no diagnosed node in this run: nothing to remediate"]
     boots = [o for o in outcomes if o.step.action == "reboot"]
@@ -103,6 +106,12 @@ def render(outcomes: list[Outcome], act: bool) -> list[str]:
     if not act:
         text += "; nothing changed (--act carries it out)"
     return [*lines, text]
+
+
+def _iso(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def exit_code(outcomes: list[Outcome]) -> int:
