@@ -193,3 +193,18 @@ def test_a_dry_run_says_what_the_breaker_would_allow(tmp_path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     assert "would drain 9, breaker allows 2 (--act would drain none of them" in r.stdout
     assert _updates(fake) == [] and not (tmp_path / "drain-ledger.db").exists()
+
+
+def test_an_unusable_ledger_drains_nothing(tmp_path, monkeypatch, stetho_env) -> None:
+    """The budget cannot be asked: nothing is drained, and each node says why."""
+    nodes = [f"n{i:03d}" for i in range(1, 21)]
+    db = _history(tmp_path / "h.db", nodes, {"n001"})
+    fake = testbed.fake_scontrol(tmp_path / "fake", {n: "IDLE" for n in nodes})
+    monkeypatch.setenv("PATH", fake.env["PATH"])
+    (tmp_path / "file").write_text("")
+    stetho_env.setenv("STETHO_DRAIN_LEDGER", str(tmp_path / "file" / "ledger.db"))
+    out = gate.run(gate.GateRequest(policy=_policy(tmp_path), nodes="n[001-020]", act=True,
+                                    reports=False, out=tmp_path / "runs"), db=db)
+    assert _updates(fake) == []
+    (a,) = [a for a in out.actions if a.node == "n001"]
+    assert a.failed and not a.done and "drain ledger" in a.message

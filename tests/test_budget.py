@@ -36,6 +36,11 @@ def test_grants_up_to_the_limit_then_refuses_all_or_nothing(tmp_path: Path) -> N
     assert _ask(b, ["n2"]).allowed == ("n2",)
     late = _ask(b, ["n4"])
     assert late.refused == ("n4",) and not late.alert  # ...later ones stay quiet
+    # a new window: n1 and n2 still hold the budget (granted at NOW, the window is 1 h)...
+    assert _ask(b, ["n4"], NOW + 1800).alert is False
+    # ...and after it, an open breaker alerts again
+    _ask(b, ["n5", "n6"], NOW + 3601)
+    assert _ask(b, ["n7"], NOW + 3602).alert is True
 
 
 def test_a_redrain_costs_nothing_and_is_kept_as_a_repeat(tmp_path: Path) -> None:
@@ -168,3 +173,42 @@ def test_processes_at_once_get_exactly_the_budget(tmp_path: Path) -> None:
     assert sum(o["alert"] for o in outs) == 1
     st = B.DrainBudget(tmp_path / "l.db", C).status("c1", time.time())
     assert len(st.counted) == 2 and sum(e.kind == "refused" for e in st.entries) == 14
+
+
+_HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_ledger_locked_too_long_is_a_ledger_error_not_a_grant(tmp_path: Path) -> None:
+    """Another process holds the queue lock (a hung caller, a dead NFS lock server): the
+    request gives up after the busy timeout, from the main thread (blocking, SIGALRM) and
+    from any other thread (polling), and grants nothing."""
+    path = tmp_path / "l.db"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, f"{path}.lock"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        b = B.DrainBudget(path, C, busy_timeout_s=0.3)
+        with pytest.raises(B.LedgerError, match="still locked after 0.3 s"):
+            _ask(b, ["n1"])
+        errors: list[Exception] = []
+
+        def other() -> None:
+            try:
+                _ask(b, ["n2"])
+            except B.LedgerError as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert len(errors) == 1 and "still locked" in str(errors[0])
+    finally:
+        holder.communicate("", timeout=30)
+    assert _ask(B.DrainBudget(path, C), ["n3"]).allowed == ("n3",)
+    assert B.DrainBudget(path, C).status("c1", NOW).counted == ("n3",)

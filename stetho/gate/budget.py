@@ -7,8 +7,10 @@ all drained), and a reservation or node feature written as a counter is last-wri
 A SQLite file taken with `BEGIN IMMEDIATE` is one writer at a time on every host that
 mounts it with working POSIX locks (a local disk for `gate --act` on the controller; a
 shared filesystem for the nodes' own hooks), survives crashes (its journal), and costs a few
-milliseconds. Slurm's own view still counts: drains stetho made that the ledger does not
-know (an older version, a lost ledger) are passed in as `slurm_recent` and join the count.
+milliseconds (callers queue on a blocking POSIX lock on `<ledger>.lock` first: SQLite's
+own busy handler starves early callers under a burst). Slurm's own view still counts:
+drains stetho made that the ledger does not know (an older version, a lost ledger) are
+passed in as `slurm_recent` and join the count.
 
 Decisions, and why:
 
@@ -55,7 +57,8 @@ _VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (
     id INTEGER PRIMARY KEY, scope TEXT NOT NULL, node TEXT NOT NULL, at REAL NOT NULL,
-    who TEXT NOT NULL, reason TEXT NOT NULL, released_at REAL, reset_at REAL);
+    who TEXT NOT NULL, reason TEXT NOT NULL, released_at REAL, reset_at REAL,
+    released_after INTEGER);
 CREATE INDEX IF NOT EXISTS grants_scope_at ON grants(scope, at);
 CREATE TABLE IF NOT EXISTS repeats (
     id INTEGER PRIMARY KEY, scope TEXT NOT NULL, node TEXT NOT NULL, at REAL NOT NULL,
@@ -342,9 +345,11 @@ class DrainBudget:
     def release(self, node: str, now: float) -> int:
         """stetho resumed `node` (it passed): its live grants stop counting. Returns how many."""
         with self._write() as con:
-            cur = con.execute("UPDATE grants SET released_at=? WHERE node=? AND released_at IS "
-                              "NULL AND reset_at IS NULL AND at>?",
-                              (now, node, now - self.circuit.window_s))
+            # released_after: the last grant before this release, so that the order of
+            # grants and releases (not the callers' clocks) can be replayed
+            cur = con.execute("UPDATE grants SET released_at=?, released_after=(SELECT max(id) "
+                              "FROM grants) WHERE node=? AND released_at IS NULL AND reset_at "
+                              "IS NULL AND at>?", (now, node, now - self.circuit.window_s))
             return int(cur.rowcount)
 
     def reset(self, scope: str, *, who: str, now: float, proof: str,
