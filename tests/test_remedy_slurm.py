@@ -106,6 +106,15 @@ def test_an_open_breaker_or_no_budget_reboots_nothing(clean, tmp_path):
     assert _fields(clean, "gpu04") == before
 
 
+def test_an_unusable_drain_ledger_reboots_nothing(clean, tmp_path):
+    before = _fields(clean, "gpu04")
+    (tmp_path / "ledger.db").mkdir()  # a folder where the ledger file should be
+    (o,) = reboot.reboot([_step("gpu04")], reboot.Rebooter(act=True, env=clean),
+                         _budget(tmp_path), act=True)
+    assert o.outcome == "refused" and o.detail.startswith("drain budget unusable: ")
+    assert _fields(clean, "gpu04") == before
+
+
 def test_a_persons_drain_is_not_rebooted_over(clean, tmp_path):
     _sc(clean, "update", "NodeName=gpu03", "State=DRAIN", "Reason=RMA 4711 - alice")
     (o,) = reboot.reboot([_step("gpu03")], reboot.Rebooter(act=True, env=clean), NoBudget(),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 import time
 
+from stetho.errors import StethoError
 from stetho.gate import breaker
 from stetho.gate.slurm import MAX_REASON, REASON_PREFIX, NodeInfo, Slurm, SlurmError, drain_reason
 from stetho.remedy.budget import Budget, refusal_text
@@ -87,11 +88,15 @@ def reboot(steps: list[Step], slurm: Rebooter, budget: Budget, act: bool,
         return out
     recent = breaker.recent_drains(state, now, _window(budget))
     nodes = list(wanted)
-    ruling = (budget.request(nodes, scope=scope, scope_size=len(state), who=WHO,
-                             reasons={n: r for n, (_, r) in wanted.items()}, now=now,
-                             slurm_recent=recent) if act else
-              budget.preview(nodes, scope=scope, scope_size=len(state), now=now,
-                             slurm_recent=recent))
+    try:
+        ruling = (budget.request(nodes, scope=scope, scope_size=len(state), who=WHO,
+                                 reasons={n: r for n, (_, r) in wanted.items()}, now=now,
+                                 slurm_recent=recent) if act else
+                  budget.preview(nodes, scope=scope, scope_size=len(state), now=now,
+                                 slurm_recent=recent))
+    except StethoError as exc:  # the ledger unusable: nothing taken out of service
+        return out + [Outcome(s, "refused", f"drain budget unusable: {exc}")
+                      for s, _ in wanted.values()]
     ok = set(ruling.allowed) | set(ruling.already)
     for node, (s, reason) in wanted.items():
         argv = slurm.argv(node, reason)
