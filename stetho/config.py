@@ -73,6 +73,8 @@ class Config:
     #: Alert webhook (`webhook_url`, STETHO_WEBHOOK_URL) and its format (generic | slack).
     webhook_url: str | None = None
     webhook_format: str = "generic"
+    #: RMA / data-centre ticket webhook for `stetho remedy` (`ticket_url`, STETHO_TICKET_URL).
+    ticket_url: str | None = None
     #: Cap on every probe's timeout in seconds (`probe_timeout`, STETHO_PROBE_TIMEOUT).
     probe_timeout: float | None = None
     #: `gate --slurm health-check` watchdog in seconds (`health_timeout`,
@@ -115,7 +117,7 @@ ENVIRONMENT = {
     "STETHO_CHECKS": "checks", "STETHO_BENCHMARKS": "benchmarks", "STETHO_KB_REPO": "kb_repo",
     "STETHO_REPEAT_LIMIT": "repeat_limit",
     "STETHO_OVERRIDE_REPO": "override_repo", "STETHO_SIGNING_KEY": "signing_key",
-    "STETHO_WEBHOOK_URL": "webhook_url",
+    "STETHO_WEBHOOK_URL": "webhook_url", "STETHO_TICKET_URL": "ticket_url",
     "STETHO_WEBHOOK_FORMAT": "webhook_format", "STETHO_PROBE_TIMEOUT": "probe_timeout",
     "STETHO_HEALTH_TIMEOUT": "health_timeout",
     "STETHO_MAX_BUNDLE_MB": "max_bundle_mb",

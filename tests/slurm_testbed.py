@@ -188,7 +188,7 @@ def start(folder: Path) -> Testbed:
             f"SlurmdLogFile={folder / 'slurmd.log'}",
             "SchedulerType=sched/backfill", "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core", "MpiDefault=none", "ReturnToService=2",
-            "SlurmdTimeout=300", "MailProg=/bin/true",
+            "SlurmdTimeout=300", "MailProg=/bin/true", "RebootProgram=/bin/true",
             "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/none", "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",

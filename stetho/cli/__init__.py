@@ -28,6 +28,7 @@ COMMANDS = {
     "baseline": "stetho.cli.baseline:baseline",
     "gate": "stetho.cli.gate:gate",
     "report": "stetho.cli.report:report",
+    "remedy": "stetho.cli.remedy:remedy",
     "kb": "stetho.cli.kb:kb",
     "override": "stetho.cli.override:override",
     "breaker": "stetho.cli.breaker:breaker",
@@ -60,6 +61,7 @@ def cli() -> None:
     stetho sweep -i inventory.yml        every node, through Ansible
     stetho bench run --suite nightly     the benchmark suite on this (idle) node
     stetho gate --policy pre-job --nodes 'gpu[01-64]'   go or no-go
+    stetho remedy runs/<id>              what stetho would fix by itself (--act: do it)
     stetho sim build OUT --nodes 4       build simulated H100 nodes to try it on
     stetho localize -i inventory.yml --dry-run   find the bad node, link or switch
     """

@@ -7,7 +7,8 @@ signal whose presence (or, with `when: absent`, absence) rules it out, with the 
 text (summary, steps, ticket, reproduce commands) may name the implicated part with
 {placeholders} filled from the evidence (`fill`); a text whose part is unknown says so in
 words, and a command whose part is unknown is left out, so no placeholder reaches a report.
-Sites add rules in $STETHO_RULES folders.
+Its `remedy` says what stetho may do by itself (stetho.diagnosis.remedies). Sites add rules
+in $STETHO_RULES folders.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 from stetho.core import yamlconf
 from stetho.core.resources import shipped
 from stetho.diagnosis.model import KINDS, SEVERITIES
+from stetho.diagnosis.remedies import Remedy
+from stetho.diagnosis.remedies import parse as parse_remedy
 from stetho.errors import ConfigError
 
 #: Placeholders rule text may use, and the words that stand in when the part is unknown.
@@ -74,6 +77,8 @@ class Rule:
     #: it is failing memory); None: the site's repeat limit alone
     escalate_after: int | None = None
     escalate_steps: tuple[str, ...] = ()
+    #: what stetho may do by itself (stetho.diagnosis.remedies); () = nothing automatic
+    remedy: tuple[Remedy, ...] = ()
 
     @property
     def total_weight(self) -> float:
@@ -86,7 +91,7 @@ class Rule:
 
 _KEYS = {"cause", "title", "description", "supports", "requires_any", "falsified_by",
          "action", "ticket", "prevention", "reproduce_extra", "trend", "severity", "kind",
-         "summary", "steps", "escalate"}
+         "summary", "steps", "escalate", "remedy"}
 
 
 def folders() -> list[Path]:
@@ -180,7 +185,8 @@ def load(path: Path, known_signals: set[str]) -> Rule:
                 trend=(trend.require("check", str), trend.require("metric", str))
                 if trend.data else None, source=str(path), severity=severity, kind=kind,
                 summary=top.get("summary", str, ""), steps=top.str_list("steps"),
-                escalate_after=after, escalate_steps=esc.str_list("steps") if esc.data else ())
+                escalate_after=after, escalate_steps=esc.str_list("steps") if esc.data else (),
+                remedy=parse_remedy(doc, top, known_signals))
     for key, texts in (("action", [rule.action]), ("ticket", [rule.ticket]),
                        ("summary", [rule.summary]), ("steps", list(rule.steps)),
                        ("reproduce_extra", list(rule.reproduce_extra)),

@@ -33,7 +33,7 @@ from stetho.errors import ConfigError, StethoError
 from stetho.history.latest import NodeLatest
 from stetho.results import Result
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: version -> statements bringing the previous version to it. Append, never edit.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -61,6 +61,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
                   s.subject AS subject, s.metric AS metric, m.value AS value, s.unit AS unit
            FROM metrics m JOIN series s ON s.id = m.series_id
            JOIN nodes n ON n.id = m.node_id JOIN runs r ON r.key = m.run_key""",
+    ),
+    2: (  # what stetho did about a fault by itself (stetho.history.remedies)
+        """CREATE TABLE remedies (id INTEGER PRIMARY KEY, time REAL NOT NULL,
+           node TEXT NOT NULL, part TEXT NOT NULL, cause TEXT NOT NULL, action TEXT NOT NULL,
+           outcome TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '', run TEXT NOT NULL DEFAULT '')""",
+        "CREATE INDEX remedies_fault ON remedies(node, cause, part, time)",
     ),
 }
 

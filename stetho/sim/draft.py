@@ -87,6 +87,7 @@ class NodeDraft:
         self.unreadable_gpus: set[int] = set()  # GPUs whose XML section carries a bad value
         self.wrong_socket: set[int] = set()  # GPUs whose NICs sit on the other socket
         self.compute_apps: list[str] = []  # GPU processes: a job running (the gpu-job fault)
+        self.compute_app_gpus: list[int] = []  # the GPU each of those processes holds
         #: `dcgmi diag -j`: the recorded document it prints and the exit code dcgmi gave with
         #: it (stetho.sim.shims; the dcgm-diag-fail fault sets the failing one)
         self.dcgmi_diag: tuple[str, int] = (shims.DCGMI_PASS, 0)
@@ -280,6 +281,9 @@ class NodeDraft:
             + "".join("\n" + b for b in self.lspci_extra),
             "all_reduce_perf.txt": nccl,
             "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),
+            "compute-apps-gpu.csv": "".join(
+                f"{line.split(',')[0]}, {_uuid(f'{self.name}/gpu{g}')}\n"
+                for line, g in zip(self.compute_apps, self.compute_app_gpus, strict=True)),
             "dcgmi-diag.json": self.real(self.dcgmi_diag[0]),
             "gpu_burn.txt": self.real(GPU_BURN),
             "nvbandwidth.txt": self.real(NVBANDWIDTH),

@@ -330,7 +330,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("hang", "a tool hangs until killed (default nvidia-smi)", ft.hang, "tool"),
     Fault("garbage", "a tool prints binary garbage (default nvidia-smi)", ft.garbage, "tool"),
     Fault("gpu-job", "a job's process holds a GPU (a real recorded compute process): nothing "
-          "invasive may run", ft.gpu_job),
+          "invasive may run (default gpu0)", ft.gpu_job, "gpuN"),
     Fault("corrupt-xml", "nvidia-smi -q -x output cut off mid-document", ft.corrupt_xml),
     Fault("dcgm-diag-fail", "dcgmi diag -r N -j answers the recorded failing DCGM JSON (test "
           "software: persistence mode off) and exits 226, as dcgmi did", ft.dcgm_diag_fail),

@@ -4,6 +4,7 @@ that fails. Each edits the draft; stetho.sim.faults registers them by name."""
 
 from __future__ import annotations
 
+from stetho.errors import ConfigError
 from stetho.sim import shims
 from stetho.sim.draft import GPU_JOB, NodeDraft
 
@@ -18,6 +19,14 @@ def garbage(d: NodeDraft, arg: str | None) -> None:
 
 def gpu_job(d: NodeDraft, arg: str | None) -> None:
     d.compute_apps.append(GPU_JOB)
+    d.compute_app_gpus.append(_gpu_index(arg))
+
+
+def _gpu_index(arg: str | None) -> int:
+    text = (arg or "gpu0").removeprefix("gpu")
+    if not text.isdigit():
+        raise ConfigError(f"gpu-job={arg}: name a GPU (gpu0 .. gpu7)")
+    return int(text)
 
 
 def corrupt_xml(d: NodeDraft, arg: str | None) -> None:

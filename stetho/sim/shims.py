@@ -29,10 +29,24 @@ DCGMI_FAIL_RC = 226
 #: The run levels `dcgmi diag -r` takes (benchmarks/dcgmi-diag-r{1,2,3}.yml pass each).
 DCGMI_LEVELS = ("1", "2", "3")
 COMPUTE_APPS = "--query-compute-apps=pid,process_name,used_memory --format=csv,noheader"
+#: The processes per GPU (stetho.remedy checks a GPU's before resetting it).
+COMPUTE_APPS_GPU = "--query-compute-apps=pid,gpu_uuid --format=csv,noheader"
+#: `nvidia-smi -r -i N`: the simulated GPU reset appends "N <epoch>" to data/resets.log and
+#: prints the line nvidia-smi prints on success, with GPU N's bus id from the recorded
+#: `nvidia-smi -q`; nothing else changes (a reset clears no fault the recordings hold, as a
+#: reset that did not help). An index the node does not have is refused.
+RESET = ['case "$*" in "-r -i "*) [ $# -eq 3 ] || exit 2',
+         '  case "$3" in *[!0-9]*|"") echo "No devices were found" >&2; exit 6 ;; esac',
+         "  bus=$(grep '^GPU [0-9A-Fa-f]' \"$D/nvidia-smi-q.txt\" | "
+         "sed -n \"$(($3 + 1))p\" | cut -d' ' -f2)",
+         '  [ -n "$bus" ] || { echo "No devices were found" >&2; exit 6; }',
+         '  echo "$3 $(date -u +%s)" >> "$D/resets.log"',
+         '  echo "GPU $bus was successfully reset."; exit 0 ;; esac']
 
 #: tool -> (argument pattern, data file) for the shims that only pick a file by arguments.
 CASES: dict[str, list[tuple[str, str]]] = {
     "nvidia-smi": [(COMPUTE_APPS, "compute-apps.csv"),
+                   (COMPUTE_APPS_GPU, "compute-apps-gpu.csv"),
                    ("-q -x", "nvidia-smi-q-x.xml"), ("-q", "nvidia-smi-q.txt"),
                    ("nvlink -s|nvlink --status", "nvlink-s.txt"),
                    ("nvlink -e|nvlink --errorcounters", "nvlink-e.txt"),
@@ -111,6 +125,8 @@ def write(bin_dir: Path, hang: set[str], garbage: set[str], dcgmi_rc: int) -> No
             body += ['[ "$1" = "-d" ] && [ -f "$D/mlxlink-$2.json" ] && '
                      'exec cat "$D/mlxlink-$2.json"', 'exec cat "$D/mlxlink.json"']
         else:
+            if tool == "nvidia-smi":
+                body += RESET
             body.append('case "$*" in')
             body += [f'  {_case(pat)}) exec cat "$D/{f}" ;;' for pat, f in table]
             body.append(f'  *) echo "simulated {tool}: unsupported arguments: $*" >&2; '
