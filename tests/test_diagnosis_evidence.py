@@ -29,6 +29,27 @@ DAY = 86400
 
 # -- a rising SBE count alone -----------------------------------------------------------------
 
+def _run_folder_and_report(tmp_path, run, prof, bundle, judged, results, metrics, db, now):
+    """The sweep's run folder for one node (its bundle, summary and results), this run in the
+    history, and `stetho report` over it: the folder the reports went to."""
+    name = bundle.node
+    run_dir = tmp_path / "runs" / run
+    host = run_dir / "hosts" / name
+    host.mkdir(parents=True)
+    bundle.save(host / "evidence.json")
+    (host / "summary.json").write_text(json.dumps(judged.summaries[name]))
+    (run_dir / "results.json").write_text(json_out.render(results))
+    (run_dir / "meta.json").write_text(json.dumps({"run_id": run}))
+    with History(db) as h:
+        h.record(run, "sweep", [NodeRun(name, prof.name, results, metrics)], when=now)
+    out = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--out",
+                           str(out), "--db", str(db)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
 def test_a_rising_sbe_count_alone_gets_a_watch_report_with_trend_and_crossing(tmp_path):
     """A node whose checks all pass (its correctable ECC growth is under the limit within the
     counter window), but whose gpu3 SBE count grows faster every night: `stetho report` writes
@@ -57,21 +78,8 @@ def test_a_rising_sbe_count_alone_gets_a_watch_report_with_trend_and_crossing(tm
     assert all(r.status in ("pass", "skip") for r in judged.results if r.node == name), [
         (r.check, r.subject, r.status) for r in judged.results if r.status not in
         ("pass", "skip")]
-    run_dir = tmp_path / "runs" / run
-    host = run_dir / "hosts" / name
-    host.mkdir(parents=True)
-    bundle.save(host / "evidence.json")
-    (host / "summary.json").write_text(json.dumps(judged.summaries[name]))
     results = [r for r in judged.results if r.node == name]
-    (run_dir / "results.json").write_text(json_out.render(results))
-    (run_dir / "meta.json").write_text(json.dumps({"run_id": run}))
-    with History(db) as h:
-        h.record(run, "sweep", [NodeRun(name, prof.name, results, metrics)], when=now)
-    out = tmp_path / "reports"
-    proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--out",
-                           str(out), "--db", str(db)], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    out = _run_folder_and_report(tmp_path, run, prof, bundle, judged, results, metrics, db, now)
     [md] = list(out.glob("*.md"))
     assert md.name.startswith("sbe01-gpu-memory-degrading-")
     text = md.read_text()
@@ -215,20 +223,7 @@ def _night_with_history(tmp_path, faults, change):
                      [NodeRun(name, prof.name, [], past)], when=now - k * DAY + 600)
     judged = checkrun.run([bundle], history=db)
     results = [r for r in judged.results if r.node == name]
-    run_dir = tmp_path / "runs" / run
-    host = run_dir / "hosts" / name
-    host.mkdir(parents=True)
-    bundle.save(host / "evidence.json")
-    (host / "summary.json").write_text(json.dumps(judged.summaries[name]))
-    (run_dir / "results.json").write_text(json_out.render(results))
-    (run_dir / "meta.json").write_text(json.dumps({"run_id": run}))
-    with History(db) as h:
-        h.record(run, "sweep", [NodeRun(name, prof.name, results, metrics)], when=now)
-    out = tmp_path / "reports"
-    proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--out",
-                           str(out), "--db", str(db)], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    out = _run_folder_and_report(tmp_path, run, prof, bundle, judged, results, metrics, db, now)
     mds = list(out.glob("*.md")) if out.is_dir() else []
     return {md.name: md.read_text() for md in mds}, results
 
