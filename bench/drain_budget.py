@@ -47,8 +47,54 @@ for i in range(n):
                   reasons={node: "stetho: bench"}, now=time.time())
     end = time.perf_counter()
     out.append([end - t, len(r.allowed), time.process_time() - c, end - got[-1]])
+done = Path(path).with_name("done")  # no caller exits (an interpreter's teardown takes CPU)
+done.mkdir(exist_ok=True)            # while others still wait for their decision
+open(done / str(me), "w").close()
+while len(list(done.iterdir())) < callers:
+    time.sleep(0.01)
 print(json.dumps(out))
 """
+
+
+FLOOR = """
+import fcntl, json, os, sys, time
+from pathlib import Path
+path, me, callers, n, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
+    float(sys.argv[5])
+ready = Path(path).with_name("ready-floor")
+with open(ready / str(me), "w"):
+    pass
+while len(list(ready.iterdir())) < callers:
+    time.sleep(0.01)
+out = []
+for i in range(n):
+    t = time.perf_counter()
+    fd = os.open(path + ".floor", os.O_RDWR | os.O_CREAT)
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+    got = time.perf_counter()
+    while time.perf_counter() - got < hold:  # the ledger's own hold, alone, as busy work
+        pass
+    os.close(fd)
+    out.append(time.perf_counter() - t)
+done = Path(path).with_name("done-floor")
+done.mkdir(exist_ok=True)
+open(done / str(me), "w").close()
+while len(list(done.iterdir())) < callers:
+    time.sleep(0.01)
+print(json.dumps(out))
+"""
+
+
+def run(script: str, args: list[str], callers: int) -> list[object]:
+    procs = [subprocess.Popen([sys.executable, "-c", script, args[0], str(i), *args[1:]],
+                              stdout=subprocess.PIPE, text=True) for i in range(callers)]
+    rows: list[object] = []
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        if p.returncode != 0:
+            sys.exit(f"a caller exited {p.returncode}")
+        rows += json.loads(out)
+    return rows
 
 
 def pct(values: list[float], p: float) -> float:
@@ -65,16 +111,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="stetho-budget-", dir=args.ledger) as tmp:
         ledger = Path(tmp) / "ledger.db"
         (Path(tmp) / "ready").mkdir()
-        procs = [subprocess.Popen([sys.executable, "-c", CALLER, str(ledger), str(i),
-                                   str(args.callers), str(args.requests)],
-                                  stdout=subprocess.PIPE, text=True)
-                 for i in range(args.callers)]
-        rows = []
-        for p in procs:
-            out, _ = p.communicate(timeout=600)
-            if p.returncode != 0:
-                sys.exit(f"a caller exited {p.returncode}")
-            rows += json.loads(out)
+        (Path(tmp) / "ready-floor").mkdir()
+        rows = run(CALLER, [str(ledger), str(args.callers), str(args.requests)], args.callers)
+        held_p50 = statistics.median(r[3] for r in run(
+            CALLER, [str(Path(tmp) / "alone.db"), "1", "20"], 1)[5:])  # type: ignore[index]
+        floor = [v * 1000 for v in run(FLOOR, [str(ledger), str(args.callers),
+                                               str(args.requests), str(held_p50)],
+                                       args.callers)]  # type: ignore[union-attr]
     lat = [r[0] * 1000 for r in rows]
     cpu = [r[2] * 1000 for r in rows]
     held = [r[3] * 1000 for r in rows]
@@ -89,6 +132,9 @@ def main() -> None:
           "for a CPU, not the ledger, sets the tail)")
     print(f"  held the ledger ms (the serial part: with callers on separate hosts, the last of N "
           f"waits about N x this): p50 {statistics.median(held):.2f}  p95 {pct(held, 95):.2f}")
+    print(f"  floor, the same callers taking a bare POSIX lock and holding it {held_p50 * 1000:.2f}"
+          f" ms (one caller's hold, alone): p50 {statistics.median(floor):.1f}  "
+          f"p95 {pct(floor, 95):.1f}; the budget's p95 is {pct(lat, 95) / pct(floor, 95):.1f}x it")
     want = min(100, len(lat))
     print(f"  granted {granted} (limit 100 of 1000 nodes): "
           f"{'ok' if granted == want else 'WRONG'}")
