@@ -77,6 +77,14 @@ def test_prolog_drains_its_node_with_stethos_reason_then_exits_non_zero(fault_cl
     # stetho drains the node with its own reason (Slurm keeps it, not "Prolog error")
     node = fake.nodes()["clocks"]
     assert "DRAIN" in node["state"] and node["reason"].startswith("stetho: gpu_clocks:"), node
+    # no shared ledger named: the budget is this node's own, and the hook says so
+    assert "is this node's own" in bad.stderr and "STETHO_DRAIN_LEDGER" in bad.stderr
+    fake.set_node("clocks", "ALLOCATED")
+    shared = _gate(fault_cluster / "clocks", tmp_path, "clocks", "prolog",
+                   {"STETHO_DRAIN_LEDGER": str(tmp_path / "shared" / "ledger.db")},
+                   path_first=f"{tmp_path / 'fake' / 'bin'}:")
+    assert shared.returncode == 1, shared.stdout + shared.stderr
+    assert "this node's own" not in shared.stderr
     ok = _gate(fault_cluster / "healthy", tmp_path, "healthy", "prolog")
     assert ok.returncode == 0, ok.stdout + ok.stderr
 

@@ -54,6 +54,14 @@ def block_reason(decision: Decision) -> str:
     return drain_reason(first.check, text)
 
 
+def shared_ledger_named(circuit: Circuit) -> bool:
+    """A ledger path was given (STETHO_DRAIN_LEDGER or the policy's), not the default beside
+    this node's own history database."""
+    from stetho import config
+
+    return config.active().drain_ledger is not None or circuit.ledger is not None
+
+
 def drain_through_budget(node: str, reason: str, who: str, *, circuit: Circuit,
                          now: float | None = None, db: Path | None = None,
                          slurm_timeout_s: float = 30, ledger_timeout_s: float | None = None
@@ -66,6 +74,11 @@ def drain_through_budget(node: str, reason: str, who: str, *, circuit: Circuit,
 
     t = time.time() if now is None else now
     budget = drains.budget_for(circuit, db, ledger_timeout_s)
+    if not shared_ledger_named(circuit):
+        print(f"stetho: warning: {who}: the drain ledger {budget.path} is this node's own: "
+              "a budget no other node sees bounds nothing across the cluster; set "
+              "STETHO_DRAIN_LEDGER (or the policy's `circuit: {ledger:}`) to a path every "
+              "node shares", file=sys.stderr, flush=True)
     done = drains.drain(Slurm(act=True, timeout_s=slurm_timeout_s), {node: reason},
                         budget=budget, who=who, now=t)
     if done.trip is not None and done.alert:
