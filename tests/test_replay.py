@@ -40,6 +40,10 @@ def _fleet(src: Path, folder: Path) -> Path:
     (folder / "deep.json").write_text(_deep_bundle())
     for copy in ("twin-a", "twin-b"):
         (folder / f"{copy}.json").write_text(json.dumps(dict(healthy, node="twin")))
+    # a run folder's layout (hosts/<node>/evidence.json): a node that died mid-write
+    for name, body in (("empty01", ""), ("short01", json.dumps(dict(healthy))[:12])):
+        (folder / "hosts" / name).mkdir(parents=True)
+        (folder / "hosts" / name / "evidence.json").write_text(body)
     return folder
 
 
@@ -78,6 +82,17 @@ def _node_errors(replays: dict, mode: str, node: str) -> list[dict]:
 def test_truncated_bundle_is_its_nodes_error(replays, mode):
     rows = _node_errors(replays, mode, "cut")
     assert all("cut.json" in r["message"] and "truncated" in r["message"] for r in rows)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("node, reason", [("empty01", "empty (0 bytes)"),
+                                          ("short01", "truncated")])
+def test_empty_or_cut_run_folder_bundle_is_its_nodes_error(replays, mode, node, reason):
+    """A 0-byte or cut hosts/<node>/evidence.json is never skipped: that node's error, named
+    by its folder, naming the file and what to do."""
+    rows = _node_errors(replays, mode, node)
+    assert all(f"hosts/{node}/evidence.json" in r["message"] and reason in r["message"]
+               and "collect it again" in r["message"] for r in rows)
 
 
 @pytest.mark.parametrize("mode", MODES)

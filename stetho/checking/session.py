@@ -178,12 +178,16 @@ SUMMARY_KEY = "stetho_summaries"
 def _source_of(path: Path) -> NodeSource:
     """A bundle's node name from its first bytes (bundles write it early), without parsing
     the whole file: collection of a thousand-node run folder stays cheap. A file whose name
-    cannot be read this way is named by its file name, with the reason as its problem."""
+    cannot be read this way is named by its file name (a run folder's hosts/<node>/evidence.json:
+    by its folder), with the reason as its problem."""
+    from stetho.evidence import bundle as bundle_mod
+
+    stem = path.parent.name if path.name == bundle_mod.RUN_FOLDER_NAME else path.stem
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
     except OSError as exc:
-        return NodeSource(path.stem, path, problem=f"{path}: cannot read evidence bundle: "
+        return NodeSource(stem, path, problem=f"{path}: cannot read evidence bundle: "
                           f"{exc.strerror or exc}")
     m = _NODE_IN_HEAD.search(head)
     if m:
@@ -191,12 +195,10 @@ def _source_of(path: Path) -> NodeSource:
             return NodeSource(str(json.loads(b'"' + m.group(1) + b'"')), path)
         except ValueError:
             pass
-    from stetho.evidence import bundle as bundle_mod
-
     try:
         return NodeSource(bundle_mod.load(path).node, path)
     except bundle_mod.BundleError as exc:
-        return NodeSource(path.stem, path, problem=str(exc))
+        return NodeSource(stem, path, problem=str(exc))
 
 
 def _one_per_node(found: list[NodeSource]) -> list[NodeSource]:

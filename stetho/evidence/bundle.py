@@ -144,6 +144,8 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
         raise BundleError(f"{path}: evidence bundle is larger than the "
                           f"{round(max_bytes / 2**20, 3):g} MiB "
                           f"cap (max_bundle_mb, STETHO_MAX_BUNDLE_MB); not read")
+    if not raw:
+        raise BundleError(f"{path}: cannot read evidence bundle: empty (0 bytes); {_REDO}")
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -153,7 +155,7 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
         ends = exc.pos >= len(exc.doc.rstrip()) or exc.msg.startswith("Unterminated string")
         what = "truncated" if ends else "not valid JSON"
         raise BundleError(f"{path}: cannot read evidence bundle: {what} ({exc.msg} at line "
-                          f"{exc.lineno} column {exc.colno})") from None
+                          f"{exc.lineno} column {exc.colno}); {_REDO}") from None
     except RecursionError:
         raise BundleError(f"{path}: cannot read evidence bundle: JSON nested deeper than "
                           f"{MAX_DEPTH} levels") from None
@@ -161,6 +163,15 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
         raise BundleError(f"{path}: cannot read evidence bundle: JSON nested deeper than "
                           f"{MAX_DEPTH} levels")
     return Bundle.from_json(data, source=str(path))
+
+
+#: What to do about a bundle cut short or empty (a node that died mid-write, a full disk).
+_REDO = ("collect it again on its node (`stetho collect -o FILE`, or sweep it again), "
+         "or remove it to replay without that node")
+
+#: The file name a run folder gives each node's bundle (hosts/<node>/evidence.json): read
+#: whatever it holds, so an empty or truncated one is its node's error, never skipped.
+RUN_FOLDER_NAME = "evidence.json"
 
 
 def _too_deep(data: object, limit: int) -> bool:
@@ -210,6 +221,8 @@ def _none_found(path: Path) -> BundleError:
 
 
 def _looks_like_bundle(p: Path) -> bool:
+    if p.name == RUN_FOLDER_NAME:
+        return True
     try:
         with p.open("rb") as fh:
             head = fh.read(200)
