@@ -169,3 +169,19 @@ def test_sim_faults_lists_every_fault():
     assert proc.returncode == 0
     for name in FAULTS:
         assert name in proc.stdout
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")])
+def test_k_matching_no_check_says_so_and_exits_2(fault_bundles, tmp_path, extra):
+    """A misspelled -k is a usage error listing the checks, never "0 fail" and exit 0."""
+    out = tmp_path / "r.json"
+    proc = stetho("check", "--evidence", str(fault_bundles), "-k", "gpu_clokcs", "--json",
+                  str(out), "-q", *extra)
+    _no_traceback(proc)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "-k 'gpu_clokcs' matches no check; checks are: " in proc.stderr
+    assert "gpu_clocks" in proc.stderr.split("checks are: ", 1)[1]
+    assert not out.exists()  # no verdict written for a selection of nothing
+    ok = stetho("check", "--evidence", str(fault_bundles / "healthy.json"), "-k", "gpu_clocks",
+                "-q", *extra)
+    assert ok.returncode == 0, ok.stdout + ok.stderr

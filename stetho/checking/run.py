@@ -87,6 +87,7 @@ class CheckRun:
 
     results: Sequence[Result]  # a fleet's replay: on disk (stetho.sinks.spool.Results)
     summaries: dict[str, NodeSummary]
+    items: int = 0  # check items that ran (after -k): 0 means the selection matched none
 
 
 def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = None,
@@ -143,4 +144,29 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
     if int(code) in (3, 4) and not st.results:  # internal error, usage error
         raise EvaluationError(f"pytest exited {int(code)} before any check ran: "
                               f"{sink.getvalue().strip()[-500:]}")
-    return CheckRun(st.results, st.summaries)
+    return CheckRun(st.results, st.summaries, inject.total)
+
+
+class _Names:
+    """Collects the check names pytest found (the argument to a `-k` that matched none)."""
+
+    names: list[str] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from stetho.checking.plugin import _check_name
+
+        self.names = sorted({_check_name(i) for i in session.items})
+
+
+def check_names(extra_checks: tuple[str, ...] = ()) -> list[str]:
+    """Every check's name, collected over no node (nothing is run or loaded)."""
+    from stetho import config
+
+    args = [*(str(d) for d in check_dirs(extra_checks)), *_QUIET, "--collect-only",
+            "--continue-on-collection-errors", "--rootdir", str(shipped("checks")), "-c",
+            os.devnull, "-p", "stetho.checking.plugin"]
+    names = _Names()
+    with config.process_environment(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
+            contextlib.redirect_stdout(io.StringIO()):
+        pytest.main(args, plugins=[_Inject([], None), names])
+    return names.names

@@ -118,6 +118,9 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     finally:
         if shown_replay is not None:
             shown_replay.close()
+    if select and not run.items:
+        raise click.UsageError(f"-k {select!r} matches no check; checks are: "
+                               + ", ".join(checkrun.check_names(extra_checks)))
     results = run.results
     if record:
         from stetho.history import recording
