@@ -77,6 +77,29 @@ def test_malformed_policy_names_file_and_line(tmp_path):
         gatepolicy.load(str(bad))
 
 
+@pytest.mark.parametrize(("rule", "line", "why"), [
+    ("max: -5", 4, r"tighten\.gpu_temperature\.max must be at least 0, not -5"),
+    ("max: .nan", 4, r"tighten\.gpu_temperature\.max must be a finite number"),
+    ("max: .inf", 4, r"tighten\.gpu_temperature\.max must be a finite number"),
+    ("min: -1", 4, r"tighten\.gpu_temperature\.min must be at least 0, not -1"),
+    ("max: 80\n    min: 90", 5, r"tighten\.gpu_temperature: min 90 is above max 80"),
+    ("max_drop_pct: 150", 4,
+     r"tighten\.gpu_temperature\.max_drop_pct must be between 0 and 100, not 150"),
+])
+def test_tighten_bounds_out_of_range_name_file_and_line(tmp_path, rule, line, why):
+    bad = tmp_path / "bad.yml"
+    bad.write_text(f"policy: x\ntighten:\n  gpu_temperature:\n    {rule}\n")
+    with pytest.raises(ConfigError, match=rf"bad\.yml:{line}: {why}"):
+        gatepolicy.load(str(bad))
+
+
+def test_tighten_bounds_in_range_load(tmp_path):
+    ok = tmp_path / "ok.yml"
+    ok.write_text("policy: x\ntighten:\n  gpu_temperature:\n    max: 85\n    min: 0\n")
+    t = gatepolicy.load(str(ok)).tighten[0]
+    assert (t.check, t.max, t.min) == ("gpu_temperature", 85.0, 0.0)
+
+
 def test_release_tightens_busbw_to_5_percent():
     rel = gatepolicy.load("release")
     d = gate.decide(rel, _results("n1"))  # 460 vs 479: 4.0% under: passes

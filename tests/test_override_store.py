@@ -587,12 +587,31 @@ def test_cli_typed_identity_never_changes_the_principal(people: People, work: Pa
     ({"--reason": " "}, "reason must not be empty"),
     ({"--check": "nccl*"}, "no wildcards"),
     ({"--policy": "nope"}, "unknown gate policy 'nope'"),
+    ({"--check": "nccl_bsubw"}, "--check: unknown check 'nccl_bsubw'; did you mean nccl_busbw"),
 ], ids=["node-shell", "node-subst", "over-cap", "zero", "forever", "no-reason", "wildcard",
-        "no-policy"])
+        "no-policy", "misspelled-check"])
 def test_cli_request_refusals(people: People, work: Path, remote: Path, edit: dict[str, str],
                               why: str) -> None:
     refused(_request_args(people, **edit), why)
     assert remote_files(remote) == {}  # nothing was stored
+
+
+@pytest.mark.slow
+def test_cli_request_refuses_a_check_the_policy_does_not_gate_on(
+        people: People, work: Path, remote: Path, tmp_path: Path) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (gates / "allowed_signers").write_text(people.signers.read_text())
+    policy = write_policy(gates / "listed.yml", "listed", ["bob"], "allowed_signers")
+    policy.write_text(policy.read_text() + "checks: [gpu_xid, gpu_ecc]\n")
+    env = {"STETHO_GATES": str(gates)}
+    refused(_request_args(people, **{"--policy": "listed", "--check": "gpu_ecc_correctable"}),
+            "--check: policy 'listed' does not gate on 'gpu_ecc_correctable', so an override "
+            "for it would let nothing pass; it gates on gpu_ecc, gpu_xid", env=env)
+    assert remote_files(remote) == {}  # nothing was stored
+    code, _, exc = run(*_request_args(people, **{"--policy": "listed", "--check": "gpu_ecc"}),
+                       env=env)
+    assert code == 0, exc
 
 
 @pytest.mark.slow

@@ -89,6 +89,25 @@ def test_prolog_drains_its_node_with_stethos_reason_then_exits_non_zero(fault_cl
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
+@pytest.mark.xdist_group("faultsim")
+def test_health_check_says_scheduler_not_dry_run_for_the_drain_it_performs(fault_cluster,
+                                                                          tmp_path):
+    fake = testbed.fake_scontrol(tmp_path / "fake", {"clocks": "IDLE"})
+    sim = fault_cluster / "clocks"
+    env = {**os.environ, "STETHO_SYSROOT": str(sim / "sysroot"),
+           "PATH": f"{tmp_path / 'fake' / 'bin'}:{sim / 'bin'}:{os.environ['PATH']}",
+           "STETHO_DB": str(tmp_path / "h.db"), "STETHO_PROFILE": "h100-sxm-8gpu"}
+    r = subprocess.run([sys.executable, "-m", "stetho", "gate", "--local", "--slurm",
+                        "health-check", "--policy", "pre-job", "--node", "clocks",
+                        "--no-reports", "--out", str(tmp_path / "runs")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    node = fake.nodes()["clocks"]
+    assert "DRAIN" in node["state"], node  # the drain happened ...
+    assert "SCHEDULER drain clocks:" in r.stdout  # ... and stdout says so
+    assert "DRY RUN" not in r.stdout + r.stderr
+
+
 def test_slurm_mode_needs_local(tmp_path):
     r = subprocess.run([sys.executable, "-m", "stetho", "gate", "--nodes", "n1", "--slurm",
                         "prolog", "--policy", "pre-job", "--db", str(tmp_path / "h.db")],

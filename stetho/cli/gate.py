@@ -70,8 +70,8 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     if not quiet:
         for line in outcome.lines():
             click.echo(line)
-        for a in outcome.actions:
-            click.echo(f"{'SCHEDULER' if act else 'DRY RUN'} {a.kind} {a.node}: {a.message}")
+        for line in outcome.action_lines():
+            click.echo(line)
     if junit:
         from stetho.sinks import junit as junit_sink
 

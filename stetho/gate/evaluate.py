@@ -62,6 +62,13 @@ class GateOutcome:
     hook_exit: int | None = None  # a prolog's own exit code (slurm_hooks.prolog_on_own_node)
     #: a dry run's "would drain 9, breaker allows 2" (the budget asked read-only), or None
     breaker_preview: str | None = None
+    #: the actions were carried out (`--act`, or a Slurm hook on its own node), not previewed
+    acted: bool = False
+
+    def action_lines(self) -> list[str]:
+        """One line per scheduler action, saying whether it happened or was only a dry run."""
+        label = "SCHEDULER" if self.acted else "DRY RUN"
+        return [f"{label} {a.kind} {a.node}: {a.message}" for a in self.actions]
 
     @property
     def exit_code(self) -> int:
@@ -127,7 +134,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     valid, ignored = load_overrides(policy, req.override_repo, now)
     decision = decide(policy, results, valid, sources, ignored)
     decision.history_unavailable = unavailable
-    outcome = GateOutcome(policy, decision, names)
+    outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None)
     if policy.drain and not req.local:
         outcome.actions, outcome.circuit, outcome.breaker_preview = _scheduler(
             decision, names, req.act, policy, now, db)

@@ -69,6 +69,7 @@ def request_override(store: OverrideStore, policy_name: str, check: str, nodes: 
     snap = store.read()
     with _judge(policy, snap) as judge:
         o = overrides.request(policy, check, nodes, reason, expires_s, _signer(key), now)
+        _gated_check(policy_name, o.check)
         assert judge.verifier is not None
         who = _expect(expect, "--requester",
                       judge.verifier.check(overrides.request_bytes(o), o.signature), key)
@@ -76,6 +77,27 @@ def request_override(store: OverrideStore, policy_name: str, check: str, nodes: 
     store.save(o, f"override request {o.id}: {o.check} on {hostlist.compress(list(o.nodes))} "
                   f"(signed by {who})")
     return Done(o, who, c)
+
+
+def _gated_check(policy_name: str, check: str) -> None:
+    """A check the catalogue knows and the policy counts: an override for a misspelled check
+    would be signed, approved and then let nothing pass."""
+    import difflib
+
+    from stetho.gate import catalogue
+    from stetho.gate.policy import load
+
+    why = catalogue.load().unknown(check)
+    if why:
+        raise ConfigError(f"--check: {why}")
+    gate = load(policy_name)
+    if not gate.counts(check):
+        counted = sorted(set(gate.checks) - set(gate.exclude))
+        near = difflib.get_close_matches(check, counted, n=3, cutoff=0.6)
+        hint = (f"; did you mean {', '.join(near)}?" if near
+                else f"; it gates on {', '.join(counted[:8])}{', ...' if len(counted) > 8 else ''}")
+        raise ConfigError(f"--check: policy {gate.name!r} does not gate on {check!r}, so an "
+                          f"override for it would let nothing pass{hint}")
 
 
 def approve_override(store: OverrideStore, override_id: str, acknowledgement: str, key: Path,

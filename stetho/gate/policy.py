@@ -101,10 +101,7 @@ def load(name: str) -> GatePolicy:
     t = top.section("tighten")
     for check in t.data:
         rule = t.section(check)
-        tight.append(Tighten(str(check), max=rule.get("max", float),
-                             min=rule.get("min", float),
-                             max_drop_pct=rule.get("max_drop_pct", float, within=(0, 100))))
-        rule.check_unknown({"max", "min", "max_drop_pct"})
+        tight.append(_tighten_rule(str(check), rule))
     fresh = top.get("freshness", (str, int), "0s")
     try:
         freshness = parse_since(str(fresh)) if str(fresh) not in ("0", "0s") else 0.0
@@ -122,6 +119,26 @@ def load(name: str) -> GatePolicy:
                       block_on=block_on, tighten=tuple(tight), freshness_s=freshness,
                       overrides=overrides, drain=drain, exclude=named["exclude"],
                       circuit=circuit)
+
+
+def _tighten_rule(check: str, rule: yamlconf.Section) -> Tighten:
+    """`max`/`min` bound the value a check states, in its own unit (a temperature, a
+    bandwidth, a count): a finite number, never negative, `min` not above `max`; otherwise a
+    rule that fails every node or none is a typo at file:line, not a policy."""
+    import math
+
+    rule.check_unknown({"max", "min", "max_drop_pct"})
+    bounds = {}
+    for key in ("max", "min"):
+        value = rule.get(key, float)
+        if value is not None and not math.isfinite(value):
+            rule.fail(f"tighten.{check}.{key} must be a finite number, not {value:g}", key)
+        bounds[key] = rule.get(key, float, within=(0, None))
+    hi, lo = bounds["max"], bounds["min"]
+    if hi is not None and lo is not None and lo > hi:
+        rule.fail(f"tighten.{check}: min {lo:g} is above max {hi:g}: no value passes", "min")
+    return Tighten(check, max=hi, min=lo,
+                   max_drop_pct=rule.get("max_drop_pct", float, within=(0, 100)))
 
 
 def _circuit(c: yamlconf.Section, path: Path) -> Circuit:
