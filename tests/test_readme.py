@@ -87,10 +87,10 @@ def test_every_readme_block_runs_as_written(tmp_path: Path) -> None:
     assert not _not_ignored(left), f"README steps leave files .gitignore misses: {left}"
 
 
-#: What the README's shell blocks write in the checkout (the sweep's node-venvs/ through
-#: examples/inventory.yml), each a folder (/) or a file.
-README_OUTPUTS = ("sim/", "runs/", "node-venvs/", "fetched/", "wheels.json", "remedy-sim/",
-                  "remedy-run/", "remedy.db", "kb-demo/", "out.json")
+#: What the README's shell blocks write in the checkout (the sweep's node-venvs/ and
+#: node-etc/ through examples/inventory.yml), each a folder (/) or a file.
+README_OUTPUTS = ("sim/", "runs/", "node-venvs/", "node-etc/", "fetched/", "wheels.json",
+                  "remedy-sim/", "remedy-run/", "remedy.db", "kb-demo/", "out.json")
 
 
 def _not_ignored(paths: list[str]) -> list[str]:
@@ -108,7 +108,7 @@ def test_gitignore_covers_what_the_readme_steps_leave() -> None:
     """Following the README leaves no untracked files in `git status` (the block run above
     checks what they actually leave; this, fast, what they name), and ignores no tracked file
     (`/sim/` is the checkout's, never stetho/sim/)."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "README.md").read_text() + (ROOT / "examples/inventory.yml").read_text()
     for out in README_OUTPUTS:
         assert re.search(rf"(?<![\w.-]){re.escape(out.rstrip('/'))}\b", text), out
     assert _not_ignored(list(README_OUTPUTS)) == []
