@@ -157,3 +157,23 @@ def test_history_cli(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "stetho", "history", "gpu001;ls"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and "invalid node name" in proc.stderr
+
+
+def test_history_piped_prints_whole_rows(tmp_path):
+    """Piped into a file or grep, a row is never cut to a terminal's width (there is none)."""
+    path = tmp_path / "h.db"
+    subject = "mlx5_0/port1/" + "x" * 90  # a row well past 80 and 220 columns
+    now = time.time()
+    with History(path) as h:
+        for i in range(3):
+            h.record(f"r{i}", "sweep", [NodeRun("gpu001", "h100-sxm-8gpu", [],
+                                                [["ib", subject, "SymbolErrorCounter", i, ""]])],
+                     when=now - (3 - i) * 3600)
+    env = {**os.environ, "STETHO_DB": str(path), "COLUMNS": "80"}
+    proc = subprocess.run([sys.executable, "-m", "stetho", "history", "gpu001"],
+                          capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = [line for line in proc.stdout.splitlines() if line.startswith("ib ")]
+    assert subject in row and row.rstrip().endswith("▁▅█"), row
+    assert len(row) > 80

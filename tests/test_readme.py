@@ -83,6 +83,41 @@ def test_every_readme_block_runs_as_written(tmp_path: Path) -> None:
                            text=True, timeout=1200)
         assert r.returncode == 0, (f"README block {i + 1}:\n{body}\n--- stdout\n"
                                    f"{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
+    left = sorted(p.name + "/" * p.is_dir() for p in work.iterdir() if not p.is_symlink())
+    assert not _not_ignored(left), f"README steps leave files .gitignore misses: {left}"
+
+
+#: What the README's shell blocks write in the checkout (the sweep's node-venvs/ and
+#: node-etc/ through examples/inventory.yml), each a folder (/) or a file.
+README_OUTPUTS = ("sim/", "runs/", "node-venvs/", "node-etc/", "fetched/", "wheels.json",
+                  "remedy-sim/", "remedy-run/", "remedy.db", "kb-demo/", "out.json")
+
+
+def _not_ignored(paths: list[str]) -> list[str]:
+    """The paths `git check-ignore` would let `git status` show, in this checkout."""
+    if not paths:
+        return []
+    r = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "--no-index", "--stdin"],
+                       input="\n".join(paths) + "\n", capture_output=True, text=True)
+    assert r.returncode in (0, 1), r.stderr
+    ignored = set(r.stdout.splitlines())
+    return [p for p in paths if p not in ignored]
+
+
+def test_gitignore_covers_what_the_readme_steps_leave() -> None:
+    """Following the README leaves no untracked files in `git status` (the block run above
+    checks what they actually leave; this, fast, what they name), and ignores no tracked file
+    (`/sim/` is the checkout's, never stetho/sim/)."""
+    text = (ROOT / "README.md").read_text() + (ROOT / "examples/inventory.yml").read_text()
+    for out in README_OUTPUTS:
+        assert re.search(rf"(?<![\w.-]){re.escape(out.rstrip('/'))}\b", text), out
+    assert _not_ignored(list(README_OUTPUTS)) == []
+    assert _not_ignored(["stetho/sim/", "stetho/sim/builder.py"]) == ["stetho/sim/",
+                                                                      "stetho/sim/builder.py"]
+    tracked_ignored = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-ci", "--exclude-standard"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert tracked_ignored == []
 
 
 def test_every_check_has_a_row_in_the_readme_check_table() -> None:

@@ -3,6 +3,8 @@ verdicts Slurm's hooks left in the shared result spool, into the history."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from stetho.cli.common import db_option, settings, terminal_width
@@ -58,8 +60,9 @@ def show(node: str, check_name: str | None, metric: str | None, since: str,
                    + (f" for check {check_name}" if check_name else "")
                    + (f" metric {metric}" if metric else ""))
         return
-    click.echo(historyview.render(node, rows, width=max(60, min(220, terminal_width()))),
-               nl=False)
+    # A terminal gets rows fitted to it; a pipe or a file gets them whole (grep must see them).
+    width = max(60, min(220, terminal_width())) if sys.stdout.isatty() else None
+    click.echo(historyview.render(node, rows, width=width), nl=False)
 
 
 @history.command("ingest")

@@ -44,9 +44,9 @@ def rows(history: History, node: str, *, check: str | None = None, metric: str |
     return out
 
 
-def render(node: str, table_rows: list[SeriesRow], width: int = 140) -> str:
+def render(node: str, table_rows: list[SeriesRow], width: int | None = 140) -> str:
     """A plain fixed-width table: a hundred rows of sparklines must print in milliseconds
-    (rich's layout engine takes ~1 ms a row)."""
+    (rich's layout engine takes ~1 ms a row). Rows are cut at `width`; None keeps them whole."""
     head = ("check", "subject", "metric", "n", "last", "min", "max", "trend")
     body = [(r.check, r.subject or "-", r.metric, str(r.n), _fmt(r.last, r.unit),
              _fmt(r.minimum, r.unit), _fmt(r.maximum, r.unit), r.trend) for r in table_rows]
