@@ -29,7 +29,7 @@ def kb() -> None:
     \b
     stetho kb publish --repo URL runs/x/          spool the reports under runs/x, publish
     stetho kb search "xid 79"                     reports mentioning Xid 79
-    stetho kb search --similar diagnosis-report.md   earlier incidents like this one
+    stetho kb search --similar NODE-CAUSE-ID.md   earlier incidents like this one
     stetho kb resolve REPORT --found CAUSE        what the technician actually found
     stetho kb accuracy --since 180d               how often each rule was right
     """

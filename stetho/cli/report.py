@@ -28,7 +28,8 @@ if TYPE_CHECKING:
               help="Also send the webhook alerts (STETHO_WEBHOOK_URL).")
 def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None,
            kb_repo: str | None, alert: bool) -> None:
-    """Diagnose a run's failing nodes: ranked root causes and a diagnosis-report.md each."""
+    """Diagnose a run's failing nodes: ranked root causes and a diagnosis report each
+    (reports/<node>-<cause>-<id>.md)."""
     import json
 
     from stetho.core import hostlist

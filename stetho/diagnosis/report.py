@@ -1,4 +1,5 @@
-"""Render a Diagnosis as `diagnosis-report.md` (Jinja2 over Markdown) and its trend chart SVG.
+"""Render a Diagnosis as its report, `<node>-<cause>-<id>.md` (Jinja2 over Markdown), and
+its trend chart SVG.
 
 The report is read by an on-call engineer in a git web UI and by a technician at the rack, and
 it is parsed by the knowledge base (`stetho.publish.kb`) through its YAML front matter. Almost

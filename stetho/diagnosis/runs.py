@@ -3,8 +3,9 @@
 Used by `stetho report`, and by the sweep and the gate after they decide. Each failing node,
 each warning node where a cause was found (a "watch" report: act before it fails), and each
 passing node whose history shows an error counter rising (SBE, AER: a watch report), gets a
-diagnosis-report.md (with its SVG trend) in the output folder. A report's id comes from the
-run, node and cause, so reporting a run twice rewrites the same files. With a knowledge base,
+diagnosis report, <node>-<cause>-<id>.md (with its SVG trend), in the output folder. A
+report's id comes from the run, node and cause, so reporting a run twice rewrites the same
+files. With a knowledge base,
 earlier new events of the same node and cause are counted (repeat offenders: a re-report of
 an unchanged state is not a new event) and similar incidents
 elsewhere linked. A webhook alert per node goes out when one is configured, rate-limited,

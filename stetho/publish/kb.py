@@ -1,6 +1,7 @@
 """The knowledge base: diagnosis reports committed to a git repository, and searched there.
 
-A failing node gets a `diagnosis-report.md` (stetho.publish.reports). Reports outlive the
+A failing node gets a diagnosis report, `<node>-<cause>-<id>.md` (stetho.publish.reports).
+Reports outlive the
 node's repair only if they land somewhere shared and searchable, and a plain git repository is
 what every site already has: history, review, permissions and a web view for free. This module
 puts reports there (through stetho.publish.gitstore) and finds them again.
