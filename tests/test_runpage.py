@@ -168,3 +168,20 @@ def test_reports_are_linked_relative_to_the_run_folder(tmp_path, results):
     page = runpage.write(run, runpage.render(results, title="r1", reports=links))
     assert page == run / "index.html" and [p.name for p in run.iterdir()] == ["index.html"]
     assert Page(page.read_text()).find("a", href="reports/node02/diagnosis-report.md")
+
+
+def test_a_thousand_healthy_nodes_are_one_counted_row_and_problem_nodes_stay_whole(results):
+    """Past MAX_HEALTHY_ROWS healthy nodes the grid names them in one row (hostlist), so the
+    failing and unevaluated nodes lead a readable page; under it every node has its row."""
+    healthy = [r for r in results if r.node == "node01"]
+    fleet = [dataclasses.replace(r, node=f"gpu{i:04d}") for i in range(1000) for r in healthy]
+    fleet += [r for r in results if r.node != "node01"]
+    page = Page(runpage.render(fleet, title="fleet"))
+    rows = [r for r in page.find("tr") if "data-node" in r]
+    assert [r["data-node"] for r in rows] == ["node02", "node03"]
+    (folded,) = page.find("tr", data_collapsed="1000")
+    assert "gpu[0000-0999]" in "".join(page.text)
+    assert "1002 nodes, 2 failing or not evaluated" in "".join(page.text)
+    few = Page(runpage.render(fleet[:len(healthy) * runpage.MAX_HEALTHY_ROWS], title="few"))
+    assert len([r for r in few.find("tr") if "data-node" in r]) == runpage.MAX_HEALTHY_ROWS
+    assert not few.find("tr", data_collapsed=str(runpage.MAX_HEALTHY_ROWS))
