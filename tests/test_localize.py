@@ -274,6 +274,40 @@ def test_cli_sim_run_writes_report_json_and_history(tmp_path: Path) -> None:
     assert (r.check, r.status, r.subject) == ("localize", "fail", "node:gpu033")
 
 
+def test_cli_run_folder_has_a_page_leading_with_what_to_do(tmp_path: Path) -> None:
+    """`stetho localize` writes index.html beside localize.md: the verdict in the fail colour,
+    what to do first, the suspect, then every group test with its vote; escaped, no script,
+    nothing fetched. Headless Chromium (when installed) draws the verdict in the fail colour."""
+    from tests import services
+    from tests.test_runpage import FAIL_RGB, Page
+
+    res = CliRunner().invoke(cli, [
+        "localize", "--nodes", "gpu[001-064]", "--topology", "uniform:16", "--runner", "sim",
+        "--sim-fault", "node=gpu033:0.6", "--out", str(tmp_path / "runs"), "--no-history"])
+    assert res.exit_code == 1, res.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    text = (run_dir / "index.html").read_text()
+    page = Page(text)
+    (h1,) = page.find("h1", id="verdict")
+    assert h1["data-status"] == "fail" and "s-fail" in h1["class"]
+    assert page.find("li", data_kind="node", data_subject="gpu033")
+    assert text.index('id="actions"') < text.index('id="suspects"') < text.index('id="tests"')
+    doc = json.loads((run_dir / "localize.json").read_text())
+    votes = {int(t["data-test"]): t["data-verdict"] for t in page.find("tr") if "data-test" in t}
+    assert votes == {t["id"]: t["verdict"] or "undecided" for t in doc["group_tests"]}
+    convicting = doc["findings"][0]["convicting_tests"]
+    assert convicting and all(votes[t] == "fail" for t in convicting)
+    assert "Localization: 1 fault(s) found: node gpu033" in "".join(page.text)
+    assert {a["href"] for a in page.find("a")} == {"localize.md", "localize.json"}
+    assert not {t for t, _ in page.elements} & {"script", "img", "link", "iframe"}
+    assert "http:" not in text and "https:" not in text
+    if services.missing("chromium"):
+        return
+    shot = services.screenshot(run_dir / "index.html", services.artifacts() / "localize.png",
+                               tmp_path / "chromium", size="1000,700")
+    assert services.colour_count(shot, FAIL_RGB, max_rows=80) > 2000, "verdict not in red"
+
+
 def test_cli_usage_errors_exit_2() -> None:
     res = CliRunner().invoke(cli, ["localize", "--nodes", "gpu[01-04]"])
     assert res.exit_code != 0 and "--expect" in str(res.exception or res.output)
