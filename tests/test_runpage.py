@@ -144,14 +144,15 @@ def test_chromium_shows_the_failing_node_in_the_fail_colour(results, tmp_path):
     assert not dom.find("script"), "a hostile node name became a script element"
     assert {r["data-node"] for r in dom.find("tr") if "data-node" in r} == {
         "node01", "node02", "node03", HOSTILE[0]}
-    shot = services.screenshot(page, tmp_path / "index.png", tmp_path / "chromium",
+    shot = services.screenshot(page, services.artifacts() / "run-page.png", tmp_path / "chromium",
                                size="1000,700")
     print(f"run page screenshot: {shot}")
     assert _long_runs(shot, FAIL_RGB, 13) >= 1, "no grid cell in the fail colour"
 
     healthy = tmp_path / "healthy.html"
     healthy.write_text(runpage.render([r for r in results if r.node == "node01"], title="ok"))
-    calm = services.screenshot(healthy, tmp_path / "healthy.png", tmp_path / "chromium",
+    calm = services.screenshot(healthy, services.artifacts() / "run-page-healthy.png",
+                               tmp_path / "chromium",
                                size="1000,700")
     print(f"healthy page screenshot: {calm}")
     assert _long_runs(calm, FAIL_RGB, 13) == 0
