@@ -269,7 +269,11 @@ def test_sweep_writes_a_report_per_failing_node(full_sweep):
 
 
 def test_report_command_over_the_run_folder(full_sweep, tmp_path):
-    _, run_dir = full_sweep
+    import shutil
+
+    # a copy: `stetho report` rewrites the folder's index.html, which other tests read as the
+    # sweep wrote it
+    run_dir = shutil.copytree(full_sweep[1], tmp_path / "run")
     proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--node",
                            "node06", "--out", str(tmp_path)], capture_output=True, text=True,
                           timeout=300)
