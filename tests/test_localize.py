@@ -171,6 +171,27 @@ def test_a_runner_that_cannot_run_is_could_not_finish() -> None:
     assert {r.status for r in report.results(loc)} == {"error"}
 
 
+def test_a_run_that_could_not_finish_has_a_page_that_says_so(tmp_path: Path) -> None:
+    """The page of an unfinished run leads with could-not-finish in the error colour, names
+    the unresolved nodes, and shows each test's runner error (escaped) as undecided."""
+    from tests.test_runpage import Page
+
+    class Hostile(Broken):
+        def run(self, groups: Sequence[tuple[str, ...]]) -> list[Measurement]:
+            return [Measurement(None, 1.0, error="<script>x</script>") for _ in groups]
+
+    loc = Engine(TOPO, Hostile()).run()
+    report.write_run(loc, tmp_path, {"run": "r1", "command": "<b>stetho</b> localize"})
+    text = (tmp_path / "index.html").read_text()
+    page = Page(text)
+    (h1,) = page.find("h1", id="verdict")
+    assert h1["data-status"] == "error" and "could not finish" in "".join(page.text)
+    assert page.find("p", id="unresolved") and not page.find("ol", id="actions")
+    assert {t["data-verdict"] for t in page.find("tr") if "data-test" in t} == {UNKNOWN}
+    assert not {t for t, _ in page.elements} & {"script", "b"}
+    assert "&lt;script&gt;x&lt;/script&gt;" in text
+
+
 def test_a_wrong_expectation_drains_nobody() -> None:
     fab = fabric.Fabric(TOPO, nodes=dict.fromkeys(NODES, 0.5), seed=2)  # "expect" twice real
     loc = localize(fab)

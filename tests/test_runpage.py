@@ -100,6 +100,17 @@ def test_links_stay_relative_and_nothing_is_fetched(results):
         assert tag not in ("script", "link", "img", "iframe", "object", "embed"), tag
         assert "src" not in attrs
     assert "@import" not in text and "url(" not in text
+    assert "http:" not in text and "https:" not in text  # not even an SVG namespace
+
+
+def test_an_unknown_status_reads_as_not_evaluated(results):
+    """Fail closed: a status the page does not know ranks and colours its node as an error,
+    never as healthy (and never folds it away with the healthy nodes)."""
+    odd = [dataclasses.replace(r, status="bogus") for r in results if r.node == "node01"][:1]
+    rest = [r for r in results if r.node == "node01"][1:]
+    g = runpage.grid(odd + rest, {}, max_healthy=0)
+    assert [(r.node, r.worst) for r in g.rows] == [("node01", "error")]
+    assert g.collapsed is None
 
 
 def test_no_results_is_a_page_too():
