@@ -180,6 +180,17 @@ def screenshot(page: Path, out: Path, work: Path, size: str = "1280,1600") -> Pa
     return out
 
 
+def artifacts() -> Path:
+    """Where tests keep what a person looks at afterwards (screenshots): $STETHO_TEST_ARTIFACTS,
+    else test-artifacts/ in the checkout (gitignored); created on first use."""
+    import os
+
+    folder = Path(os.environ.get("STETHO_TEST_ARTIFACTS")
+                  or Path(__file__).resolve().parent.parent / "test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def png_rows(path: Path, max_rows: int | None = None) -> tuple[int, int, list[bytes]]:
     """Decode an 8-bit RGB/RGBA non-interlaced PNG (what Chromium writes): width, bytes per
     pixel and the first `max_rows` rows of pixels. Enough to ask which colours a screenshot

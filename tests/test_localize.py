@@ -171,6 +171,27 @@ def test_a_runner_that_cannot_run_is_could_not_finish() -> None:
     assert {r.status for r in report.results(loc)} == {"error"}
 
 
+def test_a_run_that_could_not_finish_has_a_page_that_says_so(tmp_path: Path) -> None:
+    """The page of an unfinished run leads with could-not-finish in the error colour, names
+    the unresolved nodes, and shows each test's runner error (escaped) as undecided."""
+    from tests.test_runpage import Page
+
+    class Hostile(Broken):
+        def run(self, groups: Sequence[tuple[str, ...]]) -> list[Measurement]:
+            return [Measurement(None, 1.0, error="<script>x</script>") for _ in groups]
+
+    loc = Engine(TOPO, Hostile()).run()
+    report.write_run(loc, tmp_path, {"run": "r1", "command": "<b>stetho</b> localize"})
+    text = (tmp_path / "index.html").read_text()
+    page = Page(text)
+    (h1,) = page.find("h1", id="verdict")
+    assert h1["data-status"] == "error" and "could not finish" in "".join(page.text)
+    assert page.find("p", id="unresolved") and not page.find("ol", id="actions")
+    assert {t["data-verdict"] for t in page.find("tr") if "data-test" in t} == {UNKNOWN}
+    assert not {t for t, _ in page.elements} & {"script", "b"}
+    assert "&lt;script&gt;x&lt;/script&gt;" in text
+
+
 def test_a_wrong_expectation_drains_nobody() -> None:
     fab = fabric.Fabric(TOPO, nodes=dict.fromkeys(NODES, 0.5), seed=2)  # "expect" twice real
     loc = localize(fab)
@@ -272,6 +293,40 @@ def test_cli_sim_run_writes_report_json_and_history(tmp_path: Path) -> None:
     assert list(latest) == ["gpu033"]
     (r,) = latest["gpu033"][2]
     assert (r.check, r.status, r.subject) == ("localize", "fail", "node:gpu033")
+
+
+def test_cli_run_folder_has_a_page_leading_with_what_to_do(tmp_path: Path) -> None:
+    """`stetho localize` writes index.html beside localize.md: the verdict in the fail colour,
+    what to do first, the suspect, then every group test with its vote; escaped, no script,
+    nothing fetched. Headless Chromium (when installed) draws the verdict in the fail colour."""
+    from tests import services
+    from tests.test_runpage import FAIL_RGB, Page
+
+    res = CliRunner().invoke(cli, [
+        "localize", "--nodes", "gpu[001-064]", "--topology", "uniform:16", "--runner", "sim",
+        "--sim-fault", "node=gpu033:0.6", "--out", str(tmp_path / "runs"), "--no-history"])
+    assert res.exit_code == 1, res.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    text = (run_dir / "index.html").read_text()
+    page = Page(text)
+    (h1,) = page.find("h1", id="verdict")
+    assert h1["data-status"] == "fail" and "s-fail" in h1["class"]
+    assert page.find("li", data_kind="node", data_subject="gpu033")
+    assert text.index('id="actions"') < text.index('id="suspects"') < text.index('id="tests"')
+    doc = json.loads((run_dir / "localize.json").read_text())
+    votes = {int(t["data-test"]): t["data-verdict"] for t in page.find("tr") if "data-test" in t}
+    assert votes == {t["id"]: t["verdict"] or "undecided" for t in doc["group_tests"]}
+    convicting = doc["findings"][0]["convicting_tests"]
+    assert convicting and all(votes[t] == "fail" for t in convicting)
+    assert "Localization: 1 fault(s) found: node gpu033" in "".join(page.text)
+    assert {a["href"] for a in page.find("a")} == {"localize.md", "localize.json"}
+    assert not {t for t, _ in page.elements} & {"script", "img", "link", "iframe"}
+    assert "http:" not in text and "https:" not in text
+    if services.missing("chromium"):
+        return
+    shot = services.screenshot(run_dir / "index.html", services.artifacts() / "localize.png",
+                               tmp_path / "chromium", size="1000,700")
+    assert services.colour_count(shot, FAIL_RGB, max_rows=80) > 2000, "verdict not in red"
 
 
 def test_cli_usage_errors_exit_2() -> None:

@@ -100,6 +100,17 @@ def test_links_stay_relative_and_nothing_is_fetched(results):
         assert tag not in ("script", "link", "img", "iframe", "object", "embed"), tag
         assert "src" not in attrs
     assert "@import" not in text and "url(" not in text
+    assert "http:" not in text and "https:" not in text  # not even an SVG namespace
+
+
+def test_an_unknown_status_reads_as_not_evaluated(results):
+    """Fail closed: a status the page does not know ranks and colours its node as an error,
+    never as healthy (and never folds it away with the healthy nodes)."""
+    odd = [dataclasses.replace(r, status="bogus") for r in results if r.node == "node01"][:1]
+    rest = [r for r in results if r.node == "node01"][1:]
+    g = runpage.grid(odd + rest, {}, max_healthy=0)
+    assert [(r.node, r.worst) for r in g.rows] == [("node01", "error")]
+    assert g.collapsed is None
 
 
 def test_no_results_is_a_page_too():
@@ -144,14 +155,15 @@ def test_chromium_shows_the_failing_node_in_the_fail_colour(results, tmp_path):
     assert not dom.find("script"), "a hostile node name became a script element"
     assert {r["data-node"] for r in dom.find("tr") if "data-node" in r} == {
         "node01", "node02", "node03", HOSTILE[0]}
-    shot = services.screenshot(page, tmp_path / "index.png", tmp_path / "chromium",
+    shot = services.screenshot(page, services.artifacts() / "run-page.png", tmp_path / "chromium",
                                size="1000,700")
     print(f"run page screenshot: {shot}")
     assert _long_runs(shot, FAIL_RGB, 13) >= 1, "no grid cell in the fail colour"
 
     healthy = tmp_path / "healthy.html"
     healthy.write_text(runpage.render([r for r in results if r.node == "node01"], title="ok"))
-    calm = services.screenshot(healthy, tmp_path / "healthy.png", tmp_path / "chromium",
+    calm = services.screenshot(healthy, services.artifacts() / "run-page-healthy.png",
+                               tmp_path / "chromium",
                                size="1000,700")
     print(f"healthy page screenshot: {calm}")
     assert _long_runs(calm, FAIL_RGB, 13) == 0
@@ -168,3 +180,20 @@ def test_reports_are_linked_relative_to_the_run_folder(tmp_path, results):
     page = runpage.write(run, runpage.render(results, title="r1", reports=links))
     assert page == run / "index.html" and [p.name for p in run.iterdir()] == ["index.html"]
     assert Page(page.read_text()).find("a", href="reports/node02/diagnosis-report.md")
+
+
+def test_a_thousand_healthy_nodes_are_one_counted_row_and_problem_nodes_stay_whole(results):
+    """Past MAX_HEALTHY_ROWS healthy nodes the grid names them in one row (hostlist), so the
+    failing and unevaluated nodes lead a readable page; under it every node has its row."""
+    healthy = [r for r in results if r.node == "node01"]
+    fleet = [dataclasses.replace(r, node=f"gpu{i:04d}") for i in range(1000) for r in healthy]
+    fleet += [r for r in results if r.node != "node01"]
+    page = Page(runpage.render(fleet, title="fleet"))
+    rows = [r for r in page.find("tr") if "data-node" in r]
+    assert [r["data-node"] for r in rows] == ["node02", "node03"]
+    (folded,) = page.find("tr", data_collapsed="1000")
+    assert "gpu[0000-0999]" in "".join(page.text)
+    assert "1002 nodes, 2 failing or not evaluated" in "".join(page.text)
+    few = Page(runpage.render(fleet[:len(healthy) * runpage.MAX_HEALTHY_ROWS], title="few"))
+    assert len([r for r in few.find("tr") if "data-node" in r]) == runpage.MAX_HEALTHY_ROWS
+    assert not few.find("tr", data_collapsed=str(runpage.MAX_HEALTHY_ROWS))

@@ -269,7 +269,11 @@ def test_sweep_writes_a_report_per_failing_node(full_sweep):
 
 
 def test_report_command_over_the_run_folder(full_sweep, tmp_path):
-    _, run_dir = full_sweep
+    import shutil
+
+    # a copy: `stetho report` rewrites the folder's index.html, which other tests read as the
+    # sweep wrote it
+    run_dir = shutil.copytree(full_sweep[1], tmp_path / "run")
     proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--node",
                            "node06", "--out", str(tmp_path)], capture_output=True, text=True,
                           timeout=300)
@@ -452,3 +456,58 @@ def test_sweep_with_a_knowledge_base_shows_rule_accuracy_on_its_page_and_textfil
     assert sample("stetho_kb_no_fault_found_ratio", command="sweep") == [0.2]
     assert sample("stetho_check_status", command="sweep", node="node06",
                   check="disk_rotational", subject="nvme3n1") == [2.0]
+
+
+def test_chromium_draws_the_sweeps_run_page_from_its_run_folder(full_sweep, tmp_path):
+    """The sweep's own index.html, opened by headless Chromium from the run folder: the failing
+    nodes lead the grid with their cells in the fail colour, each links its diagnosis report
+    (the link resolves to a file beside the page), and the screenshot is kept as an artefact
+    ($STETHO_TEST_ARTIFACTS, else test-artifacts/)."""
+    from html.parser import HTMLParser
+    from urllib.parse import unquote
+
+    from tests import services
+    from tests.test_runpage import FAIL_RGB, _long_runs
+
+    reason = services.missing("chromium")
+    if reason:
+        pytest.skip(reason)
+    _, run_dir = full_sweep
+    page = run_dir / "index.html"
+
+    class Rows(HTMLParser):
+        """Each grid row's node, worst status, cell statuses and links."""
+
+        def __init__(self, text):
+            super().__init__()
+            self.rows, self.node = {}, None
+            self.feed(text)
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "tr":
+                self.node = a.get("data-node")
+                if self.node:
+                    self.rows[self.node] = {"worst": a["data-worst"], "cells": [], "links": []}
+            elif self.node and tag == "td":
+                self.rows[self.node]["cells"].append(a.get("data-status"))
+            elif self.node and tag == "a":
+                self.rows[self.node]["links"].append(a["href"])
+
+    rows = Rows(services.dump_dom(page, tmp_path / "chromium")).rows
+    failing = sorted(FAULTY)
+    assert list(rows)[:len(failing)] == failing  # failing nodes first, by name
+    assert {n: r["worst"] for n, r in rows.items() if n in failing} == dict.fromkeys(
+        failing, "fail")
+    for node in failing:
+        assert "fail" in rows[node]["cells"], node
+        (link,) = rows[node]["links"]
+        target = run_dir / unquote(link)
+        assert target.is_file() and target.name.startswith(f"{node}-"), link
+    assert not any("fail" in r["cells"] for n, r in rows.items() if n not in failing)
+    shot = services.screenshot(page, services.artifacts() / "sweep-run-page.png",
+                               tmp_path / "chromium", size="1600,1000")
+    print(f"sweep run page screenshot: {shot}")
+    fail_cells = sum(r["cells"].count("fail") for r in rows.values())
+    # each 14 px fail cell is 13+ px runs of the fail colour on its ~14 pixel rows
+    assert _long_runs(shot, FAIL_RGB, 13) >= 10 * fail_cells, "failing cells not drawn red"

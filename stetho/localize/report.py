@@ -1,4 +1,5 @@
-"""A localization's outputs: what to do first, the JSON record, the markdown report, history.
+"""A localization's outputs: what to do first, the JSON record, the markdown report, the run
+page (index.html), history.
 
 The markdown leads with the findings and the action for each, then the evidence (the tests
 that convict, the tests that clear the neighbours), then what could not be resolved. JSON is
@@ -48,6 +49,15 @@ def to_json(loc: Localization, meta: Mapping[str, object] | None = None) -> dict
     }
 
 
+def cost_line(loc: Localization, per_test_s: float | None = None) -> str:
+    """What the run cost, against testing every pair."""
+    cost = f"{len(loc.tests)} group tests ({loc.runs} runs) in {loc.rounds} rounds"
+    if per_test_s:
+        cost += f", about {loc.rounds * per_test_s / 60:.0f} min at {per_test_s / 60:g} min a round"
+    n = len(loc.nodes)
+    return f"{cost}; testing every pair would take {n * (n - 1) // 2}."
+
+
 def markdown(loc: Localization, meta: Mapping[str, object] | None = None,
              per_test_s: float | None = None) -> str:
     meta = meta or {}
@@ -62,11 +72,7 @@ def markdown(loc: Localization, meta: Mapping[str, object] | None = None,
                   f"{hostlist.compress(loc.unresolved)}: their tests never decided (noise "
                   "beyond the confidence asked, or the runner failed). Rerun `stetho "
                   "localize` on them, or check them one by one.", ""]
-    cost = f"{len(loc.tests)} group tests ({loc.runs} runs) in {loc.rounds} rounds"
-    if per_test_s:
-        cost += f", about {loc.rounds * per_test_s / 60:.0f} min at {per_test_s / 60:g} min a round"
-    n = len(loc.nodes)
-    lines += ["## Cost", "", f"{cost}; testing every pair would take {n * (n - 1) // 2}.", ""]
+    lines += ["## Cost", "", cost_line(loc, per_test_s), ""]
     by_id = {t.id: t for t in loc.tests}
     for f in loc.findings:
         lines += [f"## Evidence: {f.kind} {f.subject}", "", f"{f.detail}.", "",
@@ -129,6 +135,18 @@ def record(loc: Localization, db: Path, run_id: str, *, command: str = "",
 
 def write_run(loc: Localization, run_dir: Path, meta: Mapping[str, object],
               per_test_s: float | None = None) -> None:
+    """localize.json (the record), localize.md and the run page index.html."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "localize.json").write_text(json.dumps(to_json(loc, meta), indent=1) + "\n")
     (run_dir / "localize.md").write_text(markdown(loc, meta, per_test_s))
+    write_page(loc, run_dir, meta, per_test_s)
+
+
+def write_page(loc: Localization, run_dir: Path, meta: Mapping[str, object],
+               per_test_s: float | None = None) -> Path:
+    """index.html beside localize.md (stetho.localize.page), written atomically."""
+    from stetho.localize import page
+    from stetho.sinks import runpage
+
+    return runpage.write(run_dir, page.render(loc, verdict_line(loc), meta,
+                                              cost_line(loc, per_test_s)))

@@ -3,23 +3,31 @@
 A nodes x checks grid coloured by each cell's worst status, failing nodes first, every node
 linked to its diagnosis report; the problems with what to do about them; and the busbw of
 every node against the baseline as an inline SVG chart. No external asset, no script: it
-works offline, from `file://`, and in a mail client's preview. Every string that came from a
-node or a check (names, messages, report paths) is HTML-escaped; report links are
-percent-encoded relative paths, so a hostile name can neither inject markup nor a `javascript:`
-link.
+works offline, from `file://`, and in a mail client's preview.
+
+The markup is templates/run-page.html.j2 (Jinja2, autoescape on): this module only builds the
+view model (rows, cells, colours, bar geometry), so every string that came from a node or a
+check is escaped by the template engine, never by hand. Report links are percent-encoded
+relative paths, so a hostile name can neither inject markup nor a `javascript:` link. A fleet
+of a thousand healthy nodes stays readable: past MAX_HEALTHY_ROWS the healthy nodes are one
+counted row, the problem nodes are always shown in full.
 """
 
 from __future__ import annotations
 
-import html
 import os
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
+
+from stetho.core import hostlist
+from stetho.core.resources import shipped
 from stetho.results import SEVERITY, Result, counts, format_value
 from stetho.sinks.suite import SuiteSummary
 
@@ -29,8 +37,13 @@ COLOURS = {"fail": "#d62728", "error": "#9467bd", "warn": "#f2b705", "skip": "#c
 ORDER = ("fail", "error", "warn", "skip", "pass")
 #: Problem rows listed under the grid at most (the grid and the reports have the rest).
 MAX_PROBLEMS = 500
+#: Healthy nodes (every check pass or skip) shown one row each at most; more are one row that
+#: counts and names them, so the problem nodes are not lost among a thousand green rows.
+MAX_HEALTHY_ROWS = 64
 #: A node's busbw this far under the baseline is drawn in the fail colour.
 DEFAULT_TOLERANCE_PCT = 5.0
+TEMPLATE = "run-page.html.j2"
+HEALTHY = ("skip", "pass")
 
 
 @dataclass(frozen=True)
@@ -70,114 +83,106 @@ def _size_of(subject: str) -> int:
     return 0
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def _worst(statuses: Iterable[str]) -> str:
     return min(statuses, key=lambda s: SEVERITY.get(s, 1))  # unknown reads as error
 
 
-def _href(path: str) -> str:
+def href(path: str) -> str:
     """A relative link that stays a relative link: no scheme survives quoting ':', and a
-    leading '/' (absolute or protocol-relative '//host') is made relative with './'."""
+    leading '/' (absolute or protocol-relative '//host') is made relative with './'. The
+    template escapes the result like any other value."""
     link = quote(path, safe="/#")
-    return _e("./" + link if link.startswith("/") else link)
+    return "./" + link if link.startswith("/") else link
 
 
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:16px;color:#222}
-h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:20px 0 6px}
-.sum span{margin-right:12px}.key{display:inline-block;width:12px;height:12px;
-vertical-align:middle;margin-right:4px;border:1px solid #888}
-table.grid{border-collapse:collapse}table.grid td,table.grid th{border:1px solid #fff;
-padding:0}table.grid td.c{width:14px;height:14px;min-width:14px}
-table.grid th.c{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;
-font-size:12px;padding:2px;text-align:left}table.grid th.n{text-align:left;font-weight:normal;
-padding-right:8px;white-space:nowrap;font-family:monospace}
-td.none{background:#fff;outline:1px solid #eee}
-table.probs{border-collapse:collapse;font-size:13px}table.probs td,table.probs th{
-border-bottom:1px solid #ddd;padding:2px 8px;text-align:left;vertical-align:top}
-.chart{overflow-x:auto;border:1px solid #ddd}
-""" + "".join(f".s-{s}{{background:{c}}}" for s, c in COLOURS.items())
+@cache
+def environment(folder: str) -> Environment:
+    """HTML templates: autoescape on (every value is escaped unless marked safe, and nothing
+    is), StrictUndefined so a typo fails the render instead of dropping a section."""
+    env = Environment(loader=FileSystemLoader(folder), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(href=href)
+    env.globals.update(colours=COLOURS, order=ORDER)
+    return env
 
 
-def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] | None = None,
-           busbw: Busbw | None = None, generated_at: str | None = None,
-           suite: SuiteSummary | None = None,
-           accuracy: Mapping[str, Any] | None = None) -> str:
-    """The page for one run. `reports` maps node -> relative path of its diagnosis report;
-    `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid;
-    `accuracy` is the knowledge base's rule accuracy (stetho.publish.accuracy.measure's data,
-    or {"error": why} when it could not be read)."""
-    results = list(results)
-    reports = reports or {}
-    cells: dict[str, dict[str, list[Result]]] = {}
-    checks: dict[str, None] = {}
+def template(name: str) -> Template:
+    """A shipped HTML template (templates/NAME), as the diagnosis report loads its own."""
+    return environment(str(shipped("templates"))).get_template(name)
+
+
+# -- the view model ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    check: str
+    status: str  # the worst of the cell's results, "none" when the node has none
+    tip: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    node: str
+    worst: str
+    report: str | None  # relative path of its diagnosis report
+    cells: list[Cell]
+
+
+@dataclass(frozen=True)
+class Collapsed:
+    """The healthy nodes past MAX_HEALTHY_ROWS, as one row."""
+
+    count: int
+    names: str  # hostlist-compressed
+    statuses: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Grid:
+    checks: list[str]
+    rows: list[Row]
+    collapsed: Collapsed | None
+
+
+def grid(results: list[Result], reports: Mapping[str, str],
+         max_healthy: int | None = None) -> Grid:
+    """Rows failing nodes first (worst status, then name); healthy nodes past `max_healthy`
+    (default MAX_HEALTHY_ROWS) folded into one counted row."""
+    max_healthy = MAX_HEALTHY_ROWS if max_healthy is None else max_healthy
+    # A 1,024-node replay has ~230,000 results: each node's worst status comes from the few
+    # distinct (node, status) pairs, and only the nodes drawn row by row have their cells kept.
+    worst: dict[str, int] = {}
+    for node, status in {(r.node, r.status) for r in results}:
+        sev = SEVERITY.get(status, 1)  # unknown reads as error
+        if sev < worst.get(node, 99):
+            worst[node] = sev
+    check_list = sorted({r.check for r in results})
+    name = {sev: status for status, sev in SEVERITY.items()}
+    worst_of = {n: name[s] for n, s in worst.items()}
+    nodes = sorted(worst, key=lambda n: (worst[n], n))
+    healthy = [n for n in nodes if worst_of[n] in HEALTHY]
+    collapsed = None
+    if len(healthy) > max_healthy:
+        nodes = [n for n in nodes if worst_of[n] not in HEALTHY]
+        collapsed = Collapsed(len(healthy), hostlist.compress(healthy),
+                              {s: sum(worst_of[n] == s for n in healthy) for s in HEALTHY})
+    drawn = set(nodes)
+    by_cell: dict[tuple[str, str], list[Result]] = {}
     for r in results:
-        cells.setdefault(r.node, {}).setdefault(r.check, []).append(r)
-        checks.setdefault(r.check, None)
-    check_list = sorted(checks)
-    worst_of = {n: _worst(r.status for rs in by.values() for r in rs) for n, by in cells.items()}
-    nodes = sorted(cells, key=lambda n: (SEVERITY.get(worst_of[n], 1), n))
-    c = counts(results)
-    bad_nodes = sum(1 for n in nodes if worst_of[n] in ("fail", "error"))
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width">',
-           f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{_e(title)}</h1>"]
-    meta = f"{len(nodes)} nodes, {bad_nodes} failing or not evaluated, {len(results)} results"
-    if generated_at:
-        meta += f" &middot; {_e(generated_at)}"
-    out.append(f'<p class="sum">{meta}<br>' + "".join(
-        f'<span data-count="{s}"><i class="key s-{s}"></i>{c.get(s, 0)} {s}</span>'
-        for s in ORDER) + "</p>")
-    if suite is not None:
-        out.extend(_suite(suite))
-    out.append("<h2>Nodes &times; checks (worst status per cell; failing nodes first)</h2>")
-    out.append('<table class="grid" id="grid"><thead><tr><th></th>')
-    out.extend(f'<th class="c" scope="col">{_e(ch)}</th>' for ch in check_list)
-    out.append("</tr></thead><tbody>")
+        if r.node in drawn:
+            by_cell.setdefault((r.node, r.check), []).append(r)
+    rows = []
     for n in nodes:
-        en = _e(n)
-        name = f'<a href="{_href(reports[n])}">{en}</a>' if n in reports else en
-        row = [f'<tr data-node="{en}" data-worst="{worst_of[n]}"><th class="n" scope="row">'
-               f"{name}</th>"]
-        by = cells[n]
+        row = []
         for ch in check_list:
-            rs = by.get(ch)
+            rs = by_cell.get((n, ch))
             if not rs:
-                row.append('<td class="c none" data-status="none"></td>')
+                row.append(Cell(ch, "none"))
                 continue
             w = _worst(r.status for r in rs)
-            row.append(f'<td class="c s-{w}" data-check="{_e(ch)}" data-status="{w}" '
-                       f'title="{_e(_tip(ch, w, rs))}"></td>')
-        row.append("</tr>")
-        out.append("".join(row))
-    out.append("</tbody></table>")
-    if busbw is not None and busbw.values:
-        out.extend(_chart(busbw))
-    out.extend(_problems(results, reports))
-    if accuracy is not None:
-        out.extend(_accuracy(accuracy))
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
-
-
-def _suite(s: SuiteSummary) -> list[str]:
-    """The suite's line, then who was busy and which benchmarks regressed or failed."""
-    out = [f"<h2>{_e(s.suite.capitalize())} benchmark suite</h2>",
-           f'<p id="suite" data-ran="{len(s.ran)}" data-busy="{len(s.busy)}" '
-           f'data-hosts="{len(s.hosts)}">{_e(s.line())}</p>', '<ul id="suite-details">']
-    out.extend(f'<li data-busy="{_e(n)}">{_e(n)}: {_e(why)}</li>' for n, why in s.busy.items())
-    for kind, words, found in (
-            ("regressed", "regressed against its baseline on", s.regressed),
-            ("failed", "failed by the tool's own verdict on", s.failed),
-            ("unjudged", "could not be judged on", s.unjudged)):
-        out.extend(f'<li data-{kind}="{_e(k)}">{_e(k)} {words} {_e(", ".join(nodes))}</li>'
-                   for k, nodes in found.items())
-    out.append("</ul>")
-    return out
+            row.append(Cell(ch, w, _tip(ch, w, rs)))
+        rows.append(Row(n, worst_of[n], reports.get(n), row))
+    return Grid(check_list, rows, collapsed)
 
 
 def _tip(check: str, worst: str, rs: list[Result]) -> str:
@@ -192,72 +197,88 @@ def _tip(check: str, worst: str, rs: list[Result]) -> str:
     return tip
 
 
-def _problems(results: list[Result], reports: Mapping[str, str]) -> list[str]:
+@dataclass(frozen=True)
+class Problem:
+    result: Result
+    report: str | None
+    value: str
+
+
+def problems(results: list[Result], reports: Mapping[str, str],
+             limit: int = MAX_PROBLEMS) -> tuple[list[Problem], int]:
+    """The first `limit` fails and errors, fails first, each value with what was expected;
+    and how many there are in all."""
     probs = sorted((r for r in results if r.status in ("fail", "error")),
                    key=lambda r: (SEVERITY[r.status], r.node, r.check, r.subject))
-    if not probs:
-        return ["<h2>Problems</h2><p>No check failed and none could not be evaluated.</p>"]
-    out = [f"<h2>Problems ({len(probs)})</h2>", '<table class="probs" id="problems"><thead><tr>'
-           "<th>node</th><th>check</th><th>subject</th><th>status</th><th>value</th>"
-           "<th>message</th><th>remediation</th></tr></thead><tbody>"]
-    for r in probs[:MAX_PROBLEMS]:
-        node = (f'<a href="{_href(reports[r.node])}">{_e(r.node)}</a>' if r.node in reports
-                else _e(r.node))
+    out = []
+    for r in probs[:limit]:
         value = format_value(r.value, r.unit)
         if r.expected is not None:
             value = f"{value} (expected {r.expected})" if value else f"expected {r.expected}"
-        out.append(f'<tr data-status="{_e(r.status)}"><td>{node}</td><td>{_e(r.check)}</td>'
-                   f"<td>{_e(r.subject or '-')}</td><td><i class=\"key s-{_e(r.status)}\"></i>"
-                   f"{_e(r.status)}</td><td>{_e(value)}</td><td>{_e(r.message)}</td>"
-                   f"<td>{_e(r.remediation or '')}</td></tr>")
-    out.append("</tbody></table>")
-    if len(probs) > MAX_PROBLEMS:
-        out.append(f"<p>{len(probs) - MAX_PROBLEMS} more in the nodes' reports.</p>")
-    return out
+        out.append(Problem(r, reports.get(r.node), value))
+    return out, len(probs)
+
+
+def suite_lists(s: SuiteSummary) -> list[tuple[str, str, Mapping[str, tuple[str, ...]]]]:
+    """(data attribute, the words, benchmark -> nodes) for the suite's detail list."""
+    return [("regressed", "regressed against its baseline on", s.regressed),
+            ("failed", "failed by the tool's own verdict on", s.failed),
+            ("unjudged", "could not be judged on", s.unjudged)]
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
 
 
-def _accuracy(acc: Mapping[str, Any]) -> list[str]:
+def accuracy_view(acc: Mapping[str, Any]) -> dict[str, Any]:
     """How often each rule's diagnosis was what the technician found (resolved reports): the
-    figures of `stetho kb accuracy`. No resolved report: it says so, and shows no figure."""
-    since = f" since {_e(str(acc['since'])[:10])}" if acc.get("since") else ""
-    out = [f"<h2>Rule accuracy on resolved reports{since}</h2>"]
+    figures of `stetho kb accuracy`, formatted. `resolved` is None when they could not be
+    read; 0 shows no figure."""
+    since = str(acc["since"])[:10] if acc.get("since") else ""
     if acc.get("error"):
-        return out + [f'<p id="accuracy" data-resolved="unknown">Not available: '
-                      f"{_e(acc['error'])}</p>"]
+        return {"since": since, "resolved": None, "error": str(acc["error"])}
     n = int(acc.get("resolved", 0))
-    if not n:
-        return out + [f'<p id="accuracy" data-resolved="0">No resolved reports{since}: no '
-                      "precision or recall yet (record repairs with <code>stetho kb resolve"
-                      "</code>).</p>"]
-    out.append(f'<p id="accuracy" data-resolved="{n}">{n} resolved reports; no fault found in '
-               f"{int(acc['no_fault_found'])} ({_pct(acc['no_fault_found_rate'])}).</p>")
-    rows = [r for r in acc.get("rules", ()) if r["diagnosed"] or r["found"]]
-    out.append('<table class="probs" id="rule-accuracy"><thead><tr><th>rule</th>'
-               "<th>diagnosed</th><th>found</th><th>confirmed</th><th>precision</th>"
-               "<th>recall</th><th>no fault found</th></tr></thead><tbody>")
-    for r in rows:
-        out.append(f'<tr data-rule="{_e(r["rule"])}"><td>{_e(r["rule"])}</td>'
-                   f"<td>{int(r['diagnosed'])}</td><td>{int(r['found'])}</td>"
-                   f"<td>{int(r['correct'])}</td><td>{_pct(r['precision'])}</td>"
-                   f"<td>{_pct(r['recall'])}</td><td>{int(r['no_fault_found'])}</td></tr>")
-    out.append("</tbody></table>")
-    unmeasured = [r["rule"] for r in acc.get("rules", ()) if not (r["diagnosed"] or r["found"])]
-    if unmeasured:
-        out.append(f"<p>Not measured (no resolved report): {_e(', '.join(unmeasured))}.</p>")
-    if acc.get("confusion"):
-        out.append('<table class="probs" id="confusion"><thead><tr><th>diagnosed</th>'
-                   "<th>found</th><th>reports</th></tr></thead><tbody>")
-        out.extend(f'<tr><td>{_e(c["diagnosed"])}</td><td>{_e(c["found"])}</td>'
-                   f"<td>{int(c['count'])}</td></tr>" for c in acc["confusion"])
-        out.append("</tbody></table>")
-    return out
+    rules = list(acc.get("rules", ()))
+    return {
+        "since": since, "resolved": n, "error": "",
+        "no_fault_found": int(acc.get("no_fault_found", 0)),
+        "no_fault_found_rate": _pct(acc.get("no_fault_found_rate")),
+        "rules": [{"rule": r["rule"], "diagnosed": int(r["diagnosed"]), "found": int(r["found"]),
+                   "correct": int(r["correct"]), "precision": _pct(r["precision"]),
+                   "recall": _pct(r["recall"]), "no_fault_found": int(r["no_fault_found"])}
+                  for r in rules if r["diagnosed"] or r["found"]],
+        "unmeasured": ", ".join(r["rule"] for r in rules if not (r["diagnosed"] or r["found"])),
+        "confusion": [{"diagnosed": c["diagnosed"], "found": c["found"],
+                       "count": int(c["count"])} for c in acc.get("confusion", ())],
+    }
 
 
-def _chart(b: Busbw) -> list[str]:
+@dataclass(frozen=True)
+class Bar:
+    node: str
+    value: float
+    x: int
+    y: float
+    height: float
+    status: str  # "fail" under the tolerance, else "pass"
+
+
+@dataclass(frozen=True)
+class Chart:
+    busbw: Busbw
+    width: int
+    height: int
+    pad: int
+    bar: int
+    top: float
+    low: float
+    bars: list[Bar]
+    baseline_y: float | None
+    floor: float | None
+    floor_y: float | None
+
+
+def chart(b: Busbw, bar: int = 6, gap: int = 1, height: int = 220, pad: int = 48) -> Chart:
     """Bars per node, lowest first, the baseline and its tolerance as lines."""
     items = sorted(b.values.items(), key=lambda kv: (kv[1], kv[0]))
     floor = b.baseline * (1 - b.tolerance_pct / 100) if b.baseline else None
@@ -266,40 +287,41 @@ def _chart(b: Busbw) -> list[str]:
     # The axis starts under the lowest bar, not at 0: a 5% drop must be visible.
     low = max(0.0, min(marks) - 0.1 * (top - min(marks) or abs(top) or 1.0))
     span = (top - low) or 1.0
-    bar, gap, height, pad = 6, 1, 220, 48
     width = pad + len(items) * (bar + gap) + 10
 
     def y(v: float) -> float:
-        return 10 + height * (1 - (min(max(v, low), top) - low) / span)
+        return round(10 + height * (1 - (min(max(v, low), top) - low) / span), 1)
 
-    label = f" at {_e(b.label)}" if b.label else ""
-    base = (f"baseline {b.baseline:g} {_e(b.unit)}, tolerance {b.tolerance_pct:g}%"
-            if b.baseline else "no baseline")
-    out = [f"<h2>NCCL busbw{label} per node ({base})</h2>",
-           f'<div class="chart"><svg id="busbw" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{width}" height="{height + 30}" role="img" '
-           f'aria-label="busbw per node against the baseline">',
-           f'<text x="2" y="14" font-size="11">{top:.4g}</text>'
-           f'<text x="2" y="{height + 10}" font-size="11">{low:.4g}</text>'
-           f'<text x="2" y="{height + 24}" font-size="11">{_e(b.unit)}</text>']
+    bars = []
     for i, (node, v) in enumerate(items):
-        under = floor is not None and v < floor
-        x = pad + i * (bar + gap)
         top_y = y(v)
-        out.append(f'<rect x="{x}" y="{top_y:.1f}" width="{bar}" '
-                   f'height="{10 + height - top_y:.1f}" class="s-{"fail" if under else "pass"}"'
-                   f' data-node="{_e(node)}" fill="{COLOURS["fail" if under else "pass"]}">'
-                   f"<title>{_e(node)}: {v:g} {_e(b.unit)}</title></rect>")
-    if b.baseline:
-        out.append(f'<line x1="{pad}" x2="{width}" y1="{y(b.baseline):.1f}" '
-                   f'y2="{y(b.baseline):.1f}" stroke="#000" stroke-width="1.5" id="baseline">'
-                   f"<title>baseline {b.baseline:g} {_e(b.unit)}</title></line>")
-    if floor is not None:
-        out.append(f'<line x1="{pad}" x2="{width}" y1="{y(floor):.1f}" y2="{y(floor):.1f}" '
-                   'stroke="#000" stroke-dasharray="4 3">'
-                   f"<title>-{b.tolerance_pct:g}%: {floor:g} {_e(b.unit)}</title></line>")
-    out.append("</svg></div>")
-    return out
+        bars.append(Bar(node, v, pad + i * (bar + gap), top_y, round(10 + height - top_y, 1),
+                        "fail" if floor is not None and v < floor else "pass"))
+    return Chart(b, width, height, pad, bar, top, low, bars,
+                 y(b.baseline) if b.baseline else None, floor,
+                 y(floor) if floor is not None else None)
+
+
+def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] | None = None,
+           busbw: Busbw | None = None, generated_at: str | None = None,
+           suite: SuiteSummary | None = None,
+           accuracy: Mapping[str, Any] | None = None) -> str:
+    """The page for one run. `reports` maps node -> relative path of its diagnosis report;
+    `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid;
+    `accuracy` is the knowledge base's rule accuracy (stetho.publish.accuracy.measure's data,
+    or {"error": why} when it could not be read)."""
+    results = list(results)
+    reports = reports or {}
+    g = grid(results, reports)
+    shown, total = problems(results, reports)
+    bad = sum(1 for r in g.rows if r.worst in ("fail", "error"))
+    return template(TEMPLATE).render(
+        title=title, generated_at=generated_at or "", grid=g, counts=counts(results),
+        nodes=len(g.rows) + (g.collapsed.count if g.collapsed else 0), bad_nodes=bad,
+        results=len(results), suite=suite, suite_lists=suite_lists(suite) if suite else [],
+        chart=chart(busbw) if busbw is not None and busbw.values else None,
+        problems=shown, problems_total=total,
+        accuracy=accuracy_view(accuracy) if accuracy is not None else None)
 
 
 def relative_reports(paths: Mapping[str, str | os.PathLike[str]], folder: str |
