@@ -40,6 +40,7 @@ from stetho.results import SEVERITY, Result
 
 #: The value of stetho_check_status for each status. Anything else is reported as error.
 STATUS_CODES = {"pass": 0, "warn": 1, "fail": 2, "error": 3, "skip": 4}
+_STATUS_TEXT = {status: str(code) for status, code in STATUS_CODES.items()}
 BenchMetric = tuple[str, str, str, str | None, float]  # node, benchmark, metric, unit, value
 
 _HELP = {
@@ -104,10 +105,11 @@ _NUMBER_TEXT = re.compile(
 class Unit:
     """What a result's unit text means in Prometheus terms (cached per distinct text)."""
 
-    __slots__ = ("label", "scale", "metric", "physical")
+    __slots__ = ("label", "scale", "metric", "physical", "labels")
 
     def __init__(self, label: str, scale: float, metric: str, physical: str) -> None:
         self.label, self.scale, self.metric, self.physical = label, scale, metric, physical
+        self.labels = f',metric="{metric}",unit="{label}"'  # as render() writes them
 
 
 @lru_cache(maxsize=4096)
@@ -162,12 +164,12 @@ def _fmt(x: float | int) -> str:
     """A sample value: ints as ints, floats as the shortest text that reads back the same."""
     if type(x) is int:
         return str(x)
+    if x.is_integer() and -1e15 < x < 1e15:  # False for NaN and the infinities
+        return str(int(x))
     if x != x:
         return "NaN"
     if x == _INF or x == -_INF:
         return "+Inf" if x > 0 else "-Inf"
-    if float(x).is_integer() and -1e15 < x < 1e15:
-        return str(int(x))
     return f"{x:.15g}"  # 15 digits: 321.3 GB/s * 1e9 reads 321300000000, not ...99994
 
 
@@ -202,28 +204,52 @@ def render(results: Iterable[Result], *, run_id: str, started_at: float | dateti
     status_lines: list[str] = []
     value_lines: list[str] = []
     limit_lines: list[str] = []
-    worst: dict[tuple[str, str, str], Result] = {}
-    for r in results:
-        key = (r.node, r.check, r.subject)
-        seen = worst.get(key)
-        if seen is None or SEVERITY.get(r.status, -1) < SEVERITY.get(seen.status, -1):
-            worst[key] = r
+    rs = results if isinstance(results, list) else list(results)
+    worst = {(r.node, r.check, r.subject): r for r in rs}
+    if len(worst) != len(rs):  # a node, check and subject twice: keep the worse
+        worst, rank = {}, SEVERITY.get
+        for r in rs:
+            seen = worst.setdefault((r.node, r.check, r.subject), r)
+            if seen is not r and rank(r.status, -1) < rank(seen.status, -1):
+                worst[(r.node, r.check, r.subject)] = r
+    # A fleet repeats its nodes and its (check, subject) pairs: their label text is built once
+    # each, and so is each threshold text's number.
+    node_text: dict[str, str] = {}
+    pair_text: dict[tuple[str, str], str] = {}
+    limits: dict[tuple[Any, str], float | int | None] = {}
+    code = _STATUS_TEXT.get
     for (node, check, subject), r in worst.items():
-        base = f'{cmd},node="{escape(node)}",check="{escape(check)}",subject="{escape(subject)}"'
-        status_lines.append(f"stetho_check_status{{{base}}} {STATUS_CODES.get(r.status, 3)}")
-        v = number(r.value)
-        if v is None:
-            continue
+        head = node_text.get(node)
+        if head is None:
+            head = node_text[node] = f'{cmd},node="{escape(node)}",'
+        tail = pair_text.get((check, subject))
+        if tail is None:
+            tail = pair_text[(check, subject)] = (f'check="{escape(check)}",'
+                                                  f'subject="{escape(subject)}"')
+        status_lines.append(f"stetho_check_status{{{head}{tail}}} {code(r.status, '3')}")
+        v = r.value
+        if type(v) is not float and type(v) is not int:
+            v = number(v)
+            if v is None:
+                continue
         u = unit_of(r.unit)
-        labels = f'{base},metric="{u.metric}",unit="{u.label}"'
+        labels = f"{head}{tail}{u.labels}"
         scale = u.scale
         value_lines.append(
             f"stetho_check_value{{{labels}}} {_fmt(v if scale == 1.0 else v * scale)}")
-        for kind, raw in (("reference", r.reference), ("expected", r.expected),
-                          ("threshold", r.threshold)):
+        ref, exp, thr = r.reference, r.expected, r.threshold
+        if ref is None and exp is None and thr is None:
+            continue
+        for kind, raw in (("reference", ref), ("expected", exp), ("threshold", thr)):
             if raw is None:
                 continue
-            t = number_in(raw, u)
+            lk = (raw, u.physical)
+            try:
+                t = limits[lk]
+            except KeyError:
+                t = limits[lk] = number_in(raw, u)
+            except TypeError:  # an unhashable expectation (a list): never one number
+                t = None
             if t is not None:
                 limit_lines.append(f'stetho_check_threshold{{{labels},kind="{kind}"}} '
                                    f"{_fmt(t if scale == 1.0 else t * scale)}")
