@@ -164,12 +164,12 @@ def _fmt(x: float | int) -> str:
     """A sample value: ints as ints, floats as the shortest text that reads back the same."""
     if type(x) is int:
         return str(x)
-    if x.is_integer() and -1e15 < x < 1e15:  # False for NaN and the infinities
-        return str(int(x))
     if x != x:
         return "NaN"
     if x == _INF or x == -_INF:
         return "+Inf" if x > 0 else "-Inf"
+    if float(x).is_integer() and -1e15 < x < 1e15:
+        return str(int(x))
     return f"{x:.15g}"  # 15 digits: 321.3 GB/s * 1e9 reads 321300000000, not ...99994
 
 
