@@ -190,20 +190,27 @@ def test_alertmanager_inhibits_the_per_node_pages_of_a_fleet_event(stack):
         assert status == 200, body[:300]
         return list(json.loads(body))
 
-    def governor_suppressed() -> list[dict[str, Any]]:
-        got = [a for a in am_alerts() if a["labels"]["alertname"] == "StethoCheckFailing"
-               and a["labels"]["check"] == "cpu_governor"]
-        return got if len(got) == 12 and all(
-            a["status"]["state"] == "suppressed" for a in got) else []
+    def settled() -> dict[str, list[dict[str, Any]]]:
+        """Alertmanager's alerts by name, once the fleet alert and all it inhibits are in."""
+        by_name: dict[str, list[dict[str, Any]]] = {}
+        for a in am_alerts():
+            by_name.setdefault(a["labels"]["alertname"], []).append(a)
+        governor = [a for a in by_name.get("StethoCheckFailing", [])
+                    if a["labels"]["check"] == "cpu_governor"]
+        ready = (len(governor) == 12 and len(by_name.get("StethoNodeBlocked", [])) == 2
+                 and by_name.get("StethoFleetCheckFailing"))
+        return by_name if ready else {}
 
-    per_node = poll("the 12 per-node cpu_governor alerts suppressed", governor_suppressed,
-                    service=manager)
+    by_name = poll("the fleet alert and the per-node alerts in Alertmanager", settled,
+                   service=manager)
+    per_node = [a for a in by_name["StethoCheckFailing"]
+                if a["labels"]["check"] == "cpu_governor"]
+    assert {a["status"]["state"] for a in per_node} == {"suppressed"}
     assert all(a["status"]["inhibitedBy"] for a in per_node)
-    by_name: dict[str, list[dict[str, Any]]] = {}
-    for a in am_alerts():
-        by_name.setdefault(a["labels"]["alertname"], []).append(a)
     assert [a["status"]["state"] for a in by_name["StethoFleetCheckFailing"]] == ["active"]
     assert {a["status"]["state"] for a in by_name["StethoNodeBlocked"]} == {"suppressed"}
+    busbw = [a for a in by_name["StethoCheckFailing"] if a["labels"]["check"] == "nccl_busbw"]
+    assert [a["status"]["state"] for a in busbw] == ["active"]  # one node: pages
 
     def paged() -> set[tuple[str, str, str]]:
         return {(a["labels"]["alertname"], a["labels"].get("node", ""), a["labels"]["check"])
