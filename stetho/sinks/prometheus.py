@@ -194,6 +194,20 @@ def _started(started_at: float | datetime) -> float:
     return started_at.timestamp() if isinstance(started_at, datetime) else float(started_at)
 
 
+def _limit_ends(ref: Any, exp: Any, thr: Any, u: Unit) -> list[str]:
+    """The end of each stetho_check_threshold line for a result's limits: the kind label and
+    the number in the value's base unit. A fleet shares its profile's limits, so render()
+    computes these once per distinct limits, not once per node."""
+    out = []
+    for kind, raw in (("reference", ref), ("expected", exp), ("threshold", thr)):
+        if raw is None:
+            continue
+        t = number_in(raw, u)
+        if t is not None:
+            out.append(f',kind="{kind}"}} {_fmt(t if u.scale == 1.0 else t * u.scale)}')
+    return out
+
+
 def render(results: Iterable[Result], *, run_id: str, started_at: float | datetime,
            duration_s: float, gate: Mapping[str, Mapping[str, bool]] | None = None,
            bench: Sequence[BenchMetric] | None = None, command: str = "check") -> str:
@@ -213,10 +227,10 @@ def render(results: Iterable[Result], *, run_id: str, started_at: float | dateti
             if seen is not r and rank(r.status, -1) < rank(seen.status, -1):
                 worst[(r.node, r.check, r.subject)] = r
     # A fleet repeats its nodes and its (check, subject) pairs: their label text is built once
-    # each, and so is each threshold text's number.
+    # each, and so are the threshold lines' ends for each distinct set of limits.
     node_text: dict[str, str] = {}
     pair_text: dict[tuple[str, str], str] = {}
-    limits: dict[tuple[Any, str], float | int | None] = {}
+    limits: dict[tuple[Any, Any, Any, Unit], list[str]] = {}
     code = _STATUS_TEXT.get
     for (node, check, subject), r in worst.items():
         head = node_text.get(node)
@@ -240,19 +254,14 @@ def render(results: Iterable[Result], *, run_id: str, started_at: float | dateti
         ref, exp, thr = r.reference, r.expected, r.threshold
         if ref is None and exp is None and thr is None:
             continue
-        for kind, raw in (("reference", ref), ("expected", exp), ("threshold", thr)):
-            if raw is None:
-                continue
-            lk = (raw, u.physical)
-            try:
-                t = limits[lk]
-            except KeyError:
-                t = limits[lk] = number_in(raw, u)
-            except TypeError:  # an unhashable expectation (a list): never one number
-                t = None
-            if t is not None:
-                limit_lines.append(f'stetho_check_threshold{{{labels},kind="{kind}"}} '
-                                   f"{_fmt(t if scale == 1.0 else t * scale)}")
+        try:
+            ends = limits[(ref, exp, thr, u)]
+        except KeyError:
+            ends = limits[(ref, exp, thr, u)] = _limit_ends(ref, exp, thr, u)
+        except TypeError:  # an unhashable expectation (a list): not one number
+            ends = _limit_ends(ref, exp, thr, u)
+        for end in ends:
+            limit_lines.append(f"stetho_check_threshold{{{labels}{end}")
     run = [f"stetho_run_timestamp_seconds{{{cmd}}} {_fmt(_started(started_at))}"]
     took = [f"stetho_run_duration_seconds{{{cmd}}} {_fmt(float(duration_s))}"]
     info = [f'stetho_build_info{{{cmd},version="{escape(__version__)}"}} 1']
