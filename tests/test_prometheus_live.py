@@ -29,8 +29,7 @@ from tests.services import Service, alerts, poll, query, sim_results
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRIB = REPO / "contrib" / "prometheus"
-DCGM = REPO.parent / "shared" / "fixtures" / "real" / "08-dcgm" / \
-    "dcgm-exporter-metrics-tesla-t4-drv460.prom"
+DCGM = REPO / "fixtures" / "real" / "08-dcgm" / "dcgm-exporter-metrics-tesla-t4-drv460.prom"
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("prometheus-live")]
 #: With node02 (simulated with a powersave governor), 12 nodes fail cpu_governor: a fleet event.
 FAILING = [f"gpu{i:02d}" for i in range(1, 12)]
