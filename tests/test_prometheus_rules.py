@@ -207,7 +207,7 @@ def _names_in(matchers: list[str]) -> set[str]:
     return set(got.group(2).split("|"))
 
 
-def test_inhibit_rules_name_the_generated_alerts_and_their_shared_labels(tmp_path):
+def test_inhibit_rules_name_the_generated_alerts_and_their_shared_labels():
     doc = yaml.safe_load(ALERTMANAGER.read_text())
     rules = promrules.rules(shipped_policies())
     alerts = _alerts_of(rules) | {"StethoValueUnderBaseline"}  # no shipped policy needs it
@@ -225,6 +225,9 @@ def test_inhibit_rules_name_the_generated_alerts_and_their_shared_labels(tmp_pat
                if r.get("record") == promrules.BLOCKING for e in [str(r["expr"])])
     assert by[promrules.BASELINE_RATIO].startswith("min by (node, check) (")
     assert by["StethoNodeBlocked"].startswith("max by (node) (")
+
+
+def test_amtool_accepts_the_shipped_alertmanager_config(tmp_path):
     proc = tool("amtool", "check-config", str(ALERTMANAGER), cwd=tmp_path)
     assert proc.returncode == 0 and "2 inhibit rules" in proc.stdout, proc.stdout + proc.stderr
 
