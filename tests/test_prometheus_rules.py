@@ -113,10 +113,10 @@ def test_recorded_statuses_are_exclusive_worst_first(tmp_path):
     path.write_text("policy: strict\nblock_on: [warn, error, fail]\n")
     rules = promrules.blocking_rules([gatepolicy.load(str(path))])
     assert [r["labels"]["status"] for r in rules] == ["fail", "error", "warn"]  # type: ignore
-    assert rules[0]["expr"] == "count by (node, check) (stetho_check_status == 2)"
-    assert rules[2]["expr"] == ("count by (node, check) (stetho_check_status == 1) unless on "
-                                "(node, check) (stetho_check_status == 2 or "
-                                "stetho_check_status == 3)")
+    group = "count by (node, check) (group by (node, check, subject) (stetho_check_status"
+    assert rules[0]["expr"] == f"{group} == 2))"
+    assert rules[2]["expr"] == (f"{group} == 1)) unless on (node, check) "
+                                "(stetho_check_status == 2 or stetho_check_status == 3)")
     assert rules[0]["labels"] == {"status": "fail", "policies": "strict",
                                   "severity": "critical"}
 
@@ -221,7 +221,8 @@ def test_inhibit_rules_name_the_generated_alerts_and_their_shared_labels():
     # the labels `equal` compares are those the alerts' expressions keep
     by = {str(r.get("alert") or r.get("record")): str(r["expr"]) for r in rules}
     assert by["StethoFleetCheckFailing"].startswith("count by (check) (")
-    assert all(e.startswith("count by (node, check) (") for r in rules
+    assert all(e.startswith("count by (node, check) (group by (node, check, subject) (")
+               for r in rules
                if r.get("record") == promrules.BLOCKING for e in [str(r["expr"])])
     assert by[promrules.BASELINE_RATIO].startswith("min by (node, check) (")
     assert by["StethoNodeBlocked"].startswith("max by (node) (")

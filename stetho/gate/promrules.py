@@ -144,7 +144,8 @@ def blocking_rules(policies: Sequence[GatePolicy]) -> list[dict[str, object]]:
             code = STATUS_CODES[status]
             if not blocking:
                 continue
-            expr = f"count by (node, check) ({metric} == {code})"
+            # distinct subjects: a node's own check and a sweep may both report one
+            expr = f"count by (node, check) (group by (node, check, subject) ({metric} == {code}))"
             if worse:
                 expr += f" unless on (node, check) ({' or '.join(worse)})"
             worse.append(f"{metric} == {code}")
