@@ -26,9 +26,11 @@ from tests.sshd import free_port
 
 START_TIMEOUT_S = 30.0
 BINARIES = {"prometheus": "prometheus", "node_exporter": "prometheus-node-exporter",
-            "promtool": "promtool", "chromium": "chromium"}
+            "promtool": "promtool", "chromium": "chromium",
+            "alertmanager": "prometheus-alertmanager", "amtool": "amtool"}
 PACKAGES = {"prometheus": "prometheus", "node_exporter": "prometheus-node-exporter",
-            "promtool": "prometheus", "chromium": "chromium"}
+            "promtool": "prometheus", "chromium": "chromium",
+            "alertmanager": "prometheus-alertmanager", "amtool": "prometheus-alertmanager"}
 
 
 def which(name: str) -> str | None:
@@ -115,15 +117,20 @@ def start_node_exporter(folder: Path, textfile_dir: Path) -> Service:
         f"--web.listen-address=127.0.0.1:{port}"], folder, port, "/metrics")
 
 
-def start_prometheus(folder: Path, target: str, rules: Path | None = None) -> Service:
-    """Prometheus scraping `target` (host:port) every second, evaluating `rules` every second."""
+def start_prometheus(folder: Path, target: str, rules: Path | None = None,
+                     alertmanager: str | None = None) -> Service:
+    """Prometheus scraping `target` (host:port) every second, evaluating `rules` every second,
+    sending its firing alerts to `alertmanager` (host:port) when given."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    config = {
+    config: dict[str, Any] = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules)] if rules else [],
         "scrape_configs": [{"job_name": "stetho", "static_configs": [{"targets": [target]}]}],
     }
+    if alertmanager:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [
+            {"targets": [alertmanager]}]}]}
     (folder / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
     exe = which("prometheus")
     assert exe is not None, missing("prometheus")
@@ -131,6 +138,18 @@ def start_prometheus(folder: Path, target: str, rules: Path | None = None) -> Se
         exe, f"--config.file={folder / 'prometheus.yml'}",
         f"--storage.tsdb.path={folder / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
         "--web.enable-admin-api"], folder, port, "/-/ready")
+
+
+def start_alertmanager(folder: Path, config: Path) -> Service:
+    """Alertmanager with `config`, alone (no cluster port), on a free loopback port."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    exe = which("alertmanager")
+    assert exe is not None, missing("alertmanager")
+    return _start("alertmanager", [
+        exe, f"--config.file={config}", f"--storage.path={folder / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+        folder, port, "/-/ready")
 
 
 def query(prom: Service, expr: str) -> list[dict[str, Any]]:

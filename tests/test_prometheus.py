@@ -132,6 +132,19 @@ def test_one_series_per_key_keeps_the_worse():
     assert sample(fams, "stetho_check_status", check="y") == [3.0]  # unknown: error
 
 
+def test_any_iterable_and_unhashable_expectations():
+    """render takes a generator as well as a list; an expectation that is a list (not one
+    number, and not hashable for the threshold cache) writes no threshold."""
+    rs = [Result("n", "a", "", "pass", value=5, unit="C", expected=[1, 2], threshold="< 80 C"),
+          Result("n", "a", "", "fail", value=90, unit="C", expected=[1, 2], threshold="< 80 C")]
+    text = P.render(iter(rs), run_id="r", started_at=0, duration_s=0)
+    fams = parse(text)
+    assert sample(fams, "stetho_check_status", check="a") == [2.0]
+    assert sample(fams, "stetho_check_value", check="a") == [90.0]
+    assert [(lab["kind"], x) for lab, x in fams["stetho_check_threshold"]] == [
+        ("threshold", 80.0)]
+
+
 def test_special_numbers_and_booleans():
     rs = [Result("n", "a", "", "pass", value=float("nan")), Result("n", "b", "", "pass",
           value=True), Result("n", "c", "", "pass", value=float("inf"), unit="C"),

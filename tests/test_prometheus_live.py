@@ -1,27 +1,93 @@
 """End to end with the real services: stetho writes its textfiles, Debian's node_exporter
-serves them, Debian's Prometheus scrapes them every second with the shipped alert rules
-loaded, and its HTTP API answers: node02's cpu_governor is 2 (fail) and the generated alert is
-pending or firing. Every Grafana dashboard query runs against that Prometheus too."""
+serves them, Debian's Prometheus scrapes them every second with the generated alert rules
+loaded (holds at 0 s, otherwise as shipped) and sends its alerts to Debian's Alertmanager with
+the shipped inhibit rules. Twelve of forty simulated nodes fail cpu_governor: Prometheus's HTTP
+API shows one firing StethoCheckFailing per node and check and one fleet alert, Alertmanager
+suppresses the per-node pages and its webhook receiver gets the fleet page alone. Every Grafana
+dashboard query runs against that Prometheus too."""
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from stetho.gate import promrules
+from stetho.results import Result
 from stetho.sinks import prometheus as P
 from tests import services
 from tests.services import Service, alerts, poll, query, sim_results
 
 REPO = Path(__file__).resolve().parent.parent
-RULES = REPO / "contrib" / "prometheus" / "stetho.rules.yml"
+CONTRIB = REPO / "contrib" / "prometheus"
+DCGM = REPO / "fixtures" / "real" / "08-dcgm" / "dcgm-exporter-metrics-tesla-t4-drv460.prom"
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("prometheus-live")]
+#: With node02 (simulated with a powersave governor), 12 nodes fail cpu_governor: a fleet event.
+FAILING = [f"gpu{i:02d}" for i in range(1, 12)]
+HEALTHY = [f"gpu{i:02d}" for i in range(12, 38)]
+
+
+#: The replicas carry these checks only (the fleet event's and one more): forty nodes' full
+#: results are 2 MB, more than node_exporter serves within this test's 1 s scrape on 2 cores.
+REPLICATED = ("cpu_governor", "gpu_count")
+
+
+def fleet(results: list[Result]) -> list[Result]:
+    """The three simulated nodes and 37 more from their real results: node01's, with node02's
+    failing cpu_governor results on the FAILING ones."""
+    def renamed(rs: list[Result], node: str) -> list[Result]:
+        return [Result.from_json({**r.to_json(), "node": node}) for r in rs]
+
+    healthy = [r for r in results if r.node == "node01" and r.check in REPLICATED]
+    governor = [r for r in results if r.node == "node02" and r.check == "cpu_governor"]
+    out = list(results)
+    for node in FAILING:
+        out += renamed([r for r in healthy if r.check != "cpu_governor"] + governor, node)
+    for node in HEALTHY:
+        out += renamed(healthy, node)
+    return out
+
+
+class Webhook(http.server.ThreadingHTTPServer):
+    """Alertmanager's webhook receiver: every notification's alerts, as received."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.received += json.loads(body)["alerts"]
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def alertmanager_config(folder: Path, webhook: Webhook) -> Path:
+    """The shipped inhibit rules, with a webhook receiver and a short group wait."""
+    doc = yaml.safe_load((CONTRIB / "alertmanager.yml").read_text())
+    doc["route"].update({"group_wait": "2s", "group_interval": "5m", "repeat_interval": "4h"})
+    doc["receivers"] = [{"name": doc["route"]["receiver"], "webhook_configs": [{
+        "url": f"http://127.0.0.1:{webhook.server_address[1]}/", "send_resolved": False}]}]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +96,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     if reason:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("promlive")
-    results = sim_results(root / "sim")
+    results = fleet(sim_results(root / "sim"))
     textfiles = root / "textfile"
     textfiles.mkdir()
     P.write(textfiles / "stetho-sweep.prom", P.render(
@@ -39,19 +105,35 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     P.write(textfiles / "stetho-gate.prom", P.render(
         [], run_id="gate-1", started_at=time.time(), duration_s=0.5,
         command="gate", gate={"pre-job": {"node01": False, "node02": True, "node03": True}}))
+    # node02's GPU as dcgm-exporter reports it: a real scrape, its Hostname set to the node
+    P.write(textfiles / "dcgm.prom", re.sub(r'Hostname="[^"]*"', 'Hostname="node02"',
+                                            DCGM.read_text()))
+    rules = root / "stetho.rules.yml"
+    rules.write_text(promrules.generate(promrules.load_policies(REPO / "gates"),
+                                        promrules.Options(node_for_s=0, fleet_for_s=0)))
     started: list[Service] = []
+    webhook = Webhook()
     try:
+        manager = None
+        if services.missing("alertmanager") is None:
+            manager = services.start_alertmanager(
+                root / "am", alertmanager_config(root / "am", webhook))
+            started.append(manager)
         exporter = services.start_node_exporter(root / "ne", textfiles)
         started.append(exporter)
-        prom = services.start_prometheus(root / "prom", exporter.url.removeprefix("http://"),
-                                         rules=RULES)
+        prom = services.start_prometheus(
+            root / "prom", exporter.url.removeprefix("http://"), rules=rules,
+            alertmanager=manager.url.removeprefix("http://") if manager else None)
         started.append(prom)
         poll("the first scrape of stetho metrics",
              lambda: query(prom, "stetho_run_timestamp_seconds"), service=prom)
-        yield {"prom": prom, "exporter": exporter, "results": results}
+        yield {"prom": prom, "exporter": exporter, "results": results, "am": manager,
+               "webhook": webhook}
     finally:
         for svc in reversed(started):
             svc.stop()
+        webhook.shutdown()
+        webhook.server_close()
 
 
 def test_prometheus_sees_node02_cpu_governor_failing(stack):
@@ -64,26 +146,92 @@ def test_prometheus_sees_node02_cpu_governor_failing(stack):
     assert [s["value"][1] for s in healthy] == ["0"]
 
 
-def test_the_generated_alerts_are_pending_or_firing(stack):
-    prom = stack["prom"]
+def _firing(prom: Service, name: str) -> list[dict[str, Any]]:
+    return [a for a in alerts(prom) if a["labels"]["alertname"] == name
+            and a["state"] == "firing"]
 
-    def ours() -> list[dict[str, Any]]:
-        return [a for a in alerts(prom) if a["labels"]["alertname"] == "StethoCheckFailing"
-                and a["labels"].get("node") == "node02"
-                and a["labels"].get("check") == "cpu_governor"]
 
-    # each policy's group is evaluated on its own: wait for all three
-    got = poll("StethoCheckFailing for node02 cpu_governor in every policy",
-               lambda: (a := ours()) and len({x["labels"]["policy"] for x in a}) == 3 and a,
-               service=prom)
-    assert {a["state"] for a in got} <= {"pending", "firing"}
-    assert {a["labels"]["policy"] for a in got} == {"nightly", "pre-job", "release"}
-    blocked = poll("StethoNodeBlocked for both blocked nodes", lambda: (b := [
-        a for a in alerts(prom) if a["labels"]["alertname"] == "StethoNodeBlocked"])
-        and len(b) == 2 and b, service=prom)
+def test_a_fleet_wide_failure_fires_once_per_node_and_check_and_one_fleet_alert(stack):
+    prom, results = stack["prom"], stack["results"]
+    want = {(r.node, r.check) for r in results if r.status == "fail"}
+    assert {n for n, c in want if c == "cpu_governor"} == {"node02", *FAILING}
+    got = poll("a firing StethoCheckFailing for every failing node and check", lambda: (
+        a := _firing(prom, "StethoCheckFailing")) and len(a) >= len(want) and a, service=prom)
+    keys = [(a["labels"]["node"], a["labels"]["check"]) for a in got]
+    assert sorted(keys) == sorted(want)  # one each: not one per policy
+    assert {a["labels"]["policies"] for a in got if a["labels"]["check"] == "cpu_governor"} \
+        == {"nightly,pre-job,release"}
+    fleet_alerts = poll("the fleet alert", lambda: _firing(prom, "StethoFleetCheckFailing"),
+                        service=prom)
+    assert [(a["labels"]["check"], a["value"]) for a in fleet_alerts] == [
+        ("cpu_governor", "1.2e+01")]
+    busbw = poll("the busbw alert", lambda: _firing(prom, "StethoBusbwUnderBaseline"),
+                 service=prom)
+    subjects = {r.subject for r in results if r.node == "node02" and r.check == "nccl_busbw"
+                and r.status == "fail"}
+    assert len(subjects) > 1 and [a["labels"]["node"] for a in busbw] == ["node02"]
+    blocked = poll("StethoNodeBlocked for both blocked nodes", lambda: (
+        b := _firing(prom, "StethoNodeBlocked")) and len(b) == 2 and b, service=prom)
     assert sorted(a["labels"]["node"] for a in blocked) == ["node02", "node03"]
-    names = {a["labels"]["alertname"] for a in alerts(prom)}
-    assert "StethoResultsStale" not in names  # just written: fresh
+    assert "pre-job" in blocked[0]["annotations"]["summary"]
+    poll("no StethoResultsStale once results are there", lambda: not [
+        a for a in alerts(prom) if a["labels"]["alertname"] == "StethoResultsStale"],
+        service=prom)
+
+
+def test_alertmanager_inhibits_the_per_node_pages_of_a_fleet_event(stack):
+    manager, webhook = stack["am"], stack["webhook"]
+    if manager is None:
+        pytest.skip(services.missing("alertmanager"))
+
+    def am_alerts() -> list[dict[str, Any]]:
+        status, body = services.http_get(manager.url + "/api/v2/alerts")
+        assert status == 200, body[:300]
+        return list(json.loads(body))
+
+    def settled() -> dict[str, list[dict[str, Any]]]:
+        """Alertmanager's alerts by name, once the fleet alert and all it inhibits are in."""
+        by_name: dict[str, list[dict[str, Any]]] = {}
+        for a in am_alerts():
+            by_name.setdefault(a["labels"]["alertname"], []).append(a)
+        governor = [a for a in by_name.get("StethoCheckFailing", [])
+                    if a["labels"]["check"] == "cpu_governor"]
+        ready = (len(governor) == 12 and len(by_name.get("StethoNodeBlocked", [])) == 2
+                 and by_name.get("StethoFleetCheckFailing"))
+        return by_name if ready else {}
+
+    by_name = poll("the fleet alert and the per-node alerts in Alertmanager", settled,
+                   service=manager)
+    per_node = [a for a in by_name["StethoCheckFailing"]
+                if a["labels"]["check"] == "cpu_governor"]
+    assert {a["status"]["state"] for a in per_node} == {"suppressed"}
+    assert all(a["status"]["inhibitedBy"] for a in per_node)
+    assert [a["status"]["state"] for a in by_name["StethoFleetCheckFailing"]] == ["active"]
+    assert {a["status"]["state"] for a in by_name["StethoNodeBlocked"]} == {"suppressed"}
+    busbw = [a for a in by_name["StethoCheckFailing"] if a["labels"]["check"] == "nccl_busbw"]
+    assert [a["status"]["state"] for a in busbw] == ["active"]  # one node: pages
+
+    def paged() -> set[tuple[str, str, str]]:
+        return {(a["labels"]["alertname"], a["labels"].get("node", ""), a["labels"]["check"])
+                if "check" in a["labels"] else (a["labels"]["alertname"], "", "")
+                for a in webhook.received}
+
+    poll("the fleet page and node02's busbw pages", lambda: {
+        ("StethoFleetCheckFailing", "", "cpu_governor"),
+        ("StethoCheckFailing", "node02", "nccl_busbw"),
+        ("StethoBusbwUnderBaseline", "node02", "nccl_busbw")} <= paged(), service=manager)
+    governor = [p for p in paged() if p[2] == "cpu_governor"]
+    assert governor == [("StethoFleetCheckFailing", "", "cpu_governor")]  # paged once
+    assert not [p for p in paged() if p[0] == "StethoNodeBlocked"]
+
+
+def test_the_readme_dcgm_join_finds_the_failing_nodes_gpu(stack):
+    readme = (CONTRIB / "README.md").read_text()
+    join = next(b for b in re.findall(r"^```promql\n(.*?)^```", readme, re.M | re.S)
+                if "DCGM_FI_DEV_GPU_TEMP" in b)
+    got = poll("the join", lambda: query(stack["prom"], join), service=stack["prom"])
+    assert [(s["metric"]["Hostname"], s["metric"]["gpu"], s["value"][1]) for s in got] == [
+        ("node02", "0", "25")]
 
 
 def test_two_commands_files_share_a_folder_without_collisions(stack):

@@ -40,6 +40,7 @@ from stetho.results import SEVERITY, Result
 
 #: The value of stetho_check_status for each status. Anything else is reported as error.
 STATUS_CODES = {"pass": 0, "warn": 1, "fail": 2, "error": 3, "skip": 4}
+_STATUS_TEXT = {status: str(code) for status, code in STATUS_CODES.items()}
 BenchMetric = tuple[str, str, str, str | None, float]  # node, benchmark, metric, unit, value
 
 _HELP = {
@@ -104,10 +105,11 @@ _NUMBER_TEXT = re.compile(
 class Unit:
     """What a result's unit text means in Prometheus terms (cached per distinct text)."""
 
-    __slots__ = ("label", "scale", "metric", "physical")
+    __slots__ = ("label", "scale", "metric", "physical", "labels")
 
     def __init__(self, label: str, scale: float, metric: str, physical: str) -> None:
         self.label, self.scale, self.metric, self.physical = label, scale, metric, physical
+        self.labels = f',metric="{metric}",unit="{label}"'  # as render() writes them
 
 
 @lru_cache(maxsize=4096)
@@ -192,6 +194,20 @@ def _started(started_at: float | datetime) -> float:
     return started_at.timestamp() if isinstance(started_at, datetime) else float(started_at)
 
 
+def _limit_ends(ref: Any, exp: Any, thr: Any, u: Unit) -> list[str]:
+    """The end of each stetho_check_threshold line for a result's limits: the kind label and
+    the number in the value's base unit. A fleet shares its profile's limits, so render()
+    computes these once per distinct limits, not once per node."""
+    out = []
+    for kind, raw in (("reference", ref), ("expected", exp), ("threshold", thr)):
+        if raw is None:
+            continue
+        t = number_in(raw, u)
+        if t is not None:
+            out.append(f',kind="{kind}"}} {_fmt(t if u.scale == 1.0 else t * u.scale)}')
+    return out
+
+
 def render(results: Iterable[Result], *, run_id: str, started_at: float | datetime,
            duration_s: float, gate: Mapping[str, Mapping[str, bool]] | None = None,
            bench: Sequence[BenchMetric] | None = None, command: str = "check") -> str:
@@ -202,31 +218,50 @@ def render(results: Iterable[Result], *, run_id: str, started_at: float | dateti
     status_lines: list[str] = []
     value_lines: list[str] = []
     limit_lines: list[str] = []
-    worst: dict[tuple[str, str, str], Result] = {}
-    for r in results:
-        key = (r.node, r.check, r.subject)
-        seen = worst.get(key)
-        if seen is None or SEVERITY.get(r.status, -1) < SEVERITY.get(seen.status, -1):
-            worst[key] = r
+    rs = results if isinstance(results, list) else list(results)
+    worst = {(r.node, r.check, r.subject): r for r in rs}
+    if len(worst) != len(rs):  # a node, check and subject twice: keep the worse
+        worst, rank = {}, SEVERITY.get
+        for r in rs:
+            seen = worst.setdefault((r.node, r.check, r.subject), r)
+            if seen is not r and rank(r.status, -1) < rank(seen.status, -1):
+                worst[(r.node, r.check, r.subject)] = r
+    # A fleet repeats its nodes and its (check, subject) pairs: their label text is built once
+    # each, and so are the threshold lines' ends for each distinct set of limits.
+    node_text: dict[str, str] = {}
+    pair_text: dict[tuple[str, str], str] = {}
+    limits: dict[tuple[Any, Any, Any, Unit], list[str]] = {}
+    code = _STATUS_TEXT.get
     for (node, check, subject), r in worst.items():
-        base = f'{cmd},node="{escape(node)}",check="{escape(check)}",subject="{escape(subject)}"'
-        status_lines.append(f"stetho_check_status{{{base}}} {STATUS_CODES.get(r.status, 3)}")
-        v = number(r.value)
-        if v is None:
-            continue
+        head = node_text.get(node)
+        if head is None:
+            head = node_text[node] = f'{cmd},node="{escape(node)}",'
+        tail = pair_text.get((check, subject))
+        if tail is None:
+            tail = pair_text[(check, subject)] = (f'check="{escape(check)}",'
+                                                  f'subject="{escape(subject)}"')
+        status_lines.append(f"stetho_check_status{{{head}{tail}}} {code(r.status, '3')}")
+        v = r.value
+        if type(v) is not float and type(v) is not int:
+            v = number(v)
+            if v is None:
+                continue
         u = unit_of(r.unit)
-        labels = f'{base},metric="{u.metric}",unit="{u.label}"'
+        labels = f"{head}{tail}{u.labels}"
         scale = u.scale
         value_lines.append(
             f"stetho_check_value{{{labels}}} {_fmt(v if scale == 1.0 else v * scale)}")
-        for kind, raw in (("reference", r.reference), ("expected", r.expected),
-                          ("threshold", r.threshold)):
-            if raw is None:
-                continue
-            t = number_in(raw, u)
-            if t is not None:
-                limit_lines.append(f'stetho_check_threshold{{{labels},kind="{kind}"}} '
-                                   f"{_fmt(t if scale == 1.0 else t * scale)}")
+        ref, exp, thr = r.reference, r.expected, r.threshold
+        if ref is None and exp is None and thr is None:
+            continue
+        try:
+            ends = limits[(ref, exp, thr, u)]
+        except KeyError:
+            ends = limits[(ref, exp, thr, u)] = _limit_ends(ref, exp, thr, u)
+        except TypeError:  # an unhashable expectation (a list): not one number
+            ends = _limit_ends(ref, exp, thr, u)
+        for end in ends:
+            limit_lines.append(f"stetho_check_threshold{{{labels}{end}")
     run = [f"stetho_run_timestamp_seconds{{{cmd}}} {_fmt(_started(started_at))}"]
     took = [f"stetho_run_duration_seconds{{{cmd}}} {_fmt(float(duration_s))}"]
     info = [f'stetho_build_info{{{cmd},version="{escape(__version__)}"}} 1']
