@@ -55,6 +55,7 @@ def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stetho_env: Stetho
         monkeypatch.delenv(var, raising=False)
     stetho_env.setenv("STETHO_CACHE", str(tmp_path / "cache"))
     stetho_env.setenv("STETHO_GATES", str(people.gates))
+    stetho_env.setenv("STETHO_DB", str(tmp_path / "data" / "history.db"))  # its own record
 
 
 @pytest.fixture
@@ -195,7 +196,7 @@ def test_store_refuses_to_rewrite_a_request_or_drop_an_approval(
 @pytest.mark.slow
 def test_a_revocation_survives_revert_delete_and_edit(people: People, remote: Path,
                                                       tmp_path: Path, policy: OverridePolicy,
-                                                      undo: str) -> None:
+                                                      undo: str, stetho_env: StethoEnv) -> None:
     work, store, o = seeded(people, remote, tmp_path, policy)
     store.revoke(revocation(o.id, "RMA done", by(people, "carol")), lambda c, s: None, "revoke")
     path = work / "revocations" / f"{o.id}.json"
@@ -218,12 +219,16 @@ def test_a_revocation_survives_revert_delete_and_edit(people: People, remote: Pa
     reader = OverrideStore(str(clone(remote, tmp_path / "b")))
     valid, why = judged(reader.read(), policy)
     assert valid == [] and why[o.id].startswith("revoked by carol at ")
-    # And without the revocation's commit in the history, the same override would count.
+    # A history without the revocation's commit: stetho's own record still revokes it; a
+    # stetho that never saw the revocation (another record) would honour the override.
     fresh = clone(remote, tmp_path / "c")
     git(fresh, "checkout", "-q", "--orphan", "clean")
     git(fresh, "rm", "-rq", "--cached", ".")
     git(fresh, "add", "overrides")
     git(fresh, "commit", "-qm", "only the override")
+    valid, why = judged(OverrideStore(str(fresh)).read(), policy)
+    assert valid == [] and "kept in stetho's revocation record" in why[o.id]
+    stetho_env.setenv("STETHO_DB", str(tmp_path / "elsewhere" / "history.db"))
     assert judged(OverrideStore(str(fresh)).read(), policy)[0] == [o.id]
 
 

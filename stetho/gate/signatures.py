@@ -9,10 +9,18 @@ options); whether one key is also listed under another principal is again `verif
 answer (`signed_as`). Nothing here decides identity on its own: what OpenSSH accepts is it.
 
 Verifying is a process per question, so answers are cached by the content hash of everything
-ssh-keygen reads (the signers file's bytes, the signature, the message, the principal): in
-memory, and in `<cache>/override-signatures.json` when that file is the user's own and not
-writable by others. A signers file with time-bound lines (`valid-after`, `valid-before`,
+ssh-keygen reads (the signers file's bytes, the signature, the message, the principal): a hit
+can only say "this exact signature over this exact content verified against this exact
+signers file". They are kept in memory, and in `<cache>/override-signatures.json` when that
+file is a regular file of the user's own (opened without following a symlink, one link only,
+in a folder no one else may write) and lies outside the override repository and its clones:
+a cache someone else can write, or point at a file they control, would let them mint
+approvals. A signers file with time-bound lines (`valid-after`, `valid-before`,
 `cert-authority`) is only cached in memory: its answers change with the clock.
+
+The allowed signers file is checked line by line when it is loaded: principals that are
+patterns (`*@corp`, `!x`), quoted principals and options stetho does not know are a
+ConfigError naming file:line, never a crash later in verification.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -129,15 +138,20 @@ class Verifier:
     context manager; `prefetch` answers many questions in parallel, `check` one."""
 
     def __init__(self, signers: Path, namespace: str = NAMESPACE,
-                 cache_file: Path | None = None) -> None:
+                 cache_file: Path | None = None, refuse_under: tuple[Path, ...] = ()) -> None:
         self.signers = signers
         self.namespace = namespace
         self.content = signers.read_bytes()
+        check_signers(self.content, str(signers))
+        self._persist = cache_file if not _TIME_BOUND.search(self.content) else None
+        #: Why the on-disk cache is not used (None: used, or none was asked for).
+        self.cache_problem = _cache_problem(self._persist, refuse_under)
+        if self.cache_problem:
+            self._persist = None
+        self._disk = _load_cache(self._persist)
         self._tmp = tempfile.TemporaryDirectory(prefix="stetho-verify-")
         self._copy = Path(self._tmp.name) / "allowed_signers"
         self._copy.write_bytes(self.content)
-        self._persist = cache_file if not _TIME_BOUND.search(self.content) else None
-        self._disk = _load_cache(self._persist)
         self._memo: dict[str, list[str]] = {}
         self._dirty = False
 
@@ -278,19 +292,94 @@ def _candidates(principals: tuple[str, ...], wanted: tuple[str, ...]) -> list[st
     key's own first principal, so that a signer who is not wanted is still named."""
     folded = {p.casefold() for p in principals}
     listed = [w for w in wanted if w.casefold() in folded]
-    return list(dict.fromkeys([*(listed or wanted), principals[0]]))
+    return list(dict.fromkeys([*(listed or wanted), *principals[:1]]))
+
+
+# -- the allowed signers file ------------------------------------------------------------------
+
+#: The options of an allowed signers line stetho understands (ssh-keygen(1), ALLOWED SIGNERS).
+_OPTIONS = ("cert-authority", "namespaces", "valid-after", "valid-before")
+_KEY_TYPES = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|"
+                        r"sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com)$")
+_TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*")+')
+_OPTION = re.compile(r'^([a-z-]+)(?:="([^"]*)")?$')
+_BLOB = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+
+
+def check_signers(content: bytes, source: str) -> None:
+    """Refuse an allowed signers file stetho cannot judge identities by, naming file:line:
+    principal patterns, quoted principals, unknown options, a line without a key."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: allowed signers file is not UTF-8 text") from None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{source}:{n}"
+        tokens = _TOKEN.findall(line)
+        for principal in tokens[0].split(","):
+            if not PRINCIPAL_RE.match(principal):
+                raise ConfigError(f"{where}: principal {principal[:80]!r} is not supported: "
+                                  "stetho reads plain names only (no patterns such as '*@corp' "
+                                  "or '!name', no quotes): list each person by name")
+        rest = tokens[1:]
+        while rest and not _KEY_TYPES.match(rest[0]):
+            for option in _split_options(rest.pop(0)):
+                m = _OPTION.match(option)
+                if not m or m.group(1) not in _OPTIONS:
+                    raise ConfigError(f"{where}: option {option[:80]!r} is not supported "
+                                      f"(stetho knows {', '.join(_OPTIONS)})")
+        if len(rest) < 2 or not _BLOB.match(rest[1]):
+            raise ConfigError(f"{where}: no public key (expected: principals [options] "
+                              "KEYTYPE BASE64 [comment])")
+
+
+def _split_options(token: str) -> list[str]:
+    """`cert-authority,namespaces="a,b"` -> its options, commas inside quotes kept."""
+    return [m.group(0) for m in re.finditer(r'(?:[^,"]+|"[^"]*")+', token)]
+
+
+# -- the on-disk cache -------------------------------------------------------------------------
+
+def _cache_problem(path: Path | None, refuse_under: tuple[Path, ...]) -> str | None:
+    """Why the on-disk cache at `path` must not be used: inside (a clone of) the override
+    repository, or in a folder anyone but this user may write. None: usable (or none)."""
+    if path is None:
+        return None
+    try:
+        folder = path.parent.resolve()
+        real = folder / path.name
+        for root in refuse_under:
+            r = root.resolve()
+            if real == r or r in real.parents:
+                return f"signature cache {path} is inside {root}: not used"
+        st = folder.stat()
+    except OSError:
+        return None  # no folder yet: made on save, by this user
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return f"signature cache folder {folder} is not this user's own: not used"
+    return None
 
 
 def _load_cache(path: Path | None) -> dict[str, list[str]]:
-    """The on-disk answers, if the file is this user's own and no one else may write it (a
-    cache anyone could write would let them mint approvals)."""
+    """The on-disk answers, if the file is a regular file of this user's own, with one link,
+    that no one else may write; opened without following a symlink (a cache anyone could
+    write, or point elsewhere, would let them mint approvals)."""
     if path is None:
         return {}
     try:
-        st = path.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                    or st.st_mode & 0o022 or st.st_nlink != 1):
+                return {}
+            data = json.loads(fh.read(64 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):
@@ -302,15 +391,11 @@ def _load_cache(path: Path | None) -> dict[str, list[str]]:
 def _save_cache(path: Path, data: dict[str, list[str]]) -> None:
     """Atomically, mode 0600; a lost race with another gate only costs a re-verification, and
     a read-only cache folder only that the answers are asked again next time."""
+    from stetho.core import atomic
+
     keep = dict(list(data.items())[-MAX_CACHED:])
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".override-signatures.", dir=path.parent)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic.write(path, json.dumps(keep, separators=(",", ":")), mode=0o600)
     except OSError:
         return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(keep, fh, separators=(",", ":"))
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
