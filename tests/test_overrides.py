@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stetho.errors import ConfigError
-from stetho.gate import signatures
+from stetho.gate import signature_cache, signatures
 from stetho.gate.override_check import Check, RevocationVersion, judging
 from stetho.gate.overrides import (
     SCHEMA,
@@ -468,7 +468,8 @@ def test_answers_are_cached_by_content_and_a_foreign_cache_is_not_trusted(
     # approver's key is also alice's and the requester's also bob's (no): all kept
     assert sorted(v[0] for v in entries.values()) == ["no", "no", "ok", "ok", "ok", "ok"]
     assert oct(cache.stat().st_mode & 0o777) == "0o600"
-    # A forged "ok" for every question: trusted only from a file no one else may write.
+    assert signature_cache.load(cache) == {k: v[:-1] for k, v in entries.items()}  # HMACs hold
+    # A forged "ok" for every question: never trusted, not even in the user's own file.
     bad = approved(people, policy, approver="mallory")
     with signatures.Verifier(people.signers) as v:
         keys = [v._key("find", bad.approvals[0].signature, b"", ""),
@@ -480,7 +481,11 @@ def test_answers_are_cached_by_content_and_a_foreign_cache_is_not_trusted(
     assert not verdict(bad, policy).valid
     assert oct(cache.stat().st_mode & 0o777) == "0o600"  # written again, as this user's own
     cache.write_text(forged)
-    assert verdict(bad, policy).valid  # what the cache says, for the user's own cache file
+    assert not verdict(bad, policy).valid  # no HMAC under this user's secret: asked again
+    stolen = {k: [*v, entries[next(iter(entries))][-1]] for k, v in json.loads(forged).items()
+              if k not in entries}
+    cache.write_text(json.dumps({**entries, **stolen}))
+    assert not verdict(bad, policy).valid  # another entry's HMAC does not fit
     # A different signers file is a different question: nothing cached applies.
     other = tmp_path / "signers2"
     other.write_text(people.signers.read_text() + "\n")

@@ -10,6 +10,7 @@ written is a RecordError, and the gate then honours no override (fail closed).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -36,7 +37,13 @@ def default_path() -> Path:
 
 
 def _open(path: Path, flags: int) -> int:
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RecordError(f"revocation record {path} is a symbolic link: refused (whoever "
+                              "can point it elsewhere could un-revoke an override)") from None
+        raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022 \
             or st.st_nlink != 1:

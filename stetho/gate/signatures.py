@@ -11,12 +11,9 @@ answer (`signed_as`). Nothing here decides identity on its own: what OpenSSH acc
 Verifying is a process per question, so answers are cached by the content hash of everything
 ssh-keygen reads (the signers file's bytes, the signature, the message, the principal): a hit
 can only say "this exact signature over this exact content verified against this exact
-signers file". They are kept in memory, and in `<cache>/override-signatures.json` when that
-file is a regular file of the user's own (opened without following a symlink, one link only,
-in a folder no one else may write) and lies outside the override repository and its clones:
-a cache someone else can write, or point at a file they control, would let them mint
-approvals. A signers file with time-bound lines (`valid-after`, `valid-before`,
-`cert-authority`) is only cached in memory: its answers change with the clock.
+signers file". They are kept in memory, and on disk under an HMAC only this user can make
+(stetho.gate.signature_cache). A signers file with time-bound lines (`valid-after`,
+`valid-before`, `cert-authority`) is only cached in memory: its answers change with the clock.
 
 The allowed signers file is checked line by line when it is loaded: principals that are
 patterns (`*@corp`, `!x`), quoted principals and options stetho does not know are a
@@ -26,10 +23,8 @@ ConfigError naming file:line, never a crash later in verification.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import stat
 import subprocess
 import sys
 import tempfile
@@ -39,6 +34,7 @@ from pathlib import Path
 from types import TracebackType
 
 from stetho.errors import ConfigError, StethoError
+from stetho.gate import signature_cache
 
 NAMESPACE = "stetho-override"
 SIGN_TIMEOUT_S = 300.0  # a passphrase typed at the terminal
@@ -145,10 +141,10 @@ class Verifier:
         check_signers(self.content, str(signers))
         self._persist = cache_file if not _TIME_BOUND.search(self.content) else None
         #: Why the on-disk cache is not used (None: used, or none was asked for).
-        self.cache_problem = _cache_problem(self._persist, refuse_under)
+        self.cache_problem = signature_cache.problem(self._persist, refuse_under)
         if self.cache_problem:
             self._persist = None
-        self._disk = _load_cache(self._persist)
+        self._disk = signature_cache.load(self._persist)
         self._tmp = tempfile.TemporaryDirectory(prefix="stetho-verify-")
         self._copy = Path(self._tmp.name) / "allowed_signers"
         self._copy.write_bytes(self.content)
@@ -164,7 +160,7 @@ class Verifier:
 
     def close(self) -> None:
         if self._persist is not None and self._dirty:
-            _save_cache(self._persist, self._disk)
+            signature_cache.save(self._persist, self._disk, MAX_CACHED)
         self._tmp.cleanup()
 
     def check(self, message: bytes, signature: str,
@@ -339,63 +335,3 @@ def check_signers(content: bytes, source: str) -> None:
 def _split_options(token: str) -> list[str]:
     """`cert-authority,namespaces="a,b"` -> its options, commas inside quotes kept."""
     return [m.group(0) for m in re.finditer(r'(?:[^,"]+|"[^"]*")+', token)]
-
-
-# -- the on-disk cache -------------------------------------------------------------------------
-
-def _cache_problem(path: Path | None, refuse_under: tuple[Path, ...]) -> str | None:
-    """Why the on-disk cache at `path` must not be used: inside (a clone of) the override
-    repository, or in a folder anyone but this user may write. None: usable (or none)."""
-    if path is None:
-        return None
-    try:
-        folder = path.parent.resolve()
-        real = folder / path.name
-        for root in refuse_under:
-            r = root.resolve()
-            if real == r or r in real.parents:
-                return f"signature cache {path} is inside {root}: not used"
-        st = folder.stat()
-    except OSError:
-        return None  # no folder yet: made on save, by this user
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        return f"signature cache folder {folder} is not this user's own: not used"
-    return None
-
-
-def _load_cache(path: Path | None) -> dict[str, list[str]]:
-    """The on-disk answers, if the file is a regular file of this user's own, with one link,
-    that no one else may write; opened without following a symlink (a cache anyone could
-    write, or point elsewhere, would let them mint approvals)."""
-    if path is None:
-        return {}
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return {}
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
-                    or st.st_mode & 0o022 or st.st_nlink != 1):
-                return {}
-            data = json.loads(fh.read(64 * 1024 * 1024).decode("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, list)
-            and len(v) >= 2 and all(isinstance(x, str) for x in v) and v[0] in ("ok", "no")}
-
-
-def _save_cache(path: Path, data: dict[str, list[str]]) -> None:
-    """Atomically, mode 0600; a lost race with another gate only costs a re-verification, and
-    a read-only cache folder only that the answers are asked again next time."""
-    from stetho.core import atomic
-
-    keep = dict(list(data.items())[-MAX_CACHED:])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic.write(path, json.dumps(keep, separators=(",", ":")), mode=0o600)
-    except OSError:
-        return
