@@ -502,6 +502,44 @@ def test_time_bound_signers_files_are_not_cached_on_disk(people: People, tmp_pat
     assert not (tmp_path / "cache" / "override-signatures.json").exists()
 
 
+# -- the allowed signers file's syntax -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("*@corp {key}", "principal '*@corp' is not supported"),
+    ("alice,!bob {key}", "principal '!bob' is not supported"),
+    ('"alice bob" {key}', "principal '\"alice bob\"' is not supported"),
+    ("al?ce {key}", "principal 'al?ce' is not supported"),
+    ('alice restrict {key}', "option 'restrict' is not supported"),
+    ('alice permitopen="x:1" {key}', "option 'permitopen=\"x:1\"' is not supported"),
+    ("alice", "no public key"),
+    ("alice ssh-ed25519 not*base64", "no public key"),
+], ids=["pattern", "negation", "quoted", "wildcard", "unknown-option", "option-value",
+        "no-key", "bad-blob"])
+def test_unsupported_signers_syntax_is_a_named_error_at_load(
+        people: People, policy: OverridePolicy, tmp_path: Path, line: str, why: str) -> None:
+    key = " ".join(people.pub("bob").read_text().split()[:2])
+    signers = tmp_path / "allowed_signers"
+    signers.write_text("# ok\n\n" + people.line("alice") + line.format(key=key) + "\n")
+    with pytest.raises(ConfigError, match=f"^{signers}:4: ") as err:
+        signatures.Verifier(signers)
+    assert why in str(err.value)
+    c = verdict(approved(people, policy), dataclasses.replace(policy, signers=signers))
+    assert c.state == "invalid" and why in c.reason and c.reason.endswith(
+        "overrides are disabled")
+
+
+def test_supported_signers_options_load(people: People, policy: OverridePolicy,
+                                        tmp_path: Path) -> None:
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(people.line("alice", 'alice namespaces="stetho-override,git"')
+                       + people.line("bob", 'bob valid-after="20200101",valid-before="29991231"')
+                       + people.line("carol", "carol cert-authority")
+                       + "  # indented comment\n")
+    c = verdict(approved(people, policy), dataclasses.replace(policy, signers=signers))
+    assert c.state == "active", c.reason
+
+
 # -- files that are not overrides ----------------------------------------------------------------
 
 
