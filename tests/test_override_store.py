@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from stetho.cli import override as cli_override
 from stetho.errors import ConfigError
 from stetho.gate import override_actions as actions
-from stetho.gate import signatures
+from stetho.gate import signature_cache, signatures
 from stetho.gate.override_check import effective, judging
 from stetho.gate.override_store import GitError, OverrideStore, Snapshot
 from stetho.gate.overrides import (
@@ -846,7 +846,7 @@ def _forged_cache(people: People, policy: OverridePolicy, bad: Override) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["symlink", "hardlink", "cache-folder"])
+@pytest.mark.parametrize("how", ["symlink", "hardlink", "cache-folder", "clone-as-cache"])
 def test_a_signature_cache_in_the_clone_is_not_trusted(
         people: People, work: Path, remote: Path, policy: OverridePolicy, tmp_path: Path,
         stetho_env: StethoEnv, how: str) -> None:
@@ -867,9 +867,17 @@ def test_a_signature_cache_in_the_clone_is_not_trusted(
         target.symlink_to(planted)
     elif how == "hardlink":
         os.link(planted, target)
-    else:  # the whole cache folder is the clone
+    elif how == "cache-folder":  # the whole cache folder is the clone
         stetho_env.setenv("STETHO_CACHE", str(planted.parent.parent))
         (planted.parent.parent / "override-signatures.json").symlink_to(planted)
+    else:  # a clone holding a cache and its secret, both committed, is the cache folder
+        secret = b"k" * 32
+        entries = {k: [*v, signature_cache._mac(secret, k, v)]
+                   for k, v in json.loads(_forged_cache(people, policy, bad)).items()}
+        (work / "override-signatures.key").write_bytes(secret)
+        (work / "override-signatures.json").write_text(json.dumps(entries))
+        _push_all(work, "a cache, for convenience")
+        stetho_env.setenv("STETHO_CACHE", str(clone(remote, tmp_path / "cc")))
     state, why = _states(remote)[bad.id]
     assert state == "invalid" and "the approval's signature does not verify" in why
 

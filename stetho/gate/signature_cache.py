@@ -25,8 +25,12 @@ MAX_BYTES = 64 * 1024 * 1024
 
 
 def problem(path: Path | None, refuse_under: tuple[Path, ...]) -> str | None:
-    """Why the on-disk cache at `path` must not be used: inside (a clone of) the override
-    repository, or in a folder anyone but this user may write. None: usable (or none)."""
+    """Why the on-disk cache at `path` must not be used: inside one of `refuse_under` (the
+    override repository's clone, the folder of stetho's clones) or in another clone of that
+    repository (whoever can push could commit the cache and its secret there), or in a folder
+    anyone but this user may write. None: usable (or none)."""
+    from stetho.publish import gitstore
+
     if path is None:
         return None
     try:
@@ -34,8 +38,9 @@ def problem(path: Path | None, refuse_under: tuple[Path, ...]) -> str | None:
         real = folder / path.name
         for root in refuse_under:
             r = root.resolve()
-            if real == r or r in real.parents:
-                return f"signature cache {path} is inside {root}: not used"
+            if real == r or r in real.parents or (folder.is_dir() and r.is_dir()
+                                                   and gitstore.same_history(folder, r)):
+                return f"signature cache {path} is inside {root} or a clone of it: not used"
         st = folder.stat()
     except OSError:
         return None  # no folder yet: made on save, by this user
