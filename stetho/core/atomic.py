@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
-def _umask() -> int:
+def umask() -> int:
     """The process's umask, read without changing it where Linux says it (setting it, even
     for a moment, would race with other threads creating files)."""
     try:
@@ -50,7 +50,7 @@ def write(path: str | os.PathLike[str], data: str | bytes | Iterable[str], *,
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())
-            os.fchmod(fh.fileno(), (0o666 & ~_umask()) if mode is None else mode)
+            os.fchmod(fh.fileno(), (0o666 & ~umask()) if mode is None else mode)
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from stetho.core import locks
+from stetho.core import atomic, locks
 from stetho.errors import StethoError
 from stetho.publish.alerts import Suppressed, iso
 
@@ -189,10 +189,17 @@ class SharedLimit:
                 except sqlite3.DatabaseError as exc:
                     if not _corrupt(exc):
                         raise StateError(f"{type(exc).__name__}: {exc}") from None
-                stamp = f"{now:.0f}-{os.getpid()}"
-                aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-                fresh = self.path.with_name(f".{self.path.name}.new-{stamp}")
-                fresh.unlink(missing_ok=True)
+                # Unpredictable names made with O_EXCL: a link planted under a name this
+                # process could be expected to use never redirects the copy or the new file.
+                fd, name = tempfile.mkstemp(prefix=f"{self.path.name}.corrupt-{now:.0f}-",
+                                            dir=self.path.parent)
+                os.close(fd)
+                aside = Path(name)
+                fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.new-",
+                                            dir=self.path.parent)
+                os.close(fd)
+                fresh = Path(name)
+                os.chmod(fresh, 0o666 & ~atomic.umask())  # as SQLite would have made it
                 conn = sqlite3.connect(str(fresh), isolation_level=None)
                 try:
                     conn.execute("BEGIN IMMEDIATE")
