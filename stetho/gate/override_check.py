@@ -4,9 +4,12 @@
 An override counts only if the request's signature verifies, one approval's signature verifies
 as a principal the policy lists as an approver, the two signers are different people (not the
 same key, not two keys of one principal), the acknowledgement is the policy's sentence exactly,
-the lifetime is within the cap, and no revocation of it exists anywhere in the repository's
-history. The trust root must not be writable through the override store: a signers file inside
-the override repository (or in a clone of it) is refused, and then nothing is honoured.
+the lifetime is within the cap, the check is a real one of the catalogue (never the `gate` or
+`sweep` pseudo-check: no override makes a node without results GO), and no revocation of it
+exists anywhere in the repository's history or in stetho's own record of revocations
+(stetho.gate.revocation_record). The trust root must not be writable through the override
+store: a signers file inside the override repository (or in a clone of it) is refused, and
+then nothing is honoured.
 
 A revocation counts whether or not its signature verifies, and whoever signed it: it only
 takes power away, and anyone who can push could as well delete the override file. Its

@@ -3,8 +3,10 @@ see the same set and git keeps the audit trail.
 
 `overrides/<id>.json` holds a signed request and the approvals appended to it; the request
 never changes and approvals are never removed or replaced. `revocations/<id>.json` is written
-once, and read from **every version in the history** (stetho.publish.githistory): deleting the
-file, editing it or `git revert` of its commit does not bring the override back. Every write is
+once, and read from **every version in the history** (stetho.publish.githistory), however it
+arrived (a rename, a merge); a valid revocation at any other path counts too. Deleting the
+file, editing it or `git revert` of its commit does not bring the override back, and what was
+seen once is kept in stetho's own record, so neither does a rewritten history. Every write is
 decided on the freshly pulled state and made again if another writer pushed first, so an
 approval never lands on top of a revocation it did not see.
 """
