@@ -4,7 +4,9 @@ brought in by a merge is still seen."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -46,42 +48,55 @@ def every_version(clone: Clone, folder: str | None = None, max_bytes: int | None
         i += 1
     if not wanted:
         return
-    sizes = _sizes(clone, set(wanted.values()))
-    small = sorted({s for s in wanted.values()
-                    if max_bytes is None or sizes.get(s, 0) <= max_bytes})
-    contents = _blobs(clone, small)
+    contents = _blobs(clone, sorted(set(wanted.values())), max_bytes)
     for (commit, path), sha in wanted.items():
         yield commit, path, contents.get(sha)
 
-def _sizes(clone: Clone, shas: set[str]) -> dict[str, int]:
-    argv, child = _command([*clone.ident, "cat-file", "--batch-check"], clone.env)
-    proc = subprocess.run(argv, cwd=clone.path, env=child,
-                          input="".join(f"{s}\n" for s in sorted(shas)).encode(),
-                          capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
-    out: dict[str, int] = {}
-    for line in proc.stdout.decode("ascii", "replace").splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] == "blob":
-            out[parts[0]] = int(parts[2])
-    return out
 
-def _blobs(clone: Clone, shas: list[str]) -> dict[str, bytes]:
+def _blobs(clone: Clone, shas: list[str], max_bytes: int | None) -> dict[str, bytes]:
+    """The contents of these blobs through one `git cat-file --batch`, streamed: a blob over
+    `max_bytes` is read past in chunks, never held (a huge file pushed to the repository costs
+    time, not memory)."""
     if not shas:
         return {}
     argv, child = _command([*clone.ident, "cat-file", "--batch"], clone.env)
-    batch = subprocess.run(argv, cwd=clone.path, env=child,
-                           input="".join(f"{s}\n" for s in shas).encode(),
-                           capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
-    data, pos, out = batch.stdout, 0, {}
-    for sha in shas:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
-        header = data[pos:end].split()
-        pos = end + 1
-        if len(header) < 3 or header[1] != b"blob":
-            continue
-        size = int(header[2])
-        out[sha] = data[pos:pos + size]
-        pos += size + 1
+    proc = subprocess.Popen(argv, cwd=clone.path, env=child, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            stdin.write("".join(f"{s}\n" for s in shas).encode())
+        with contextlib.suppress(OSError):
+            stdin.close()
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    watchdog = threading.Timer(GIT_TIMEOUT_S, proc.kill)
+    watchdog.start()
+    out: dict[str, bytes] = {}
+    try:
+        for sha in shas:
+            header = stdout.readline().split()
+            if not header:
+                break
+            if len(header) < 3 or header[1] != b"blob":
+                continue
+            size = int(header[2])
+            if max_bytes is None or size <= max_bytes:
+                out[sha] = stdout.read(size)
+            else:
+                while size > 0:
+                    chunk = stdout.read(min(size, 1 << 20))
+                    if not chunk:
+                        break
+                    size -= len(chunk)
+            stdout.read(1)  # the newline after each object
+    finally:
+        watchdog.cancel()
+        stdout.close()
+        proc.kill()
+        proc.wait()
+        writer.join(timeout=5)
     return out
