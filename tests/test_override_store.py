@@ -23,6 +23,7 @@ from stetho.gate import signature_cache, signatures
 from stetho.gate.override_check import effective, judging
 from stetho.gate.override_store import GitError, OverrideStore, Snapshot
 from stetho.gate.overrides import (
+    MAX_FILE_BYTES,
     Override,
     OverridePolicy,
     SignFn,
@@ -789,6 +790,19 @@ def test_a_signed_revocation_counts_however_it_arrived(
         git(work, "commit", "-qm", "archived")
     git(work, "push", "-q", "origin", "HEAD:main")
     assert _states(remote)[o.id] == ("revoked", f"revoked by carol at {r.revoked_at} (RMA done)")
+
+
+@pytest.mark.slow
+def test_an_oversized_revocation_file_still_revokes_and_is_not_read(
+        people: People, remote: Path, tmp_path: Path, policy: OverridePolicy) -> None:
+    work, store, o = seeded(people, remote, tmp_path, policy)
+    (work / "revocations").mkdir()
+    (work / "revocations" / f"{o.id}.json").write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    (work / "big.bin").write_bytes(b"x" * (8 * MAX_FILE_BYTES))  # read past, not held
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "large files")
+    valid, why = judged(store.read(), policy)
+    assert valid == [] and f"larger than {MAX_FILE_BYTES} bytes" in why[o.id]
 
 
 @pytest.mark.slow
