@@ -275,6 +275,54 @@ def test_an_old_hmac_override_is_ignored_with_a_line(db, override_repo, trusted)
     assert "old shared-key (HMAC) format" in proc.stdout and "ignored" in proc.stdout
 
 
+@pytest.mark.parametrize("pseudo", ["gate", "sweep"])
+def test_an_override_of_a_pseudo_check_never_makes_a_node_go(db, override_repo, people,
+                                                             trusted, pseudo):
+    """n099 has no results at all (a `gate` error); an override of the pseudo-check, signed
+    and approved outside the CLI, is ignored with a named line and n099 stays blocked."""
+    o = _override(people, override_repo, "pre-job", pseudo, ["n099"])
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-003],n099", "--db", str(db),
+                  "--override-repo", str(override_repo), env=trusted)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "BLOCK n099 gate: " in proc.stdout and "1 blocked (n099)" in proc.stdout
+    assert f"IGNORED override {o.id}: override of {pseudo!r} is not a check: it is the gate's " \
+        "own result for a node it could not check at all" in proc.stdout
+    assert "OVERRIDE n099" not in proc.stdout
+    assert "resume n099" not in proc.stdout  # --act would not resume it either
+
+
+def test_decide_never_lets_an_override_pass_a_pseudo_check(people):
+    from stetho.gate.override_check import Honoured
+    from stetho.gate.overrides import OverridePolicy, approval, request, with_approval
+
+    pol = OverridePolicy("pre-job", ("bob",), people.signers, "ack", 86400)
+    o = request(pol, "gate", ["n099"], "x", 3600, _signed(people, "alice"))
+    o = with_approval(o, approval(o, pol, "ack", _signed(people, "bob")))
+    missing = gate.missing(["n099"], "no results younger than 6 h")
+    d = gate.decide(gatepolicy.load("pre-job"), missing, [Honoured(o, "alice", "bob", "t")])
+    assert d.blocked_nodes == ["n099"] and d.go_nodes == set()
+
+
+def test_a_pattern_in_the_signers_file_is_a_named_error_and_the_gate_still_judges(
+        db, override_repo, people, trusted, tmp_path):
+    """bob's key listed under `*@corp` (a pattern stetho does not read): the gate neither
+    crashes nor honours bob's approval; it names the file and line, and judges every node."""
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    signers = gates / "allowed_signers"
+    signers.write_text("# team\n" + people.line("alice") + people.line("carol")
+                       + people.line("bob", "*@corp"))
+    (gates / "pre-job.yml").write_text((people.gates / "pre-job.yml").read_text().replace(
+        "../allowed_signers", "allowed_signers"))
+    o = _override(people, override_repo, "pre-job", "cpu_governor", ["n007"])
+    proc = _gate(db, override_repo, {**trusted, "STETHO_GATES": str(gates)})
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "gate pre-job: BLOCKED: 64 nodes, 63 go, 1 blocked (n007)" in proc.stdout
+    assert f"IGNORED override {o.id}: policy 'pre-job': {signers}:4: principal '*@corp' is not " \
+        "supported" in proc.stdout and "overrides are disabled" in proc.stdout
+
+
 def test_an_old_approvers_list_leaves_overrides_off_saying_why(tmp_path):
     old = tmp_path / "old.yml"
     old.write_text("policy: old\noverrides:\n  approvers: [sre-lead]\n"

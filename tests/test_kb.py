@@ -675,7 +675,7 @@ def test_every_git_call_ignores_the_callers_git_dir(tmp_path: Path, remote: Path
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from a git hook (GIT_DIR set to another repository), reading every version of the
     reports still reads the knowledge base: no git command stetho runs inherits GIT_DIR."""
-    from stetho.publish import gitstore
+    from stetho.publish import githistory, gitstore
 
     report = make_report(tmp_path / "in", "node07", "riser-pcie-slot", T0)
     kb.spool([report])
@@ -684,6 +684,6 @@ def test_every_git_call_ignores_the_callers_git_dir(tmp_path: Path, remote: Path
     git("init", "-q", "--bare", str(decoy))
     monkeypatch.setenv("GIT_DIR", str(decoy))
     with gitstore.open_clone(str(remote), purpose="kb") as clone:
-        versions = list(clone.every_version("reports"))
+        versions = list(githistory.every_version(clone, "reports"))
     assert [path for _, path, _ in versions if path.endswith(".md")] == \
         [kb.read_report(report).repo_path]

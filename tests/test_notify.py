@@ -369,6 +369,69 @@ def test_corrupt_state_with_five_processes(hook: Hook, tmp_path: Path) -> None:
     assert first.sent and first.warning is None and first.summarised == 14
 
 
+HOLDER = """
+import sqlite3, sys, time
+from pathlib import Path
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+while not Path(sys.argv[2]).exists():
+    time.sleep(0.01)
+"""
+
+ONE_EACH = """
+import json, sys, time
+from pathlib import Path
+from stetho.publish.notify import Alert, Notifier
+url, state, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+n = Notifier(url, state_path=state, backoff_s=0.01, lock_timeout_s=0.3, timeout_s=30)
+a = Alert("gpu-node-07", "xid-79", "GPU fell off the bus", "Xid 79", "critical")
+while not go.exists():
+    time.sleep(0.005)
+d = n.send(a)
+print(json.dumps([d.sent, d.suppressed, d.error, d.warning]))
+"""
+
+
+@pytest.mark.parametrize("trouble", ["unusable", "locked"])
+def test_state_unusable_or_locked_one_process_sends(hook: Hook, tmp_path: Path,
+                                                   trouble: str) -> None:
+    """Eight processes with one alert each and a state none of them can use (a folder where
+    the file should be, or a file another process keeps locked): one sends, seven hold and
+    say so on stderr; never one alert per process."""
+    state = tmp_path / "notify.db"
+    holder = None
+    if trouble == "unusable":
+        state.mkdir()
+    else:
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(state),
+                                   str(tmp_path / "done")], stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    script = tmp_path / "one.py"
+    script.write_text(ONE_EACH)
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, str(script), hook.url, str(state), str(go)],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(8)]
+    go.touch()
+    rows, errs = [], []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        rows.append(json.loads(out))
+        errs.append(err)
+    if holder is not None:
+        (tmp_path / "done").touch()
+        holder.wait(timeout=30)
+    assert sum(1 for r in rows if r[0]) == 1 == len(hook.bodies)
+    held = [(r, e) for r, e in zip(rows, errs, strict=True) if not r[0]]
+    assert len(held) == 7 and all(r[1] for r, _ in held)
+    assert all("unusable" in e and "held: another stetho process sent the alert for "
+               "gpu-node-07/xid-79" in e for _, e in held)
+    assert TOKEN not in "".join(errs)
+
+
 def test_future_schema_is_set_aside(hook: Hook, tmp_path: Path) -> None:
     state = tmp_path / "state.db"
     conn = sqlite3.connect(state)

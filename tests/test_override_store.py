@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,14 +19,16 @@ from click.testing import CliRunner
 from stetho.cli import override as cli_override
 from stetho.errors import ConfigError
 from stetho.gate import override_actions as actions
-from stetho.gate import signatures
+from stetho.gate import signature_cache, signatures
 from stetho.gate.override_check import effective, judging
 from stetho.gate.override_store import GitError, OverrideStore, Snapshot
 from stetho.gate.overrides import (
+    MAX_FILE_BYTES,
     Override,
     OverridePolicy,
     SignFn,
     approval,
+    approval_bytes,
     request,
     revocation,
     with_approval,
@@ -55,6 +58,7 @@ def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stetho_env: Stetho
         monkeypatch.delenv(var, raising=False)
     stetho_env.setenv("STETHO_CACHE", str(tmp_path / "cache"))
     stetho_env.setenv("STETHO_GATES", str(people.gates))
+    stetho_env.setenv("STETHO_DB", str(tmp_path / "data" / "history.db"))  # its own record
 
 
 @pytest.fixture
@@ -195,7 +199,7 @@ def test_store_refuses_to_rewrite_a_request_or_drop_an_approval(
 @pytest.mark.slow
 def test_a_revocation_survives_revert_delete_and_edit(people: People, remote: Path,
                                                       tmp_path: Path, policy: OverridePolicy,
-                                                      undo: str) -> None:
+                                                      undo: str, stetho_env: StethoEnv) -> None:
     work, store, o = seeded(people, remote, tmp_path, policy)
     store.revoke(revocation(o.id, "RMA done", by(people, "carol")), lambda c, s: None, "revoke")
     path = work / "revocations" / f"{o.id}.json"
@@ -218,12 +222,16 @@ def test_a_revocation_survives_revert_delete_and_edit(people: People, remote: Pa
     reader = OverrideStore(str(clone(remote, tmp_path / "b")))
     valid, why = judged(reader.read(), policy)
     assert valid == [] and why[o.id].startswith("revoked by carol at ")
-    # And without the revocation's commit in the history, the same override would count.
+    # A history without the revocation's commit: stetho's own record still revokes it; a
+    # stetho that never saw the revocation (another record) would honour the override.
     fresh = clone(remote, tmp_path / "c")
     git(fresh, "checkout", "-q", "--orphan", "clean")
     git(fresh, "rm", "-rq", "--cached", ".")
     git(fresh, "add", "overrides")
     git(fresh, "commit", "-qm", "only the override")
+    valid, why = judged(OverrideStore(str(fresh)).read(), policy)
+    assert valid == [] and "kept in stetho's revocation record" in why[o.id]
+    stetho_env.setenv("STETHO_DB", str(tmp_path / "elsewhere" / "history.db"))
     assert judged(OverrideStore(str(fresh)).read(), policy)[0] == [o.id]
 
 
@@ -588,8 +596,11 @@ def test_cli_typed_identity_never_changes_the_principal(people: People, work: Pa
     ({"--check": "nccl*"}, "no wildcards"),
     ({"--policy": "nope"}, "unknown gate policy 'nope'"),
     ({"--check": "nccl_bsubw"}, "--check: unknown check 'nccl_bsubw'; did you mean nccl_busbw"),
+    ({"--check": "gate"}, "--check: 'gate' is not a check: it is the gate's own result for a "
+                          "node it could not check at all"),
+    ({"--check": "sweep"}, "--check: 'sweep' is not a check"),
 ], ids=["node-shell", "node-subst", "over-cap", "zero", "forever", "no-reason", "wildcard",
-        "no-policy", "misspelled-check"])
+        "no-policy", "misspelled-check", "pseudo-gate", "pseudo-sweep"])
 def test_cli_request_refusals(people: People, work: Path, remote: Path, edit: dict[str, str],
                               why: str) -> None:
     refused(_request_args(people, **edit), why)
@@ -707,6 +718,182 @@ def test_an_approval_under_an_attackers_policy_copy_neither_counts_nor_blocks(
     code, out, _ = run("list", "--json")
     [row] = json.loads(out)
     assert (row["state"], row["approver"], len(row["approvals"])) == ("active", "bob", 2)
+
+
+# -- hardening round 3 (issue 28) ---------------------------------------------------------------
+
+
+def _as_url(remote: Path) -> dict[str, str]:
+    """A reader that uses stetho's cached clone, reset to the remote's tip on every read."""
+    return {"STETHO_OVERRIDE_REPO": f"file://{remote}"}
+
+
+def _states(remote: Path) -> dict[str, tuple[str, str]]:
+    code, out, exc = run("list", "--all", "--json", env=_as_url(remote))
+    assert code == 0, exc
+    return {r["id"]: (r["state"], r["reason"]) for r in json.loads(out)}
+
+
+def _push_all(work: Path, message: str) -> None:
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", message)
+    git(work, "push", "-q", "origin", "HEAD:main")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", ["gate", "sweep", "no_such_check"])
+def test_cli_refuses_pseudo_and_unknown_checks_before_signing_and_at_approval(
+        people: People, work: Path, remote: Path, policy: OverridePolicy, check: str) -> None:
+    # Refused before anything is signed: the key does not even exist.
+    refused(_request_args(people, **{"--check": check})[:-2] + ["--key", str(work / "nokey")],
+            f"--check: {'unknown check' if check == 'no_such_check' else repr(check)}")
+    assert remote_files(remote) == {}
+    # One signed outside the CLI and pushed: approval is refused, nothing is appended.
+    o = request(policy, check, ["gpu07"], "RMA 4411", 24 * HOUR, by(people, "alice"))
+    OverrideStore(str(work)).save(o, "by hand")
+    refused(["approve", o.id, "--acknowledge", ACK, *key_of(people, "bob")],
+            f"override of {'unknown check' if check == 'no_such_check' else repr(check)}")
+    assert json.loads(remote_files(remote)[o.id])["approvals"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arrival", ["rename", "merge", "elsewhere"])
+def test_a_signed_revocation_counts_however_it_arrived(
+        people: People, work: Path, remote: Path, policy: OverridePolicy,
+        arrival: str) -> None:
+    """A rename into revocations/<id>.json, a merge commit that alone brings the file, and a
+    valid revocation at any other path on the branch: each revokes."""
+    o = approved(people, policy)
+    OverrideStore(str(work)).save(o, "approved")
+    assert _states(remote)[o.id][0] == "active"
+    r = revocation(o.id, "RMA done", by(people, "carol"))
+    final = work / "revocations" / f"{o.id}.json"
+    final.parent.mkdir()
+    if arrival == "rename":
+        (final.parent / "draft.json").write_text(r.to_json())
+        _push_all(work, "a draft")
+        git(work, "mv", "revocations/draft.json", f"revocations/{o.id}.json")
+        git(work, "commit", "-qm", "name it")
+    elif arrival == "merge":
+        git(work, "checkout", "-qb", "side")
+        (work / "notes.txt").write_text("side work\n")
+        _push_all(work, "side")
+        git(work, "checkout", "-q", "main")
+        git(work, "merge", "-q", "--no-ff", "--no-commit", "side")
+        final.write_text(r.to_json())
+        git(work, "add", "-A")
+        git(work, "commit", "-qm", "merge side")
+    else:
+        (work / "archive").mkdir()
+        (work / "archive" / "old.json").write_text(r.to_json())
+        git(work, "add", "-A")
+        git(work, "commit", "-qm", "archived")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    assert _states(remote)[o.id] == ("revoked", f"revoked by carol at {r.revoked_at} (RMA done)")
+
+
+@pytest.mark.slow
+def test_an_oversized_revocation_file_still_revokes_and_is_not_read(
+        people: People, remote: Path, tmp_path: Path, policy: OverridePolicy) -> None:
+    work, store, o = seeded(people, remote, tmp_path, policy)
+    (work / "revocations").mkdir()
+    (work / "revocations" / f"{o.id}.json").write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    (work / "big.bin").write_bytes(b"x" * (8 * MAX_FILE_BYTES))  # read past, not held
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "large files")
+    valid, why = judged(store.read(), policy)
+    assert valid == [] and f"larger than {MAX_FILE_BYTES} bytes" in why[o.id]
+
+
+@pytest.mark.slow
+def test_a_rewritten_history_does_not_unrevoke(people: People, work: Path, remote: Path,
+                                               policy: OverridePolicy, tmp_path: Path,
+                                               stetho_env: StethoEnv) -> None:
+    o = approved(people, policy)
+    OverrideStore(str(work)).save(o, "approved")
+    before = git(work, "rev-parse", "HEAD").strip()
+    code, _, exc = run("revoke", o.id, *key_of(people, "carol"), "--reason", "RMA done")
+    assert code == 0, exc
+    assert _states(remote)[o.id][0] == "revoked"  # seen once: recorded
+    git(work, "reset", "-q", "--hard", before)
+    git(work, "push", "-q", "--force", "origin", "HEAD:main")
+    assert "revocations" not in git(remote, "ls-tree", "--name-only", "main")
+    state, why = _states(remote)[o.id]
+    assert state == "revoked" and why.startswith("revoked by carol at ")
+    assert "kept in stetho's revocation record" in why and "no longer in the repository's " \
+        "history" in why
+    # The record is what holds it: a stetho that never saw the revocation would honour it.
+    stetho_env.setenv("STETHO_DB", str(tmp_path / "other" / "history.db"))
+    assert _states(remote)[o.id][0] == "active"
+
+
+@pytest.mark.slow
+def test_a_revocation_record_anyone_could_edit_honours_nothing(
+        people: People, work: Path, remote: Path, policy: OverridePolicy,
+        tmp_path: Path) -> None:
+    o = approved(people, policy)
+    OverrideStore(str(work)).save(o, "approved")
+    record = tmp_path / "data" / "override-revocations.jsonl"
+    record.parent.mkdir()
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text("")
+    record.symlink_to(elsewhere)
+    state, why = _states(remote)[o.id]
+    assert state == "invalid" and f"revocation record {record} is a symbolic link" in why
+    record.unlink()
+    record.write_text("")
+    record.chmod(0o666)
+    state, why = _states(remote)[o.id]
+    assert state == "invalid" and "not a regular file of this user's own" in why
+    record.chmod(0o600)
+    assert _states(remote)[o.id][0] == "active"
+
+
+def _forged_cache(people: People, policy: OverridePolicy, bad: Override) -> str:
+    """Cache entries saying mallory's approval of `bad` was signed by bob."""
+    a = bad.approvals[0]
+    with signatures.Verifier(people.signers) as v:
+        return json.dumps({
+            v._key("find", a.signature, b"", ""): ["ok", "bob"],
+            v._key("verify", a.signature, approval_bytes(bad, ACK, a.approved_at), "bob"):
+                ["ok", "SHA256:forged"]})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["symlink", "hardlink", "cache-folder", "clone-as-cache"])
+def test_a_signature_cache_in_the_clone_is_not_trusted(
+        people: People, work: Path, remote: Path, policy: OverridePolicy, tmp_path: Path,
+        stetho_env: StethoEnv, how: str) -> None:
+    """Whoever can push puts forged cache answers in a file of the repository; the cache is
+    pointed at stetho's cached clone of it: mallory's approval still does not count."""
+    bad = approved(people, policy, approver="mallory")
+    OverrideStore(str(work)).save(bad, "mallory approves as bob")
+    (work / "notes").mkdir()
+    (work / "notes" / "cache.json").write_text(_forged_cache(people, policy, bad))
+    _push_all(work, "notes")
+    state, _ = _states(remote)[bad.id]
+    assert state == "invalid"  # the cached clone now exists, holding the forged answers
+    cache = tmp_path / "cache"
+    [planted] = list((cache / "override-repos").glob("*/notes/cache.json"))
+    target = cache / "override-signatures.json"
+    target.unlink(missing_ok=True)
+    if how == "symlink":
+        target.symlink_to(planted)
+    elif how == "hardlink":
+        os.link(planted, target)
+    elif how == "cache-folder":  # the whole cache folder is the clone
+        stetho_env.setenv("STETHO_CACHE", str(planted.parent.parent))
+        (planted.parent.parent / "override-signatures.json").symlink_to(planted)
+    else:  # a clone holding a cache and its secret, both committed, is the cache folder
+        secret = b"k" * 32
+        entries = {k: [*v, signature_cache._mac(secret, k, v)]
+                   for k, v in json.loads(_forged_cache(people, policy, bad)).items()}
+        (work / "override-signatures.key").write_bytes(secret)
+        (work / "override-signatures.json").write_text(json.dumps(entries))
+        _push_all(work, "a cache, for convenience")
+        stetho_env.setenv("STETHO_CACHE", str(clone(remote, tmp_path / "cc")))
+    state, why = _states(remote)[bad.id]
+    assert state == "invalid" and "the approval's signature does not verify" in why
 
 
 def test_every_override_command_has_help() -> None:

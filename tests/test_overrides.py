@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stetho.errors import ConfigError
-from stetho.gate import signatures
+from stetho.gate import signature_cache, signatures
 from stetho.gate.override_check import Check, RevocationVersion, judging
 from stetho.gate.overrides import (
     SCHEMA,
@@ -468,7 +468,8 @@ def test_answers_are_cached_by_content_and_a_foreign_cache_is_not_trusted(
     # approver's key is also alice's and the requester's also bob's (no): all kept
     assert sorted(v[0] for v in entries.values()) == ["no", "no", "ok", "ok", "ok", "ok"]
     assert oct(cache.stat().st_mode & 0o777) == "0o600"
-    # A forged "ok" for every question: trusted only from a file no one else may write.
+    assert signature_cache.load(cache) == {k: v[:-1] for k, v in entries.items()}  # HMACs hold
+    # A forged "ok" for every question: never trusted, not even in the user's own file.
     bad = approved(people, policy, approver="mallory")
     with signatures.Verifier(people.signers) as v:
         keys = [v._key("find", bad.approvals[0].signature, b"", ""),
@@ -480,7 +481,11 @@ def test_answers_are_cached_by_content_and_a_foreign_cache_is_not_trusted(
     assert not verdict(bad, policy).valid
     assert oct(cache.stat().st_mode & 0o777) == "0o600"  # written again, as this user's own
     cache.write_text(forged)
-    assert verdict(bad, policy).valid  # what the cache says, for the user's own cache file
+    assert not verdict(bad, policy).valid  # no HMAC under this user's secret: asked again
+    stolen = {k: [*v, entries[next(iter(entries))][-1]] for k, v in json.loads(forged).items()
+              if k not in entries}
+    cache.write_text(json.dumps({**entries, **stolen}))
+    assert not verdict(bad, policy).valid  # another entry's HMAC does not fit
     # A different signers file is a different question: nothing cached applies.
     other = tmp_path / "signers2"
     other.write_text(people.signers.read_text() + "\n")
@@ -495,6 +500,44 @@ def test_time_bound_signers_files_are_not_cached_on_disk(people: People, tmp_pat
     pol = dataclasses.replace(policy, signers=signers)
     assert verdict(approved(people, pol), pol).valid
     assert not (tmp_path / "cache" / "override-signatures.json").exists()
+
+
+# -- the allowed signers file's syntax -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("*@corp {key}", "principal '*@corp' is not supported"),
+    ("alice,!bob {key}", "principal '!bob' is not supported"),
+    ('"alice bob" {key}', "principal '\"alice bob\"' is not supported"),
+    ("al?ce {key}", "principal 'al?ce' is not supported"),
+    ('alice restrict {key}', "option 'restrict' is not supported"),
+    ('alice permitopen="x:1" {key}', "option 'permitopen=\"x:1\"' is not supported"),
+    ("alice", "no public key"),
+    ("alice ssh-ed25519 not*base64", "no public key"),
+], ids=["pattern", "negation", "quoted", "wildcard", "unknown-option", "option-value",
+        "no-key", "bad-blob"])
+def test_unsupported_signers_syntax_is_a_named_error_at_load(
+        people: People, policy: OverridePolicy, tmp_path: Path, line: str, why: str) -> None:
+    key = " ".join(people.pub("bob").read_text().split()[:2])
+    signers = tmp_path / "allowed_signers"
+    signers.write_text("# ok\n\n" + people.line("alice") + line.format(key=key) + "\n")
+    with pytest.raises(ConfigError, match=f"^{signers}:4: ") as err:
+        signatures.Verifier(signers)
+    assert why in str(err.value)
+    c = verdict(approved(people, policy), dataclasses.replace(policy, signers=signers))
+    assert c.state == "invalid" and why in c.reason and c.reason.endswith(
+        "overrides are disabled")
+
+
+def test_supported_signers_options_load(people: People, policy: OverridePolicy,
+                                        tmp_path: Path) -> None:
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(people.line("alice", 'alice namespaces="stetho-override,git"')
+                       + people.line("bob", 'bob valid-after="20200101",valid-before="29991231"')
+                       + people.line("carol", "carol cert-authority")
+                       + "  # indented comment\n")
+    c = verdict(approved(people, policy), dataclasses.replace(policy, signers=signers))
+    assert c.state == "active", c.reason
 
 
 # -- files that are not overrides ----------------------------------------------------------------

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import html
-import os
 import re
-import uuid
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,7 @@ from urllib.parse import quote
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 
+from stetho.core import atomic
 from stetho.core.resources import shipped
 from stetho.diagnosis.model import Diagnosis
 from stetho.diagnosis.svg import render_trend
@@ -317,21 +316,8 @@ def file_stem(d: Diagnosis) -> str:
 def _atomic_write(path: Path, text: str) -> None:
     """Temp file in the same folder, then rename: a reader (or `kb publish` sweeping the
     folder) never sees half a report."""
-    # Not mkstemp: its 0600 mode would survive the rename and hide the report from the
-    # publisher or web server reading it as another user. open("x") honours the umask.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    # Mode 0666 less the umask: the publisher or web server may read it as another user.
+    atomic.write(path, text, fsync=True)
 
 
 def write(d: Diagnosis, out_dir: Path) -> Path:

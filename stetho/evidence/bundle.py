@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stetho.core import atomic
 from stetho.errors import ConfigError, EvaluationError
 
 SCHEMA = "stetho.evidence"
@@ -112,9 +113,7 @@ class Bundle:
     def save(self, path: Path) -> None:
         """Write atomically: a crash mid-write never leaves half a bundle behind."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1), encoding="utf-8")
-        tmp.replace(path)
+        atomic.write(path, json.dumps(self.to_json(), indent=1))
 
 
 #: Deepest JSON nesting a bundle may have: a real one is 4 deep (bundle, probes, probe,

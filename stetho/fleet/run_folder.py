@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from stetho.core import hostlist
+from stetho.core import atomic, hostlist
 from stetho.results import Result, counts, exit_code
 from stetho.sinks.suite import SuiteSummary
 
@@ -80,6 +80,4 @@ def write_textfile(path: Path, results: list[Result], *, run_id: str, started: d
 
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    tmp.replace(path)
+    atomic.write(path, json.dumps(data, indent=1, default=str))

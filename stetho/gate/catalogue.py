@@ -43,6 +43,16 @@ class Catalogue:
             return f"{name!r} is not a node check (only those run on the node){hint}"
         return f"unknown check {name!r}{hint}"
 
+    def not_overridable(self, name: str) -> str | None:
+        """Why an override may not name `name` (None: it may): only real checks of the
+        catalogue. `gate` and `sweep` say a node could not be checked at all; letting one
+        pass would make a node with no results GO."""
+        if name in PSEUDO_CHECKS:
+            return (f"{name!r} is not a check: it is the gate's own result for a node it could "
+                    "not check at all (no results, stale, unreachable), which no override "
+                    "can let pass; an override names a real check of the catalogue")
+        return self.unknown(name)
+
 
 def load() -> Catalogue:
     """The catalogue for the configured check folders."""

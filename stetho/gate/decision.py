@@ -73,12 +73,14 @@ def decide(policy: GatePolicy, results: list[Result],
            overrides: list[Honoured] | None = None, sources: dict[str, str] | None = None,
            ignored: list[Ignored] | None = None) -> Decision:
     """Apply a policy (and verified overrides) to results. Pure: no I/O."""
+    from stetho.gate.catalogue import PSEUDO_CHECKS
     from stetho.gate.overrides import covers
 
     kept = [_tighten(policy, _uncompared(policy, r)) for r in results if policy.counts(r.check)]
     final = []
     for r in kept:
-        if r.status in policy.block_on:
+        # A node the gate or sweep could not check at all is never made GO by an override.
+        if r.status in policy.block_on and r.check not in PSEUDO_CHECKS:
             h = next((h for h in overrides or []
                       if covers(h.override, policy.name, r.check, r.node)), None)
             if h is not None:

@@ -66,10 +66,10 @@ def request_override(store: OverrideStore, policy_name: str, check: str, nodes: 
                      now: float | None = None) -> Done:
     """Sign and store a request; refused unless the policy's signers file accepts the key."""
     policy = load_policy(policy_name)
+    _gated_check(policy_name, check)  # before anything is signed or stored
     snap = store.read()
     with _judge(policy, snap) as judge:
         o = overrides.request(policy, check, nodes, reason, expires_s, _signer(key), now)
-        _gated_check(policy_name, o.check)
         assert judge.verifier is not None
         who = _expect(expect, "--requester",
                       judge.verifier.check(overrides.request_bytes(o), o.signature), key)
@@ -87,7 +87,10 @@ def _gated_check(policy_name: str, check: str) -> None:
     from stetho.gate import catalogue
     from stetho.gate.policy import load
 
-    why = catalogue.load().unknown(check)
+    if not isinstance(check, str) or not overrides.CHECK_RE.match(check):
+        raise ConfigError(f"--check {check!r}: a single check name, letters, digits, '_', '.', "
+                          "':' and '-' only (no wildcards)")
+    why = catalogue.load().not_overridable(check)
     if why:
         raise ConfigError(f"--check: {why}")
     gate = load(policy_name)
@@ -108,7 +111,7 @@ def approve_override(store: OverrideStore, override_id: str, acknowledgement: st
     policy = load_policy(cur.policy)
     t = _at(now)
     with _judge(policy, snap) as judge:
-        _approvable(judge, cur, t)
+        _approvable(judge, cur, t)  # a check not in the catalogue is refused here too
         a = overrides.approval(cur, policy, acknowledgement, _signer(key), t)
         signer, why = judge.approval(cur, a, "the approval", t)
         who = _expect(expect, "--approver", signer or why, key)

@@ -4,9 +4,12 @@
 An override counts only if the request's signature verifies, one approval's signature verifies
 as a principal the policy lists as an approver, the two signers are different people (not the
 same key, not two keys of one principal), the acknowledgement is the policy's sentence exactly,
-the lifetime is within the cap, and no revocation of it exists anywhere in the repository's
-history. The trust root must not be writable through the override store: a signers file inside
-the override repository (or in a clone of it) is refused, and then nothing is honoured.
+the lifetime is within the cap, the check is a real one of the catalogue (never the `gate` or
+`sweep` pseudo-check: no override makes a node without results GO), and no revocation of it
+exists anywhere in the repository's history or in stetho's own record of revocations
+(stetho.gate.revocation_record). The trust root must not be writable through the override
+store: a signers file inside the override repository (or in a clone of it) is refused, and
+then nothing is honoured.
 
 A revocation counts whether or not its signature verifies, and whoever signed it: it only
 takes power away, and anyone who can push could as well delete the override file. Its
@@ -21,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from stetho.errors import ConfigError
+from stetho.gate.catalogue import Catalogue
 from stetho.gate.overrides import (
     CLOCK_SKEW_S,
     Approval,
@@ -68,13 +73,16 @@ class Check:
 
 @dataclass(frozen=True)
 class RevocationVersion:
-    """One version of `revocations/<id>.json` somewhere in the history. The path names the
-    override it stops; `revocation` is None (with `problem`) when the file held no valid one."""
+    """One version of a revocation somewhere in the history: `revocations/<id>.json` (the
+    path names the override it stops; `revocation` is None, with `problem`, when the file held
+    no valid one), or a valid revocation anywhere else. `recorded`: the history no longer
+    holds it, stetho's own record does (stetho.gate.revocation_record), saying so."""
 
     override: str
     commit: str
     revocation: Revocation | None
     problem: str | None = None
+    recorded: str | None = None
 
 
 def signers_problem(policy: OverridePolicy, repo_root: Path | None) -> str | None:
@@ -112,6 +120,7 @@ class Judge:
         self.policy = policy
         self.verifier = verifier
         self.problem = problem
+        self._catalogue: Catalogue | None = None
         self.revoked: dict[str, list[RevocationVersion]] = {}
         for r in revocations:
             self.revoked.setdefault(r.override, []).append(r)
@@ -123,6 +132,9 @@ class Judge:
             return Check("invalid", f"for policy {o.policy!r}, not {p.name!r}")
         if self.problem or self.verifier is None:
             return Check("invalid", self.problem or "no allowed signers file")
+        why = self._not_overridable(o.check)
+        if why:
+            return Check("invalid", f"override of {why}: never honoured")
         if o.id in self.revoked:
             return Check("revoked", self._revoked(o))
         if now >= parse_ts(o.expires_at):
@@ -219,6 +231,15 @@ class Judge:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _not_overridable(self, check: str) -> str | None:
+        """Why no override of `check` counts: a pseudo-check or a name not in the catalogue
+        of this machine's check folders (loaded once per judge)."""
+        from stetho.gate import catalogue
+
+        if self._catalogue is None:
+            self._catalogue = catalogue.load()
+        return self._catalogue.not_overridable(check)
+
     def _same_person(self, o: Override, a: Approval, req: Signer, got: Signer) -> str | None:
         """How the approver is the requester (None: two people). Two keys of one principal
         are one person; one key listed under two principals is both of them."""
@@ -241,17 +262,18 @@ class Judge:
         """Who revoked it and when, from the best of its revocations."""
         lines = []
         for v in self.revoked[o.id]:
+            kept = f" ({v.recorded})" if v.recorded else ""
             if v.revocation is None:
                 lines.append(f"revoked: revocations/{o.id}.json in commit {v.commit[:12]} is "
-                             f"not a valid revocation ({v.problem}), and counts anyway")
+                             f"not a valid revocation ({v.problem}), and counts anyway{kept}")
                 continue
             r = v.revocation
             signer = self.revoker(r)
             if isinstance(signer, str):
                 lines.append(f"revoked at {r.revoked_at} ({r.reason}); its signature does not "
-                             f"verify ({signer}), and it counts anyway")
+                             f"verify ({signer}), and it counts anyway{kept}")
                 continue
-            return f"revoked by {signer.verified_as} at {r.revoked_at} ({r.reason})"
+            return f"revoked by {signer.verified_as} at {r.revoked_at} ({r.reason}){kept}"
         return lines[0]
 
 
@@ -284,12 +306,20 @@ def judging(policy: OverridePolicy, repo_root: Path | None,
     if problem or policy.signers is None:
         yield Judge(policy, None, problem, revocations)
         return
-    cache = config.active().cache / "override-signatures.json"
+    cache_dir = config.active().cache
+    cache = cache_dir / "override-signatures.json"
+    # Never a cache that the override repository's content could be: its clone, or the
+    # folder of stetho's cached clones.
+    refuse = (cache_dir / "override-repos", *((repo_root,) if repo_root else ()))
     try:
-        verifier = Verifier(policy.signers, cache_file=cache)
+        verifier = Verifier(policy.signers, cache_file=cache, refuse_under=refuse)
     except OSError as exc:
         yield Judge(policy, None, f"policy {policy.name!r}: cannot read its allowed signers "
                                   f"file {policy.signers}: {exc.strerror or exc}", revocations)
+        return
+    except ConfigError as exc:
+        yield Judge(policy, None, f"policy {policy.name!r}: {exc}: overrides are disabled",
+                    revocations)
         return
     with verifier:
         yield Judge(policy, verifier, None, revocations)

@@ -3,32 +3,36 @@ see the same set and git keeps the audit trail.
 
 `overrides/<id>.json` holds a signed request and the approvals appended to it; the request
 never changes and approvals are never removed or replaced. `revocations/<id>.json` is written
-once, and read from **every version in the history** (`Clone.every_version`): deleting the
-file, editing it or `git revert` of its commit does not bring the override back. Every write is
+once, and read from **every version in the history** (stetho.publish.githistory), however it
+arrived (a rename, a merge); a valid revocation at any other path counts too. Deleting the
+file, editing it or `git revert` of its commit does not bring the override back, and what was
+seen once is kept in stetho's own record, so neither does a rewritten history. Every write is
 decided on the freshly pulled state and made again if another writer pushed first, so an
 approval never lands on top of a revocation it did not see.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stetho.core import atomic
 from stetho.errors import ConfigError
+from stetho.gate import revocation_record
 from stetho.gate.override_check import RevocationVersion
 from stetho.gate.overrides import (
     ID_RE,
     MAX_FILE_BYTES,
+    REVOCATION_SCHEMA,
     Approval,
     Override,
     OverrideFileError,
     Revocation,
     with_approval,
 )
-from stetho.publish import gitstore
+from stetho.publish import githistory, gitstore
 from stetho.publish.gitstore import GitError
 
 __all__ = ["GitError", "OverrideStore", "Snapshot"]
@@ -168,22 +172,41 @@ class OverrideStore:
         folder = clone.path / self.DIR
         if with_entries and folder.is_dir():
             snap.entries = [(p, _read_file(p)) for p in sorted(folder.glob("*.json"))]
-        for commit, rel, data in clone.every_version(self.REVOCATIONS):
-            oid = Path(rel).name.removesuffix(".json")
-            if Path(rel) != Path(self.REVOCATIONS, f"{oid}.json") or not ID_RE.match(oid):
-                snap.stray.append((clone.path / rel, f"{rel} (commit {commit[:12]}): not "
-                                   f"{self.REVOCATIONS}/<override id>.json: not read"))
-                continue
-            try:
-                if len(data) > MAX_FILE_BYTES:
-                    raise OverrideFileError(f"{rel}: larger than {MAX_FILE_BYTES} bytes")
-                got = Revocation.from_json(data, rel)
-                if got.override != oid:
-                    raise OverrideFileError(f"{rel}: it revokes {got.override}, not {oid}")
-                snap.revocations.append(RevocationVersion(oid, commit, got))
-            except OverrideFileError as exc:
-                snap.revocations.append(RevocationVersion(oid, commit, None, str(exc)))
+        # Every version of every file on the branch, however it arrived (a rename, a merge):
+        # a revocation counts by its content wherever it sits.
+        for commit, rel, data in githistory.every_version(clone, None, MAX_FILE_BYTES):
+            self._version(snap, clone.path, commit, rel, data)
+        try:
+            snap.revocations += revocation_record.merge(
+                revocation_record.default_path(), snap.revocations, self.repo)
+        except ConfigError as exc:
+            snap.problem = snap.problem or f"{exc}: no override is honoured"
         return snap
+
+    def _version(self, snap: Snapshot, root: Path, commit: str, rel: str,
+                 data: bytes | None) -> None:
+        """One file version: `revocations/<id>.json` revokes `<id>` whatever it holds; a
+        valid revocation anywhere else revokes what it names; other files under
+        revocations/ are named as strays."""
+        oid = Path(rel).name.removesuffix(".json")
+        canonical = Path(rel) == Path(self.REVOCATIONS, f"{oid}.json") and ID_RE.match(oid)
+        if not canonical:
+            got = _revocation(data, rel)
+            if got is not None:
+                snap.revocations.append(RevocationVersion(got.override, commit, got))
+            elif Path(rel).parts[0] == self.REVOCATIONS:
+                snap.stray.append((root / rel, f"{rel} (commit {commit[:12]}): not "
+                                   f"{self.REVOCATIONS}/<override id>.json: not read"))
+            return
+        try:
+            if data is None:
+                raise OverrideFileError(f"{rel}: larger than {MAX_FILE_BYTES} bytes")
+            got = Revocation.from_json(data, rel)
+            if got.override != oid:
+                raise OverrideFileError(f"{rel}: it revokes {got.override}, not {oid}")
+            snap.revocations.append(RevocationVersion(oid, commit, got))
+        except OverrideFileError as exc:
+            snap.revocations.append(RevocationVersion(oid, commit, None, str(exc)))
 
     def _current(self, clone: gitstore.Clone, override_id: str) -> Override:
         path = clone.path / self.DIR / _file_name(override_id)
@@ -228,10 +251,18 @@ class OverrideStore:
 def _write(clone: gitstore.Clone, rel: str, text: str) -> None:
     path = clone.path / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write(path, text)
     clone.git("add", "--", rel)
+
+
+def _revocation(data: bytes | None, rel: str) -> Revocation | None:
+    """A valid revocation record in a file that is not `revocations/<id>.json`, or None."""
+    if data is None or REVOCATION_SCHEMA.encode() not in data:
+        return None
+    try:
+        return Revocation.from_json(data, rel)
+    except OverrideFileError:
+        return None
 
 
 def _file_name(override_id: str) -> str:

@@ -9,16 +9,20 @@ options); whether one key is also listed under another principal is again `verif
 answer (`signed_as`). Nothing here decides identity on its own: what OpenSSH accepts is it.
 
 Verifying is a process per question, so answers are cached by the content hash of everything
-ssh-keygen reads (the signers file's bytes, the signature, the message, the principal): in
-memory, and in `<cache>/override-signatures.json` when that file is the user's own and not
-writable by others. A signers file with time-bound lines (`valid-after`, `valid-before`,
-`cert-authority`) is only cached in memory: its answers change with the clock.
+ssh-keygen reads (the signers file's bytes, the signature, the message, the principal): a hit
+can only say "this exact signature over this exact content verified against this exact
+signers file". They are kept in memory, and on disk under an HMAC only this user can make
+(stetho.gate.signature_cache). A signers file with time-bound lines (`valid-after`,
+`valid-before`, `cert-authority`) is only cached in memory: its answers change with the clock.
+
+The allowed signers file is checked line by line when it is loaded: principals that are
+patterns (`*@corp`, `!x`), quoted principals and options stetho does not know are a
+ConfigError naming file:line, never a crash later in verification.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -30,6 +34,7 @@ from pathlib import Path
 from types import TracebackType
 
 from stetho.errors import ConfigError, StethoError
+from stetho.gate import signature_cache
 
 NAMESPACE = "stetho-override"
 SIGN_TIMEOUT_S = 300.0  # a passphrase typed at the terminal
@@ -129,15 +134,20 @@ class Verifier:
     context manager; `prefetch` answers many questions in parallel, `check` one."""
 
     def __init__(self, signers: Path, namespace: str = NAMESPACE,
-                 cache_file: Path | None = None) -> None:
+                 cache_file: Path | None = None, refuse_under: tuple[Path, ...] = ()) -> None:
         self.signers = signers
         self.namespace = namespace
         self.content = signers.read_bytes()
+        check_signers(self.content, str(signers))
+        self._persist = cache_file if not _TIME_BOUND.search(self.content) else None
+        #: Why the on-disk cache is not used (None: used, or none was asked for).
+        self.cache_problem = signature_cache.problem(self._persist, refuse_under)
+        if self.cache_problem:
+            self._persist = None
+        self._disk = signature_cache.load(self._persist)
         self._tmp = tempfile.TemporaryDirectory(prefix="stetho-verify-")
         self._copy = Path(self._tmp.name) / "allowed_signers"
         self._copy.write_bytes(self.content)
-        self._persist = cache_file if not _TIME_BOUND.search(self.content) else None
-        self._disk = _load_cache(self._persist)
         self._memo: dict[str, list[str]] = {}
         self._dirty = False
 
@@ -150,7 +160,7 @@ class Verifier:
 
     def close(self) -> None:
         if self._persist is not None and self._dirty:
-            _save_cache(self._persist, self._disk)
+            signature_cache.save(self._persist, self._disk, MAX_CACHED)
         self._tmp.cleanup()
 
     def check(self, message: bytes, signature: str,
@@ -278,39 +288,50 @@ def _candidates(principals: tuple[str, ...], wanted: tuple[str, ...]) -> list[st
     key's own first principal, so that a signer who is not wanted is still named."""
     folded = {p.casefold() for p in principals}
     listed = [w for w in wanted if w.casefold() in folded]
-    return list(dict.fromkeys([*(listed or wanted), principals[0]]))
+    return list(dict.fromkeys([*(listed or wanted), *principals[:1]]))
 
 
-def _load_cache(path: Path | None) -> dict[str, list[str]]:
-    """The on-disk answers, if the file is this user's own and no one else may write it (a
-    cache anyone could write would let them mint approvals)."""
-    if path is None:
-        return {}
+# -- the allowed signers file ------------------------------------------------------------------
+
+#: The options of an allowed signers line stetho understands (ssh-keygen(1), ALLOWED SIGNERS).
+_OPTIONS = ("cert-authority", "namespaces", "valid-after", "valid-before")
+_KEY_TYPES = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|"
+                        r"sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com)$")
+_TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*")+')
+_OPTION = re.compile(r'^([a-z-]+)(?:="([^"]*)")?$')
+_BLOB = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+
+
+def check_signers(content: bytes, source: str) -> None:
+    """Refuse an allowed signers file stetho cannot judge identities by, naming file:line:
+    principal patterns, quoted principals, unknown options, a line without a key."""
     try:
-        st = path.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, list)
-            and len(v) >= 2 and all(isinstance(x, str) for x in v) and v[0] in ("ok", "no")}
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: allowed signers file is not UTF-8 text") from None
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        where = f"{source}:{n}"
+        tokens = _TOKEN.findall(line)
+        for principal in tokens[0].split(","):
+            if not PRINCIPAL_RE.match(principal):
+                raise ConfigError(f"{where}: principal {principal[:80]!r} is not supported: "
+                                  "stetho reads plain names only (no patterns such as '*@corp' "
+                                  "or '!name', no quotes): list each person by name")
+        rest = tokens[1:]
+        while rest and not _KEY_TYPES.match(rest[0]):
+            for option in _split_options(rest.pop(0)):
+                m = _OPTION.match(option)
+                if not m or m.group(1) not in _OPTIONS:
+                    raise ConfigError(f"{where}: option {option[:80]!r} is not supported "
+                                      f"(stetho knows {', '.join(_OPTIONS)})")
+        if len(rest) < 2 or not _BLOB.match(rest[1]):
+            raise ConfigError(f"{where}: no public key (expected: principals [options] "
+                              "KEYTYPE BASE64 [comment])")
 
 
-def _save_cache(path: Path, data: dict[str, list[str]]) -> None:
-    """Atomically, mode 0600; a lost race with another gate only costs a re-verification, and
-    a read-only cache folder only that the answers are asked again next time."""
-    keep = dict(list(data.items())[-MAX_CACHED:])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".override-signatures.", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(keep, fh, separators=(",", ":"))
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+def _split_options(token: str) -> list[str]:
+    """`cert-authority,namespaces="a,b"` -> its options, commas inside quotes kept."""
+    return [m.group(0) for m in re.finditer(r'(?:[^,"]+|"[^"]*")+', token)]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stetho.core import atomic
 from stetho.results import Result
 
 #: The keys every verdict file carries.
@@ -46,13 +47,8 @@ def write(folder: Path, doc: dict[str, Any]) -> Path:
         raise ValueError(f"verdict lacks {', '.join(missing)}")
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{doc['run_id']}.{doc['node']}.json"
-    tmp = folder / f".{name}.tmp"
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(doc, fh, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())  # a node that crashes after the rename leaves a whole file
-    os.replace(tmp, folder / name)
-    return folder / name
+    # fsync: a node that crashes after the rename leaves a whole file
+    return atomic.write(folder / name, json.dumps(doc, default=str), fsync=True)
 
 
 def _read(path: Path) -> tuple[dict[str, Any], list[Result]]:

@@ -9,8 +9,8 @@ caller change files and stage them, commit, push; when another writer pushed fir
 commit, pull theirs and run the caller's change again on what is there now. A change is
 therefore always decided on the current state (an approval never overwrites a revocation that
 landed meanwhile; a report another publisher added is not added twice), and nothing is
-hand-merged. `every_version` reads every version a path ever had, across the whole history:
-what is deleted, edited or reverted later is still seen.
+hand-merged. `stetho.publish.githistory` reads every version a path ever had, across the whole
+history: what is deleted, edited, reverted or renamed later is still seen.
 
 Every git command is an argv list (never a shell), with prompts off, the C locale (messages are
 matched) and the caller's GIT_DIR-like variables removed. A repository given by a user is
@@ -169,36 +169,6 @@ class Clone:
     def _rebasing(self) -> bool:
         gitdir = Path(self.out("rev-parse", "--absolute-git-dir"))
         return (gitdir / "rebase-merge").exists() or (gitdir / "rebase-apply").exists()
-
-    def every_version(self, folder: str) -> Iterator[tuple[str, str, bytes]]:
-        """(commit, path, content) for every version of every file under `folder` that any
-        commit reachable from HEAD or the remote branch ever held, oldest first."""
-        refs = [r for r in ("HEAD", self.upstream if self.remote else "") if r and self.rev(r)]
-        if not refs:
-            return
-        log = self.out("log", "--reverse", "--format=%x00%H", "--name-only",
-                       "--diff-filter=AM", *refs, "--", folder)
-        wanted: list[tuple[str, str]] = []
-        for block in log.split("\x00"):
-            lines = [x for x in block.splitlines() if x.strip()]
-            if lines:
-                wanted += [(lines[0], p) for p in lines[1:]]
-        if not wanted:
-            return
-        argv, child = _command([*self.ident, "cat-file", "--batch"], self.env)
-        batch = subprocess.run(argv, cwd=self.path, env=child,
-                               input="".join(f"{c}:{p}\n" for c, p in wanted).encode(),
-                               capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
-        data, pos = batch.stdout, 0
-        for commit, path in wanted:
-            end = data.index(b"\n", pos)
-            header = data[pos:end].split()
-            pos = end + 1
-            if len(header) < 3 or header[1] != b"blob":
-                continue
-            size = int(header[2])
-            yield commit, path, data[pos:pos + size]
-            pos += size + 1
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -44,7 +44,14 @@ from stetho.publish.alerts import (
     render,
     slack_escape,
 )
-from stetho.publish.ratelimit import LIMIT, WINDOW_S, MemoryLimit, SharedLimit, Slot, StateError
+from stetho.publish.ratelimit import (
+    LIMIT,
+    WINDOW_S,
+    FallbackLimit,
+    SharedLimit,
+    Slot,
+    StateError,
+)
 from stetho.publish.redact import REDACTED, Redactor, Secret, error_text, redacted_logs
 
 __all__ = ["LIMIT", "REDACTED", "SLACK_SECTION_MAX", "WINDOW_S", "Alert", "Delivery",
@@ -136,7 +143,7 @@ class Notifier:
         self.clock, self.sleep = clock, sleep
         self.lock_timeout_s = lock_timeout_s
         self._db = SharedLimit(self.state_path, limit, window_s)
-        self._memory = MemoryLimit(window_s)
+        self._fallback = FallbackLimit(self.state_path, window_s)
         self._rng = random.Random()
 
     def __repr__(self) -> str:
@@ -172,15 +179,18 @@ class Notifier:
             return self._db.reserve(alert.node, alert.cause, now, self._lock_timeout(deadline))
         except (StateError, OSError) as exc:
             warning = (f"alert state {self.state_path} unusable "
-                       f"({self._redact(str(exc))}); this process sends only the first alert "
-                       "per node and cause")
-            log.warning("%s", warning)
-            return self._memory.reserve(alert.node, alert.cause, now, warning)
+                       f"({self._redact(str(exc))}): only the first alert per node and cause "
+                       "is sent, by one process")
+            slot = self._fallback.reserve(alert.node, alert.cause, now, warning,
+                                          self._lock_timeout(deadline))
+            log.warning("%s", slot.warning)
+            return slot
 
     def _settle(self, alert: Alert, slot: Slot, delivered: bool, now: float,
                 deadline: float | None) -> None:
-        if slot.in_memory:
-            self._memory.settle(alert.node, alert.cause, slot, delivered)
+        if slot.fallback is not None:
+            self._fallback.settle(alert.node, alert.cause, slot, delivered, now,
+                                  self._lock_timeout(deadline))
             return
         try:
             self._db.settle(alert.node, alert.cause, slot, delivered, now,

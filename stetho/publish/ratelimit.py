@@ -14,26 +14,32 @@ Fail closed when the state is lost. A corrupt file is set aside (`<state>.corrup
 and recreated by one process under a file lock, the others wait and use the new one; since
 what was sent before is unknown, every node and cause gets only the first alert until one
 window has passed since the loss. A state that cannot be used at all (unwritable, locked past
-the timeout) falls back to this process's memory with the same rule: the first alert only.
-Both say so in a warning.
+the timeout) falls back to a small shared file under a flock (FallbackLimit) with the same
+rule, across processes: one process sends the first alert, the others hold theirs. Both say
+so in a warning.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
+import json
 import logging
 import os
 import shutil
 import sqlite3
-import threading
-from collections.abc import Callable, Sequence
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import TypeVar
 
-from stetho.core import locks
+from stetho.core import atomic, locks
 from stetho.errors import StethoError
-from stetho.publish.alerts import Suppressed
+from stetho.publish.alerts import Suppressed, iso
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +67,14 @@ class Slot:
     """The limit's answer for one alert. send: POST it (`ticket` is the reservation to settle).
     held_until: set when this message takes the last slot (or, suppressed, when one frees).
     suppressed: what to summarise in this message. warning: the state could not be trusted.
-    in_memory: decided by the in-process fallback (settled there too)."""
+    fallback: decided by FallbackLimit on this file (settled there too)."""
 
     send: bool
     ticket: int | None = None
     held_until: float | None = None
     suppressed: Suppressed | None = None
     warning: str | None = None
-    in_memory: bool = False
+    fallback: Path | None = None
 
 
 def decide(rows: Sequence[tuple[int, float, str]], now: float, budget: int,
@@ -183,10 +189,17 @@ class SharedLimit:
                 except sqlite3.DatabaseError as exc:
                     if not _corrupt(exc):
                         raise StateError(f"{type(exc).__name__}: {exc}") from None
-                stamp = f"{now:.0f}-{os.getpid()}"
-                aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-                fresh = self.path.with_name(f".{self.path.name}.new-{stamp}")
-                fresh.unlink(missing_ok=True)
+                # Unpredictable names made with O_EXCL: a link planted under a name this
+                # process could be expected to use never redirects the copy or the new file.
+                fd, name = tempfile.mkstemp(prefix=f"{self.path.name}.corrupt-{now:.0f}-",
+                                            dir=self.path.parent)
+                os.close(fd)
+                aside = Path(name)
+                fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.new-",
+                                            dir=self.path.parent)
+                os.close(fd)
+                fresh = Path(name)
+                os.chmod(fresh, 0o666 & ~atomic.umask())  # as SQLite would have made it
                 conn = sqlite3.connect(str(fresh), isolation_level=None)
                 try:
                     conn.execute("BEGIN IMMEDIATE")
@@ -242,35 +255,97 @@ def _ensure_schema(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-class MemoryLimit:
-    """The fallback when the state file cannot be used: this process's memory, and only the
-    first alert per node and cause in a window (other processes cannot be seen)."""
+class FallbackLimit:
+    """When the state file cannot be used (unwritable, locked past the timeout): every
+    process on the host still takes turns, on a small file beside the state (else in the
+    temporary folder, named for the state and this user) under an exclusive flock, where the
+    one alert per node and cause in a window is written down. One process sends it; the others
+    hold theirs and say so. Where no such file can be used either, nothing is sent: a process
+    that cannot see the others must not add its own alert to theirs."""
 
-    _lock: ClassVar[threading.Lock] = threading.Lock()
-    _rows: ClassVar[dict[tuple[str, str], list[tuple[int, float, str]]]] = {}
-    _seq: ClassVar[int] = 0
+    def __init__(self, state: Path, window_s: float = WINDOW_S) -> None:
+        self.state, self.window_s = state, window_s
 
-    def __init__(self, window_s: float = WINDOW_S) -> None:
-        self.window_s = window_s
+    def places(self) -> list[Path]:
+        digest = hashlib.sha256(str(self.state.absolute()).encode()).hexdigest()[:16]
+        return [self.state.with_name(f".{self.state.name}.fallback"),
+                Path(tempfile.gettempdir()) / f"stetho-{os.getuid()}-alerts-{digest}.fallback"]
 
-    def reserve(self, node: str, cause: str, now: float, warning: str) -> Slot:
-        cls = type(self)
-        with cls._lock:
-            rows = [r for r in cls._rows.get((node, cause), [])
-                    if r[2] == "suppressed" or r[1] > now - self.window_s]
-            slot = decide(rows, now, 1, self.window_s)
-            cls._seq += 1
-            rows.append((cls._seq, now, "pending" if slot.send else "suppressed"))
-            cls._rows[(node, cause)] = rows
-            return Slot(slot.send, cls._seq if slot.send else None, slot.held_until,
-                        slot.suppressed, warning, in_memory=True)
+    def reserve(self, node: str, cause: str, now: float, warning: str,
+                lock_timeout_s: float) -> Slot:
+        problems = []
+        for place in self.places():
+            try:
+                with _locked(place, lock_timeout_s) as fd:
+                    rows = _rows(fd)
+                    sent = [t for n, c, t, kind in rows if (n, c) == (node, cause)
+                            and kind == "sent" and t > now - self.window_s
+                            and not any((n2, c2, t2, k2) == (n, c, t, "released")
+                                        for n2, c2, t2, k2 in rows)]
+                    if sent:
+                        return Slot(False, held_until=max(sent) + self.window_s,
+                                    warning=f"{warning}; held: another stetho process sent the "
+                                            f"alert for {node}/{cause} at {iso(max(sent))}",
+                                    fallback=place)
+                    _add(fd, node, cause, now, "sent")
+                    return Slot(True, ticket=0, held_until=now + self.window_s,
+                                warning=f"{warning}; this process sends the first alert per "
+                                        f"node and cause (shared through {place})",
+                                fallback=place)
+            except (OSError, StethoError) as exc:
+                problems.append(f"{place}: {exc}")
+        return Slot(False, warning=f"{warning}; held: no file to share the limit with other "
+                                   f"processes either ({'; '.join(problems)}), so none sends",
+                    fallback=self.state)
 
-    def settle(self, node: str, cause: str, slot: Slot, delivered: bool) -> None:
-        cls = type(self)
-        with cls._lock:
-            rows = cls._rows.get((node, cause), [])
-            upto = slot.suppressed.upto if slot.suppressed and delivered else 0
-            cls._rows[(node, cause)] = [
-                (i, t, "sent" if i == slot.ticket else kind) for i, t, kind in rows
-                if not (i == slot.ticket and not delivered)
-                and not (kind == "suppressed" and i <= upto)]
+    def settle(self, node: str, cause: str, slot: Slot, delivered: bool, now: float,
+               lock_timeout_s: float) -> None:
+        """A failed delivery gives its turn back, so the next process may send."""
+        if delivered or slot.fallback is None or not slot.send:
+            return
+        with contextlib.suppress(OSError, StethoError), \
+                _locked(slot.fallback, lock_timeout_s) as fd:
+            for n, c, t, kind in _rows(fd):
+                if (n, c, kind) == (node, cause, "sent") and t <= now:
+                    _add(fd, n, c, t, "released")
+
+
+@contextlib.contextmanager
+def _locked(path: Path, timeout_s: float) -> Iterator[int]:
+    """`path` opened without following a symlink, this user's own regular file, under an
+    exclusive flock (waited for up to `timeout_s`)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_nlink != 1:
+            raise StethoError("not a regular file of this user's own")
+        deadline = time.monotonic() + max(timeout_s, 1.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StethoError(f"locked for {timeout_s:.0f}s") from None
+                time.sleep(0.01)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _rows(fd: int) -> list[tuple[str, str, float, str]]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    out = []
+    for line in os.read(fd, 16 * 1024 * 1024).splitlines():
+        try:
+            n, c, t, kind = json.loads(line)
+            out.append((str(n), str(c), float(t), str(kind)))
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+def _add(fd: int, node: str, cause: str, t: float, kind: str) -> None:
+    os.lseek(fd, 0, os.SEEK_END)
+    os.write(fd, json.dumps([node, cause, t, kind]).encode() + b"\n")
+    os.fsync(fd)
