@@ -122,3 +122,40 @@ def test_the_textfile_is_world_readable_and_carries_the_gate_verdict(tmp_path):
     with pytest.raises(ConfigError, match="cannot write the textfile"):
         write_textfile(afile / "tf", "check", [r], run_id="c",
                        started=datetime.now(timezone.utc), duration_s=0.1)
+
+
+def test_textfile_dir_comes_from_the_config_file_and_db_is_given_only_when_set(tmp_path):
+    from stetho import config
+
+    toml = tmp_path / "stetho.toml"
+    toml.write_text('textfile_dir = "tf"\n')
+    cfg = config.load(env={}, files=[toml])
+    assert cfg.textfile_dir == tmp_path / "tf"
+    assert "textfile_dir" in cfg.given and "db" not in cfg.given
+    assert "db" in config.load(env={"STETHO_DB": str(tmp_path / "h.db")}, files=[]).given
+    assert "db" in cfg.with_flags(db=str(tmp_path / "x.db")).given
+    assert "db" not in cfg.with_flags(db=None).given
+
+
+def test_a_gate_output_that_cannot_be_written_leaves_the_verdict_as_it_is(tmp_path):
+    """The run folder and the textfile are sinks: a full or read-only disk is a warning the
+    CLI prints, never a changed verdict (a prolog must not fail on it)."""
+    from stetho import gate
+
+    (afile := tmp_path / "a-file").write_text("")
+    outcome = gate.run(gate.GateRequest(policy="pre-job", nodes="n1", out=afile / "runs",
+                                        reports=False, textfile_dir=afile / "tf"),
+                       db=tmp_path / "h.db")
+    # pre-job blocks on errors: a node with no results is blocked (exit 1)
+    assert outcome.exit_code == 1 and outcome.run_dir is None and outcome.textfile is None
+    assert len(outcome.output_problems) == 2
+    assert "run folder" in outcome.output_problems[0]
+    assert "cannot write the textfile" in outcome.output_problems[1]
+    ok = gate.run(gate.GateRequest(policy="pre-job", nodes="n1", out=tmp_path / "runs",
+                                   reports=False, textfile_dir=tmp_path / "tf"),
+                  db=tmp_path / "h.db")
+    assert ok.exit_code == 1 and ok.output_problems == []
+    assert ok.run_dir is not None and (ok.run_dir / "index.html").is_file()
+    assert json.loads((ok.run_dir / "results.json").read_text())["exit_code"] == 1
+    blocked = _samples(tmp_path / "tf" / "stetho-gate.prom", "stetho_gate_blocked")
+    assert blocked == [({"command": "gate", "policy": "pre-job", "node": "n1"}, 1.0)]

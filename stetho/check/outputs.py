@@ -24,13 +24,13 @@ def write(outcome: CheckOutcome) -> list[Path]:
 
     out = outcome.request.outputs
     results = outcome.results
+    written: list[Path] = []
+    if out.evidence_out is not None and outcome.bundles and len(outcome.bundles) == 1:
+        outcome.bundles[0].save(out.evidence_out)  # the evidence stands, whatever the checks
+        written.append(out.evidence_out)
     if not results:
         raise StethoError("no check produced a result (is the checks folder empty?)")
-    written: list[Path] = []
     streamed = results if isinstance(results, Results) and results.spilled else None
-    if out.evidence_out is not None and outcome.bundles and len(outcome.bundles) == 1:
-        outcome.bundles[0].save(out.evidence_out)
-        written.append(out.evidence_out)
     if out.junit:
         write_text(out.junit, junit_sink.render_stream(streamed) if streamed is not None
                    else junit_sink.render(list(results)))

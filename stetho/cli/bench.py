@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from stetho.benchmarks.spec import SUITES
-from stetho.cli.common import db_option, emit, settings
+from stetho.cli.common import db_option, emit, history_db, settings
 
 #: The checks that judge benchmarks (checks/test_bench.py): the tools' own verdicts, and the
 #: metrics against their baselines.
@@ -66,7 +66,6 @@ def bench_run(suite: str, only: tuple[str, ...], local: bool, sim: str | None, n
     codes as for `check`.
     """
     from stetho import check as check_lib
-    from stetho.cli.check import history_db
     from stetho.evidence.bench_run import BenchRequest
 
     cfg = settings(db=db, profile=profile_name)

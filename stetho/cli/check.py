@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from stetho.cli.common import ProbeProgress, ReplayProgress, db_option, emit, settings
+from stetho.cli.common import (
+    ProbeProgress,
+    ReplayProgress,
+    db_option,
+    emit,
+    history_db,
+    settings,
+)
 
 #: A replay of more nodes than this shows only its problems unless --all.
 FLEET_TABLE_NODES = 16
 
-if TYPE_CHECKING:
-    from stetho.config import Config
 
 
 @click.command()
@@ -126,15 +130,6 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     if run_dir is not None and not quiet:
         click.echo(f"run folder: {run_dir} (run page: {run_dir / 'index.html'})")
     sys.exit(code)
-
-
-def history_db(cfg: Config, sim: str | None) -> Path:
-    """The history a run records into: a simulated node's own (`<sim folder>/history.db`)
-    unless --db, STETHO_DB or the config file names one, so that a simulation never lands in
-    the production history; else the configured one."""
-    if sim and "db" not in cfg.given:
-        return Path(sim) / "history.db"
-    return cfg.db
 
 
 def replay_max_age() -> float | None:

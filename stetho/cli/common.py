@@ -7,6 +7,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -35,6 +36,15 @@ def settings(**flags: object) -> config.Config:
     cfg = config.load().with_flags(**flags)
     config.activate(cfg)
     return cfg
+
+
+def history_db(cfg: config.Config, sim: str | None) -> Path:
+    """The history a run records into: a simulated node's own (`<sim folder>/history.db`)
+    unless --db, STETHO_DB or the config file names one, so that a simulation never lands in
+    the production history; else the configured one."""
+    if sim and "db" not in cfg.given:
+        return Path(sim) / "history.db"
+    return cfg.db
 
 
 def terminal_width() -> int:
