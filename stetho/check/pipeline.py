@@ -89,10 +89,15 @@ def _bundles(request: CheckRequest) -> list[Bundle] | None:
     # the evidence file holds the evidence so far after every probe: a node killed
     # mid-collection still leaves a bundle to evaluate (unfinished probes timed out)
     partial = (lambda b: b.save(keep)) if keep is not None else None
-    bundle = collect.collect_local(profile=request.profile, sim=request.sim, node=request.node,
-                                   bench=request.bench, on_partial=partial,
-                                   watch=Watch.within(request.deadline_s,
-                                                      progress=request.probe_progress))
+    try:
+        bundle = collect.collect_local(profile=request.profile, sim=request.sim,
+                                       node=request.node, bench=request.bench,
+                                       on_partial=partial,
+                                       watch=Watch.within(request.deadline_s,
+                                                          progress=request.probe_progress))
+    finally:
+        if request.collected is not None:
+            request.collected()
     return [bundle]
 
 

@@ -62,6 +62,7 @@ class CheckRequest:
     command_line: str = ""  # what history keeps as the command
     outputs: Outputs = field(default_factory=Outputs)
     probe_progress: Callable[[ProbeEvent], None] | None = None
+    collected: Callable[[], None] | None = None  # collection ended (a probe display stops)
     replay_progress: Callable[[int, int], None] | None = None
     warn: Callable[[str], None] | None = None  # history's warnings (None: on stderr)
 

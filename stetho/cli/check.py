@@ -108,7 +108,8 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
                                   evidence_out=Path(evidence_out) if evidence_out else None,
                                   textfile_dir=textfile or cfg.textfile_dir, run_dir=run_dir,
                                   outcome=outcome_out),
-        probe_progress=shown, replay_progress=shown_replay)
+        probe_progress=shown, collected=shown.close if shown is not None else None,
+        replay_progress=shown_replay)
     try:
         outcome = check_lib.run(request)
     except check_lib.NothingSelected as exc:
