@@ -95,8 +95,14 @@ class Config:
     debug: bool = False
     #: A name to print for whoever runs stetho (STETHO_USER); never an identity.
     user: str | None = None
+    #: Where commands write their node_exporter textfile, `stetho-<command>.prom`
+    #: (`textfile_dir`, STETHO_TEXTFILE_DIR): the default of --textfile.
+    textfile_dir: Path | None = None
     #: The files this configuration was read from, in order.
     files: tuple[Path, ...] = ()
+    #: The settings a file, the environment or a flag gave (not the built-in defaults): a
+    #: simulated node's history goes to its own database unless `db` is among them.
+    given: frozenset[str] = frozenset()
 
     def with_flags(self, **flags: object) -> Config:
         """This configuration with the flags a user gave (None: not given)."""
@@ -105,7 +111,8 @@ class Config:
             if k not in _FIELDS:
                 raise ConfigError(f"unknown configuration setting {k!r}")
         converted = {k: _convert(k, v, Path.cwd()) for k, v in given.items()}
-        return dataclasses.replace(self, **converted)  # type: ignore[arg-type]
+        return dataclasses.replace(self, given=self.given | set(given),
+                                   **converted)  # type: ignore[arg-type]
 
 
 #: variable name -> field. One name each; PATH is the process's own.
@@ -123,9 +130,11 @@ ENVIRONMENT = {
     "STETHO_MAX_BUNDLE_MB": "max_bundle_mb",
     "STETHO_SYSROOT": "sysroot", "PATH": "path", "STETHO_DEBUG": "debug",
     "STETHO_USER": "user", "STETHO_BUSY_PROBE": "busy_probe",
+    "STETHO_TEXTFILE_DIR": "textfile_dir",
 }
-_FIELDS = {f.name for f in fields(Config)} - {"files"}
-_PATHS = {"db", "cache", "spool", "venvs", "notify_state", "signing_key", "drain_ledger"}
+_FIELDS = {f.name for f in fields(Config)} - {"files", "given"}
+_PATHS = {"db", "cache", "spool", "venvs", "notify_state", "signing_key", "drain_ledger",
+          "textfile_dir"}
 _PATH_LISTS = {"baselines", "gates", "rules", "checks", "benchmarks"}
 
 
@@ -141,8 +150,10 @@ def load(env: Mapping[str, str] | None = None, files: list[Path] | None = None) 
         if raw is None or (raw.strip() == "" and var != "PATH"):
             continue  # an empty variable is an unset one, everywhere
         values[name] = _convert(name, raw, Path.cwd(), source=var)
+    given = frozenset(values)
     values = {**_home_defaults(env), **values}
-    return dataclasses.replace(_DEFAULT, files=tuple(found), **values)  # type: ignore[arg-type]
+    return dataclasses.replace(_DEFAULT, files=tuple(found), given=given,
+                               **values)  # type: ignore[arg-type]
 
 
 def config_files(env: Mapping[str, str]) -> list[Path]:

@@ -23,6 +23,8 @@ from stetho.results import Result
 def stetho(*args, env=None, timeout=300):
     # blocked gates write reports under --out: keep them out of the working directory
     out = os.path.join(os.environ["STETHO_TEST_HOME"], "gate-runs")
+    if args and args[0] == "gate" and "--out" not in args:  # every gate run writes a folder
+        args = (*args, "--out", out)
     return subprocess.run([sys.executable, "-m", "stetho", *args], capture_output=True,
                           text=True, timeout=timeout,
                           env={**os.environ, "STETHO_GATE_OUT": out, **(env or {})})

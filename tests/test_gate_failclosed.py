@@ -26,6 +26,8 @@ PROFILE = "h100-sxm-8gpu"
 
 def stetho(*args, env=None, timeout=300, preexec_fn=None):
     out = os.path.join(os.environ["STETHO_TEST_HOME"], "gate-runs")
+    if args and args[0] == "gate" and "--out" not in args:  # every gate run writes a folder
+        args = (*args, "--out", out)
     return subprocess.run([sys.executable, "-m", "stetho", *args], capture_output=True,
                           text=True, timeout=timeout, preexec_fn=preexec_fn,
                           env={**os.environ, "STETHO_GATE_OUT": out, "STETHO_PROFILE": PROFILE,

@@ -412,9 +412,10 @@ def test_hosts_sharing_one_venv_keep_their_own_evidence(sshd, tmp_path_factory):
 
 def test_sweep_with_a_knowledge_base_shows_rule_accuracy_on_its_page_and_textfile(
         full_sweep, cluster, tmp_path, monkeypatch):
-    """`stetho sweep --kb REPO --textfile PATH`: the sweep's own run page carries the rules'
+    """`stetho sweep --kb REPO --textfile DIR`: the sweep's own run page carries the rules'
     accuracy on the knowledge base's resolved reports (the figures `stetho kb accuracy`
-    prints), and the textfile the sweep's results and the same figures for node_exporter."""
+    prints), and DIR/stetho-sweep.prom the sweep's results and the same figures for
+    node_exporter."""
     from prometheus_client.parser import text_string_to_metric_families
 
     from tests import test_kb_resolve as kbr
@@ -434,9 +435,9 @@ def test_sweep_with_a_knowledge_base_shows_rule_accuracy_on_its_page_and_textfil
         if found:
             assert kbr.cli("resolve", rid, "--found", found, "--repo", str(remote))[0] == 0
     root, inventory = cluster
-    prom = tmp_path / "stetho-sweep.prom"
+    prom = tmp_path / "textfile" / "stetho-sweep.prom"
     proc = _sweep(inventory, root / "runs-kb", "--limit", "node06", "--kb", str(remote),
-                  "--textfile", str(prom))
+                  "--textfile", str(prom.parent))
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = sorted((root / "runs-kb").glob("2*"))[-1]
     page = (run_dir / "index.html").read_text()

@@ -22,6 +22,8 @@ from stetho.profiles import FleetSpec
 from stetho.results import Result
 
 _DEFAULT = FleetSpec()
+#: The fleet checks' names (what `check -k` can also select in a run of several nodes).
+NAMES = ("fleet_busbw", "fleet_versions")
 
 
 def evaluate(summaries: list[NodeSummary]) -> list[Result]:

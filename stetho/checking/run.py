@@ -159,8 +159,10 @@ class _Names:
 
 
 def check_names(extra_checks: tuple[str, ...] = ()) -> list[str]:
-    """Every check's name, collected over no node (nothing is run or loaded)."""
+    """Every check's name, collected over no node (nothing is run or loaded), and the fleet
+    checks' (which run after the node checks, over several nodes)."""
     from stetho import config
+    from stetho.checking.fleet import NAMES as FLEET_NAMES
 
     args = [*(str(d) for d in check_dirs(extra_checks)), *_QUIET, "--collect-only",
             "--continue-on-collection-errors", "--rootdir", str(shipped("checks")), "-c",
@@ -169,4 +171,4 @@ def check_names(extra_checks: tuple[str, ...] = ()) -> list[str]:
     with config.process_environment(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
             contextlib.redirect_stdout(io.StringIO()):
         pytest.main(args, plugins=[_Inject([], None), names])
-    return names.names
+    return sorted({*names.names, *FLEET_NAMES})

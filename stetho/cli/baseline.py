@@ -33,10 +33,11 @@ def baseline_record(sources: tuple[str, ...], profile_name: str, out: str | None
     Nodes whose checks fail or error are left out (named); fewer than --min-nodes healthy
     nodes is refused."""
     from stetho import profiles
+    from stetho.check.screen import screen
     from stetho.history import baselines as bl
 
     prof = profiles.load(profile_name)
-    screened = bl.screen(bl.bundles_of(list(sources)), prof, include_failing=include_failing,
+    screened = screen(bl.bundles_of(list(sources)), prof, include_failing=include_failing,
                          min_nodes=min_nodes)
     for node, why in screened.excluded.items():
         click.echo(f"left out {node}: {why}", err=True)

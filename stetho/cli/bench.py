@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from stetho.benchmarks.spec import SUITES
-from stetho.cli.common import db_option, emit, settings
+from stetho.cli.common import db_option, emit, history_db, settings
 
 #: The checks that judge benchmarks (checks/test_bench.py): the tools' own verdicts, and the
 #: metrics against their baselines.
@@ -42,21 +42,30 @@ def bench() -> None:
 @click.option("--evidence-out", type=click.Path(dir_okay=False),
               help="Write the evidence bundle (every run's raw output) here: what "
               "`stetho bench baseline` records from.")
+@click.option("--all", "show_all", is_flag=True,
+              help="A row for every benchmark check x subject, skips with their reasons "
+              "(default: passes and skips of a check are grouped per node).")
+@click.option("--problems", is_flag=True, help="Only fail, error and warn rows.")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line; no progress.")
 @db_option
 @click.option("--history/--no-history", "use_history", default=True,
-              help="Record the results in the history database [default: on].")
+              help="Record the results in the history database [default: on; a simulated "
+              "node's own <sim folder>/history.db unless --db or STETHO_DB says otherwise].")
+@click.option("--textfile", type=click.Path(path_type=Path),
+              help="Also write the node_exporter textfile stetho-bench.prom into this folder "
+              "[default: STETHO_TEXTFILE_DIR, the config file's `textfile_dir`].")
 def bench_run(suite: str, only: tuple[str, ...], local: bool, sim: str | None, node: str | None,
               profile_name: str | None, peer: str | None, runtime_s: float | None,
-              junit: str | None, json_out: str | None, evidence_out: str | None, quiet: bool,
-              db: str | None, use_history: bool) -> None:
+              junit: str | None, json_out: str | None, evidence_out: str | None,
+              show_all: bool, problems: bool, quiet: bool, db: str | None, use_history: bool,
+              textfile: Path | None) -> None:
     """Run a benchmark suite and judge each metric against its baseline.
 
     Benchmarks that need an idle node do not run beside a job (Slurm's squeue, else GPU
-    processes; see busy_probe): they are skipped with the reason. Exit codes as for `check`.
+    processes; see busy_probe): they are skipped with the reason (--all shows each). Exit
+    codes as for `check`.
     """
-    from stetho.checking import run as checkrun
-    from stetho.evidence import collect
+    from stetho import check as check_lib
     from stetho.evidence.bench_run import BenchRequest
 
     cfg = settings(db=db, profile=profile_name)
@@ -67,18 +76,15 @@ def bench_run(suite: str, only: tuple[str, ...], local: bool, sim: str | None, n
 
     request = BenchRequest(suite=suite, peer=peer, runtime_s=runtime_s, progress=progress,
                            only=only)
-    bundle = collect.collect_local(profile=profile_name, sim=sim, node=node, bench=request)
-    if evidence_out:
-        bundle.save(Path(evidence_out))
-    run = checkrun.run([bundle], profile=profile_name, select=BENCH_CHECK)
-    results = list(run.results)
-    if use_history:
-        from stetho.history import recording
-        from stetho.history.store import new_run_id
-
-        results += recording.after_run("bench", new_run_id(), results, run.summaries, cfg.db,
-                                       command=" ".join(sys.argv[1:]))
-    sys.exit(emit(results, junit, json_out, show_all=False, problems=False, quiet=quiet))
+    outcome = check_lib.run(check_lib.CheckRequest(
+        command="bench", sim=sim, node=node, profile=profile_name, bench=request,
+        select=BENCH_CHECK, db=history_db(cfg, sim) if use_history else None,
+        record=use_history, command_line=" ".join(sys.argv[1:]),
+        outputs=check_lib.Outputs(junit=junit, json=json_out,
+                                  evidence_out=Path(evidence_out) if evidence_out else None,
+                                  textfile_dir=textfile or cfg.textfile_dir)))
+    sys.exit(emit(outcome.results, None, None, show_all=show_all, problems=problems,
+                  quiet=quiet))
 
 
 @bench.command("list")

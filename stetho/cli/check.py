@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from stetho.cli.common import ProbeProgress, ReplayProgress, db_option, emit, settings, write
+from stetho.cli.common import (
+    ProbeProgress,
+    ReplayProgress,
+    db_option,
+    emit,
+    history_db,
+    settings,
+)
 
 #: A replay of more nodes than this shows only its problems unless --all.
 FLEET_TABLE_NODES = 16
 
-if TYPE_CHECKING:
-    from stetho.evidence.bundle import Bundle
 
 
 @click.command()
@@ -56,6 +60,13 @@ if TYPE_CHECKING:
               help="Seconds the probes may take in all (with --local/--sim): then no probe "
               "starts, running ones are killed, each unfinished one is an `error` (timed out) "
               "and the checks still run over the rest. The sweep sets it from the host timeout.")
+@click.option("--textfile", "textfile", type=click.Path(path_type=Path),
+              help="Also write the node_exporter textfile into this folder, atomically: "
+              "stetho-check.prom (stetho-replay.prom for --evidence) [default: "
+              "STETHO_TEXTFILE_DIR, the config file's `textfile_dir`].")
+@click.option("--out", "run_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write a run folder here: results.json, junit.xml, summary.json, "
+              "summary.txt and the run page index.html.")
 @click.option("--outcome", "outcome_out", type=click.Path(dir_okay=False, allow_dash=True),
               hidden=True, help="Write results, JUnit and evidence as one JSON document "
               "('-': stdout, nothing else printed there). What the sweep reads back.")
@@ -65,9 +76,10 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
           extra_checks: tuple[str, ...], select: str | None,
           workers: str | None, show_all: bool, problems: bool, quiet: bool,
           db: str | None, use_history: bool | None, deadline_s: float | None,
-          outcome_out: str | None) -> None:
+          textfile: Path | None, run_dir: Path | None, outcome_out: str | None) -> None:
     """Run the health checks on this node (or a simulated one), or replay saved evidence."""
-    from stetho.checking import run as checkrun
+    from stetho import check as check_lib
+    from stetho.evidence.bench_run import BenchRequest
 
     cfg = settings(db=db, profile=profile_name)
     if evidence and (local or sim):
@@ -76,80 +88,57 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     if (evidence_out or bench_suite or deadline_s) and evidence:
         raise click.UsageError("--evidence-out, --bench and --deadline are for what --local "
                                "collects")
-    bundles: list[Bundle] | None = None
     replay = bool(evidence)
-    if not evidence:
-        from stetho.evidence import collect
-        from stetho.evidence.bench_run import BenchRequest
-        from stetho.evidence.runner import Watch
-
-        request = BenchRequest(bench_suite, peer=peer) if bench_suite else None
-        # which probe runs, on stderr; never with the machine outcome on stdout, nor --quiet
-        shown = None if quiet or outcome_out == "-" else ProbeProgress()
-        # --evidence-out holds the evidence so far after every probe: a node killed
-        # mid-collection still leaves a bundle to evaluate (unfinished probes timed out)
-        partial = (lambda b: b.save(Path(evidence_out))) if evidence_out else None
-        try:
-            bundle = collect.collect_local(profile=profile_name, sim=sim, node=node,
-                                           bench=request, on_partial=partial,
-                                           watch=Watch.within(deadline_s, progress=shown))
-        finally:
-            if shown is not None:
-                shown.close()
-        if evidence_out:
-            bundle.save(Path(evidence_out))
-        bundles = [bundle]
-    else:
-        from stetho.evidence.bundle import require_bundles
-
-        # Only that there are bundles is checked here (exit 3 naming the path); a bundle that
-        # cannot be read is its node's error inside the run, the same serial and parallel.
-        for e in evidence:
-            require_bundles(Path(e))
     record = use_history if use_history is not None else not replay
+    # which probe runs, on stderr; never with the machine outcome on stdout, nor --quiet
+    shown = None if quiet or outcome_out == "-" or replay else ProbeProgress()
     # a replay of many nodes takes a while: how far it is, on stderr (never with --quiet)
     many = replay and (len(evidence) > 1 or Path(evidence[0]).is_dir())
     shown_replay = ReplayProgress() if many and not quiet else None
+    request = check_lib.CheckRequest(
+        command="replay" if replay else "check", sim=sim, evidence=evidence, node=node,
+        profile=profile_name, bench=BenchRequest(bench_suite, peer=peer) if bench_suite
+        else None, deadline_s=deadline_s, select=select, select_must_match=True,
+        extra_checks=extra_checks, workers=workers,
+        metrics=record or bool(outcome_out),  # the sweep records outcomes
+        db=history_db(cfg, sim) if record else None, record=record,
+        max_evidence_age_s=replay_max_age() if replay and record else None,
+        command_line=" ".join(sys.argv[1:]),
+        outputs=check_lib.Outputs(junit=junit, json=json_out,
+                                  evidence_out=Path(evidence_out) if evidence_out else None,
+                                  textfile_dir=textfile or cfg.textfile_dir, run_dir=run_dir,
+                                  outcome=outcome_out),
+        probe_progress=shown, collected=shown.close if shown is not None else None,
+        replay_progress=shown_replay)
     try:
-        run = checkrun.run(bundles, evidence=list(evidence) or None, profile=profile_name,
-                           extra_checks=extra_checks, select=select, workers=workers,
-                           metrics=record or bool(outcome_out),  # the sweep records outcomes
-                           progress=shown_replay, history=cfg.db if record else None)
+        outcome = check_lib.run(request)
+    except check_lib.NothingSelected as exc:
+        raise click.UsageError(str(exc)) from None
     finally:
-        if shown_replay is not None:
-            shown_replay.close()
-    if select and not run.items:
-        raise click.UsageError(f"-k {select!r} matches no check; checks are: "
-                               + ", ".join(checkrun.check_names(extra_checks)))
-    results = run.results
-    if record:
-        from stetho.history import recording
-        from stetho.history.store import new_run_id
-
-        max_age = None
-        if replay:  # saved evidence: no older than any policy would still call fresh
-            from stetho.gate.policy import longest_freshness
-
-            max_age = longest_freshness() or None
-        every = list(results)  # history is written from a list (in memory; not streamed yet)
-        results = every + recording.after_run(
-            "replay" if replay else "check", new_run_id(), every, run.summaries, cfg.db,
-            command=" ".join(sys.argv[1:]), max_evidence_age_s=max_age)
-    if outcome_out:
-        from stetho.fleet.outcome import Outcome
-
-        one = bundles[0] if bundles and len(bundles) == 1 else None
-        write(outcome_out, Outcome.of(list(results), one, run.summaries.get(one.node) if one
-                                      else None).render())
-        quiet = quiet or outcome_out == "-"
+        for shown_now in (shown, shown_replay):
+            if shown_now is not None:
+                shown_now.close()
+    results = outcome.results
+    quiet = quiet or outcome_out == "-"
     if replay and not show_all and not quiet:
         from stetho.sinks import table
 
         # a fleet's table: its problems (the passes of thousands of nodes are no table to
         # read, and laying them out took as long as checking them)
         problems = problems or table.node_count(results) > FLEET_TABLE_NODES
-    sys.exit(emit(results, junit, json_out, show_all=show_all, problems=problems, quiet=quiet,
-                  summary_to_stderr=outcome_out == "-"))
+    code = emit(results, None, None, show_all=show_all, problems=problems, quiet=quiet,
+                summary_to_stderr=outcome_out == "-")
+    if run_dir is not None and not quiet:
+        click.echo(f"run folder: {run_dir} (run page: {run_dir / 'index.html'})")
+    sys.exit(code)
+
+
+def replay_max_age() -> float | None:
+    """Saved evidence is recorded only while no older than any policy would still call
+    fresh."""
+    from stetho.gate.policy import longest_freshness
+
+    return longest_freshness() or None
 
 
 @click.command()

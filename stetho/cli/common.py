@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from stetho import config
-from stetho.errors import ConfigError, StethoError
+from stetho.errors import StethoError
 
 if TYPE_CHECKING:
     from rich.progress import Progress as RichProgress
@@ -38,6 +38,15 @@ def settings(**flags: object) -> config.Config:
     return cfg
 
 
+def history_db(cfg: config.Config, sim: str | None) -> Path:
+    """The history a run records into: a simulated node's own (`<sim folder>/history.db`)
+    unless --db, STETHO_DB or the config file names one, so that a simulation never lands in
+    the production history; else the configured one."""
+    if sim and "db" not in cfg.given:
+        return Path(sim) / "history.db"
+    return cfg.db
+
+
 def terminal_width() -> int:
     """The terminal's columns ($COLUMNS wins, as everywhere else), 80 when not a terminal."""
     return shutil.get_terminal_size((80, 24)).columns
@@ -46,24 +55,9 @@ def terminal_width() -> int:
 def write(path: str, text: str | Iterable[str]) -> None:
     """Write a report atomically; '-' (or a device such as /dev/stdout) is written through.
     `text` may come in pieces (a streamed document), written as they come."""
-    pieces = (text,) if isinstance(text, str) else text
-    if path == "-":
-        for piece in pieces:
-            sys.stdout.write(piece)
-        return
-    p = Path(path)
-    if p.exists() and not p.is_file():
-        with p.open("w", encoding="utf-8") as fh:
-            fh.writelines(pieces)
-        return
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.writelines(pieces)
-        tmp.replace(p)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    from stetho.check.outputs import write_text
+
+    write_text(path, text)
 
 
 def emit(results: Sequence[Result], junit: str | None, json_out: str | None, *,

@@ -42,15 +42,21 @@ from stetho.cli.common import Progress, db_option, settings, write
 @click.option("--reports/--no-reports", default=True, show_default=True,
               help="Write a diagnosis report (and send the webhook alert) per blocked node, "
               "under OUT/gate-<time>/reports.")
+@click.option("--textfile", type=click.Path(path_type=Path),
+              help="Also write the node_exporter textfile stetho-gate.prom into this folder "
+              "(every result and stetho_gate_blocked per node) [default: STETHO_TEXTFILE_DIR, "
+              "the config file's `textfile_dir`].")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
 def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
          job: str | None, profile_name: str | None, node: str | None, junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
-         act: bool, reports: bool, quiet: bool, slurm_mode: str | None) -> None:
+         act: bool, reports: bool, quiet: bool, slurm_mode: str | None,
+         textfile: Path | None) -> None:
     """Go (0) or blocked (1) for a job or release on these nodes, by a gate policy.
 
     Fresh results come from the history database; the rest are checked live. Exit 3 when
-    something could not be evaluated and the policy does not block on errors.
+    something could not be evaluated and the policy does not block on errors. Each run leaves
+    OUT/gate-<id>/ (results.json, index.html, reports/); a Slurm hook only with --out.
     """
     from stetho import gate as gate_lib
 
@@ -63,7 +69,10 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
             policy=policy_name, nodes=nodes, local=local,
             inventory=Path(inventory) if inventory else None, job=job, profile=profile_name,
             node=node, out=Path(out), act=act, reports=reports,
-            override_repo=cfg.override_repo, slurm=slurm_mode), db=cfg.db,
+            override_repo=cfg.override_repo, slurm=slurm_mode,
+            textfile_dir=textfile or cfg.textfile_dir,
+            # a hook runs on every node every few minutes: its folders only when asked for
+            folder=slurm_mode is None or _given("out")), db=cfg.db,
             progress=progress.update, steps=progress.step)
     finally:
         progress.close()
@@ -81,6 +90,11 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     if not quiet:
         for d, path in outcome.reports:
             click.echo(f"REPORT {d.node}: {d.top.title if d.top else 'undiagnosed'} -> {path}")
+    for problem in outcome.output_problems:  # the verdict stands without them
+        click.echo(f"stetho: warning: {problem}", err=True)
+    if outcome.run_dir is not None and not quiet and slurm_mode is None:
+        click.echo(f"run folder: {outcome.run_dir} (run page: "
+                   f"{outcome.run_dir / 'index.html'})")
     if slurm_mode is not None:
         import time
 
@@ -101,3 +115,11 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
             click.echo(f"{block_reason(outcome.decision)}", err=True)
     click.echo(outcome.summary())
     sys.exit(outcome.exit_code)
+
+
+def _given(param: str) -> bool:
+    """Whether the user gave this option (not its default)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return ctx.get_parameter_source(param) not in (ParameterSource.DEFAULT, None)

@@ -34,10 +34,12 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width
 @click.option("--kb", "kb_repo", help="Knowledge-base repository: repeat offenders and similar "
               "incidents in the reports, the rules' accuracy on resolved reports on the run "
               "page [default: STETHO_KB_REPO, the config file's `kb_repo`].")
-@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write node_exporter textfile metrics (command=\"sweep\"): every "
-              "result and, with a knowledge base, each rule's precision, recall and the "
-              "no-fault-found rate (stetho_kb_*), atomically.")
+@click.option("--textfile", type=click.Path(path_type=Path),
+              help="Also write node_exporter textfile metrics into this folder, atomically: "
+              "stetho-sweep.prom (command=\"sweep\"): every result and, with a knowledge base, "
+              "each rule's precision, recall and the no-fault-found rate (stetho_kb_*). A path "
+              "ending in .prom is that file [default: STETHO_TEXTFILE_DIR, the config file's "
+              "`textfile_dir`].")
 @click.option("--quiet", "-q", is_flag=True,
               help="The summary line instead of the table; no progress on stderr.")
 def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int | None,
@@ -63,7 +65,8 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
                                   timeout_s=timeout_s, progress=progress.update,
                                   steps=progress.step, cancel=stop.requested,
                                   db=None if no_history else cfg.db, bench=bench_suite,
-                                  kb_repo=cfg.kb_repo, textfile=textfile)
+                                  kb_repo=cfg.kb_repo, textfile=_textfile(
+                                      textfile or cfg.textfile_dir))
     try:
         with stop:
             result = sweep_mod.sweep(opts)
@@ -88,6 +91,17 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
         click.echo(result.suite.line())
     click.echo(f"run folder: {result.run_dir} (run page: {result.run_dir / 'index.html'})")
     sys.exit(result.exit_code)
+
+
+def _textfile(target: Path | None) -> Path | None:
+    """The sweep's textfile: DIR/stetho-sweep.prom, or the .prom file itself (as before)."""
+    from stetho.check.outputs import textfile_path
+
+    if target is None:
+        return None
+    path = textfile_path(target, "sweep")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 class _StopOnSignal:

@@ -286,13 +286,13 @@ def _partial_bundle(ev: HostEvent) -> tuple[Bundle | None, str]:
 def _evaluate_partial(run_dir: Path, hosts: dict[str, HostState]) -> None:
     """Evaluate here what killed checks left: what finished keeps its verdict, each probe that
     did not is `timeout` in the bundle, so its checks are errors (never a pass)."""
-    from stetho.checking import run as checkrun
+    from stetho import check
 
     partial = {n: st for n, st in hosts.items() if st.partial is not None}
     if not partial:
         return
-    bundles = [st.partial for st in partial.values() if st.partial is not None]
-    run = checkrun.run(bundles)
+    bundles = tuple(st.partial for st in partial.values() if st.partial is not None)
+    run = check.run(check.CheckRequest(command="sweep", bundles=bundles))
     for name, st in partial.items():
         assert st.partial is not None
         st.results = [r for r in run.results if r.node == name] + [_host_error(
@@ -306,7 +306,7 @@ def _judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None
     counters on their counts since boot. Here, where the history is, the counter checks run
     again over the evidence each node sent, against its earlier readings, and their results
     replace the node's (and its results.json)."""
-    from stetho.checking import run as checkrun
+    from stetho import check
     from stetho.checking.windowed import WINDOWED_CHECKS
 
     files = {n: run_dir / "hosts" / n / "evidence.json" for n, st in hosts.items()
@@ -314,8 +314,9 @@ def _judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None
     files = {n: p for n, p in files.items() if p.is_file()}
     if not files:
         return
-    run = checkrun.run(evidence=[str(p) for p in files.values()], metrics=False,
-                       select=" or ".join(WINDOWED_CHECKS), history=db, fleet=False)
+    run = check.run(check.CheckRequest(
+        command="sweep", evidence=tuple(str(p) for p in files.values()), metrics=False,
+        select=" or ".join(WINDOWED_CHECKS), db=db, fleet=False))
     judged: dict[str, list[Result]] = {}
     for r in run.results:
         if r.check in WINDOWED_CHECKS:  # -k selects by name: only these replace the node's

@@ -49,6 +49,10 @@ class GateRequest:
     reports: bool = True
     override_repo: str | None = None
     slurm: str | None = None  # --local only: "health-check" or "prolog" (stetho.gate.slurm_hooks)
+    #: node_exporter textfile folder: stetho-gate.prom, with stetho_gate_blocked (None: none)
+    textfile_dir: Path | None = None
+    #: write the gate's run folder OUT/gate-<id>/ (results.json, index.html, reports)
+    folder: bool = True
 
 
 @dataclass
@@ -64,6 +68,12 @@ class GateOutcome:
     breaker_preview: str | None = None
     #: the actions were carried out (`--act`, or a Slurm hook on its own node), not previewed
     acted: bool = False
+    gate_id: str = ""
+    #: OUT/gate-<id>/: results.json, index.html and the reports (None: not written)
+    run_dir: Path | None = None
+    textfile: Path | None = None
+    #: an output that could not be written: the verdict stands, the CLI warns
+    output_problems: list[str] = field(default_factory=list)
 
     def action_lines(self) -> list[str]:
         """One line per scheduler action, saying whether it happened or was only a dry run."""
@@ -115,6 +125,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     `progress` and `steps` hear the live checks' sweep (stetho.fleet.sweep.SweepOptions)."""
     from stetho.core import hostlist
     from stetho.gate import policy as policies
+    from stetho.history.store import new_run_id
 
     if bool(req.nodes) == bool(req.local):
         from stetho.errors import ConfigError
@@ -122,6 +133,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         raise ConfigError("give exactly one of --nodes and --local")
     policy = policies.load(req.policy)
     now = time.time() if now is None else now
+    clock = time.monotonic()
     if req.slurm is not None and not req.local:
         from stetho.errors import ConfigError
 
@@ -134,7 +146,8 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     valid, ignored = load_overrides(policy, req.override_repo, now)
     decision = decide(policy, results, valid, sources, ignored)
     decision.history_unavailable = unavailable
-    outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None)
+    outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None,
+                          gate_id=new_run_id())
     if policy.drain and not req.local:
         outcome.actions, outcome.circuit, outcome.breaker_preview = _scheduler(
             decision, names, req.act, policy, now, db)
@@ -150,7 +163,39 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
             names[0], decision, policy.circuit, now, db=db)
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
+    _outputs(outcome, req, now, time.monotonic() - clock)
     return outcome
+
+
+def _outputs(outcome: GateOutcome, req: GateRequest, started: float, took: float) -> None:
+    """The gate's run folder (results.json and index.html linking the reports), on every run,
+    and the node_exporter textfile. Neither changes the verdict: a folder or file that cannot
+    be written is named in `output_problems` (a prolog must not fail on a full disk)."""
+    from datetime import datetime, timezone
+
+    from stetho.check import outputs
+    from stetho.errors import ConfigError
+    from stetho.fleet import run_folder
+
+    if req.folder:
+        folder = req.out / f"gate-{outcome.gate_id}"
+        try:
+            run_folder.write_json(folder / "results.json", outcome.to_json(req.job))
+            run_folder.write_page(folder, outcome.decision.results,
+                                  title=f"stetho gate {outcome.policy.name} {outcome.gate_id}",
+                                  reports={d.node: p for d, p in outcome.reports}, suite=None)
+            outcome.run_dir = folder
+        except OSError as exc:
+            outcome.output_problems.append(f"run folder {folder} not written: {exc}")
+    if req.textfile_dir is not None:
+        blocked = set(outcome.decision.blocked_nodes)
+        try:
+            outcome.textfile = outputs.write_textfile(
+                req.textfile_dir, "gate", outcome.decision.results, run_id=outcome.gate_id,
+                started=datetime.fromtimestamp(started, timezone.utc), duration_s=took,
+                gate={outcome.policy.name: {n: n in blocked for n in outcome.names}})
+        except ConfigError as exc:
+            outcome.output_problems.append(str(exc))
 
 
 def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now: float,
@@ -236,24 +281,22 @@ def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
 
 def _local(policy: GatePolicy, req: GateRequest, db: Path
            ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
-    from stetho.checking import run as checkrun
-    from stetho.evidence import collect
-    from stetho.history import recording
-    from stetho.history.store import new_run_id
+    """The policy's local checks on this node (stetho.check), recorded in history; a
+    required check that did not run is a `gate` error."""
+    from stetho import check
 
-    bundle = collect.collect_local(profile=req.profile, node=req.node)
-    select = " or ".join(policy.local_checks) or None
-    checked = checkrun.run([bundle], profile=req.profile, select=select, history=db)
-    results = list(checked.results)
     problems: list[str] = []
-    results += recording.after_run("gate", new_run_id(), results, checked.summaries, db,
-                                   command=f"gate --local --policy {policy.name}",
-                                   max_evidence_age_s=policy.freshness_s or None,
-                                   warn=problems.append)
-    sources = {bundle.node: "live (local)"}
+    outcome = check.run(check.CheckRequest(
+        command="gate", node=req.node, profile=req.profile,
+        select=" or ".join(policy.local_checks) or None, db=db, record=True,
+        max_evidence_age_s=policy.freshness_s or None,
+        command_line=f"gate --local --policy {policy.name}", warn=problems.append))
+    results = list(outcome.results)
+    node = outcome.bundles[0].node if outcome.bundles else req.node or "?"
+    sources = {node: "live (local)"}
     required = frozenset(policy.local_checks) if policy.local_checks else None
-    results += _incomplete(policy, results, [bundle.node], sources, required)
-    return results, [bundle.node], sources, "; ".join(problems) or None
+    results += _incomplete(policy, results, [node], sources, required)
+    return results, [node], sources, "; ".join(problems) or None
 
 
 def _scheduler(decision: Decision, names: list[str], act: bool, policy: GatePolicy,
@@ -301,9 +344,9 @@ def _reports(outcome: GateOutcome, req: GateRequest, db: Path) -> list[tuple[Dia
     import sqlite3
 
     from stetho.diagnosis import runs
-    from stetho.history.store import HistoryError, new_run_id
+    from stetho.history.store import HistoryError
 
-    gate_id = new_run_id()
+    gate_id = outcome.gate_id
 
     def diagnose(history: Path | None) -> list[tuple[Diagnosis, Path]]:
         return runs.diagnose_results(

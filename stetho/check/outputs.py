@@ -1,0 +1,126 @@
+"""Every output of a finished run, written in one place from its outcome: JUnit, the results
+JSON, the evidence bundle, the sweep's machine outcome, the node_exporter textfile and the
+run folder with its page. A new sink is added here once and every command that checks has it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from stetho.check.outcome import CheckOutcome
+from stetho.errors import ConfigError, StethoError
+from stetho.results import Result
+
+
+def write(outcome: CheckOutcome) -> list[Path]:
+    """Write what `outcome.request.outputs` selects; the paths written ('-' is not a path).
+    A run with no result at all writes nothing: there is no verdict to write."""
+    from stetho.sinks import json_out as json_sink
+    from stetho.sinks import junit as junit_sink
+    from stetho.sinks.spool import Results
+
+    out = outcome.request.outputs
+    results = outcome.results
+    written: list[Path] = []
+    if out.evidence_out is not None and outcome.bundles and len(outcome.bundles) == 1:
+        outcome.bundles[0].save(out.evidence_out)  # the evidence stands, whatever the checks
+        written.append(out.evidence_out)
+    if not results:
+        raise StethoError("no check produced a result (is the checks folder empty?)")
+    streamed = results if isinstance(results, Results) and results.spilled else None
+    if out.junit:
+        write_text(out.junit, junit_sink.render_stream(streamed) if streamed is not None
+                   else junit_sink.render(list(results)))
+        written += [Path(out.junit)] if out.junit != "-" else []
+    if out.json:
+        write_text(out.json, json_sink.render_stream(streamed) if streamed is not None
+                   else json_sink.render(list(results)))
+        written += [Path(out.json)] if out.json != "-" else []
+    if out.outcome:
+        written += _outcome(outcome, out.outcome)
+    if out.textfile_dir is not None:
+        written.append(write_textfile(out.textfile_dir, outcome.command, results,
+                                      run_id=outcome.run_id, started=outcome.started,
+                                      duration_s=outcome.duration_s))
+    if out.run_dir is not None:
+        written += write_run_folder(out.run_dir, outcome)
+    return written
+
+
+def _outcome(outcome: CheckOutcome, target: str) -> list[Path]:
+    from stetho.fleet.outcome import Outcome
+
+    one = outcome.bundles[0] if outcome.bundles and len(outcome.bundles) == 1 else None
+    summary = outcome.summaries.get(one.node) if one is not None else None
+    write_text(target, Outcome.of(list(outcome.results), one, summary).render())
+    return [Path(target)] if target != "-" else []
+
+
+def textfile_path(target: Path, command: str) -> Path:
+    """The textfile a command writes into `target`: `stetho-<command>.prom` in that folder, or
+    `target` itself when it names a .prom file (what `sweep --textfile FILE` used to take)."""
+    return target if target.suffix == ".prom" else target / f"stetho-{command}.prom"
+
+
+def write_textfile(target: Path, command: str, results: Iterable[Result], *, run_id: str,
+                   started: datetime, duration_s: float,
+                   gate: Mapping[str, Mapping[str, bool]] | None = None) -> Path:
+    """The node_exporter textfile of one run (stetho.sinks.prometheus), written atomically:
+    one file per command, so a folder node_exporter reads holds each command's latest run
+    side by side (`command` keeps their series apart). `gate`: policy -> {node: blocked}."""
+    from stetho.sinks import prometheus
+
+    path = textfile_path(target, command)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return prometheus.write(path, prometheus.render(
+            results, run_id=run_id, started_at=started, duration_s=duration_s, gate=gate,
+            command=command))
+    except OSError as exc:
+        raise ConfigError(f"cannot write the textfile {path}: {exc.strerror or exc}") from None
+
+
+def write_run_folder(run_dir: Path, outcome: CheckOutcome) -> list[Path]:
+    """results.json, junit.xml, summary.json, summary.txt and index.html in `run_dir`
+    (stetho.fleet.run_folder, what a sweep writes for its fleet)."""
+    from stetho.fleet import run_folder
+
+    results = list(outcome.results)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_folder.write_reports(run_dir, results, run_id=outcome.run_id,
+                                 hosts=len(outcome.nodes()), busy={}, unreachable=[],
+                                 ansible={}, suite=None)
+        page = run_folder.write_page(run_dir, results, reports={}, suite=None,
+                                     title=f"stetho {outcome.command} {outcome.run_id}")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the run folder {run_dir}: "
+                          f"{exc.strerror or exc}") from None
+    return [run_dir / n for n in ("results.json", "junit.xml", "summary.json",
+                                  "summary.txt")] + [page]
+
+
+def write_text(path: str, text: str | Iterable[str]) -> None:
+    """Write a file atomically; '-' (or a device such as /dev/stdout) is written through.
+    `text` may come in pieces (a streamed document), written as they come."""
+    pieces: Sequence[str] | Iterable[str] = (text,) if isinstance(text, str) else text
+    if path == "-":
+        for piece in pieces:
+            sys.stdout.write(piece)
+        return
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        with p.open("w", encoding="utf-8") as fh:
+            fh.writelines(pieces)
+        return
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.writelines(pieces)
+        tmp.replace(p)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
