@@ -45,6 +45,8 @@ def test_a_replay_writes_its_textfile_and_run_folder_from_one_outcome(fault_bund
     for name in ("results.json", "junit.xml", "summary.json", "summary.txt", "index.html"):
         assert (folder / name).is_file(), name
     assert json.loads((folder / "summary.json").read_text())["exit_code"] == 1
+    # summary.txt names what made the run: a replay, not a sweep
+    assert (folder / "summary.txt").read_text().startswith(f"stetho replay {outcome.run_id}:")
     page = (folder / "index.html").read_text()
     assert 'data-node="clocks"' in page and 'data-node="healthy"' in page
     doc = json.loads((tmp_path / "r.json").read_text())

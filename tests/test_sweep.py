@@ -282,6 +282,12 @@ def test_report_command_over_the_run_folder(full_sweep, tmp_path):
     (md,) = tmp_path.glob("node06-nvme-rotational-*.md")
     text = md.read_text()
     assert "nvme3n1" in text and "udev" in text
+    # the page it rewrote still links the other nodes' reports in the run folder
+    page = (run_dir / "index.html").read_text()
+    others = [p for p in (run_dir / "reports").glob("*.md") if not p.name.startswith("node06-")]
+    assert others
+    for report in others:
+        assert f'href="reports/{report.name}"' in page, report.name
 
 
 def test_inventory_host_with_shell_metacharacters_is_refused(tmp_path):

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from stetho.check.outcome import CheckOutcome
+from stetho.core import atomic
 from stetho.errors import ConfigError, StethoError
 from stetho.results import Result
 
@@ -93,7 +94,8 @@ def write_run_folder(run_dir: Path, outcome: CheckOutcome) -> list[Path]:
         run_dir.mkdir(parents=True, exist_ok=True)
         run_folder.write_reports(run_dir, results, run_id=outcome.run_id,
                                  hosts=len(outcome.nodes()), busy={}, unreachable=[],
-                                 ansible={}, suite=None)
+                                 ansible={}, suite=None,
+                                 command=outcome.command)
         page = run_folder.write_page(run_dir, results, reports={}, suite=None,
                                      title=f"stetho {outcome.command} {outcome.run_id}")
     except OSError as exc:
@@ -118,9 +120,6 @@ def write_text(path: str, text: str | Iterable[str]) -> None:
         return
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.writelines(pieces)
-        tmp.replace(p)
+        atomic.write(p, pieces)  # an unpredictable temporary: a planted link redirects nothing
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -68,8 +68,32 @@ def _run_page(folder: Path, results: list[Result], written: list[tuple[Diagnosis
     from stetho.cli.kb_loop import accuracy_or_why
     from stetho.sinks import runpage
 
-    links = runpage.relative_reports({d.node: path for d, path in written}, folder)
+    linked = _reports_in(folder, {r.node for r in results})
+    linked.update({d.node: path for d, path in written})
+    links = runpage.relative_reports(linked, folder)
     page = runpage.render(results, title=f"run {meta.get('run_id', folder.name)}",
                           reports=links, busbw=runpage.busbw_from(results),
                           accuracy=accuracy_or_why(kb_repo))
     return runpage.write(folder, page)
+
+
+def _reports_in(folder: Path, nodes: set[str]) -> dict[str, Path]:
+    """The reports already in RUN_DIR/reports, by the node their front matter names (the
+    newest per node), so a `report --node N` or `--out ELSEWHERE` does not drop the other
+    nodes' links from the page. A file that is not a report, or names a node this run did not
+    check, is not linked."""
+    from stetho.publish.reports import collect_reports, read_report
+
+    found: dict[str, tuple[float, Path]] = {}
+    if not (folder / "reports").is_dir():
+        return {}
+    kept, _refused = collect_reports([folder / "reports"])
+    for path in kept:
+        try:
+            meta = read_report(path)
+        except ConfigError:
+            continue
+        when = meta.date.timestamp()
+        if meta.node in nodes and (meta.node not in found or when >= found[meta.node][0]):
+            found[meta.node] = (when, path)
+    return {node: path for node, (_, path) in found.items()}

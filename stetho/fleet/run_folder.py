@@ -19,9 +19,9 @@ from stetho.sinks.suite import SuiteSummary
 
 def write_reports(run_dir: Path, results: list[Result], *, run_id: str, hosts: int,
                   busy: Mapping[str, str], unreachable: list[str], ansible: dict[str, Any],
-                  suite: SuiteSummary | None) -> None:
+                  suite: SuiteSummary | None, command: str = "sweep") -> None:
     """results.json, junit.xml, summary.json and summary.txt. `busy`: node -> why nothing
-    invasive ran there."""
+    invasive ran there; `command`: what made the run (summary.txt's first word after stetho)."""
     from stetho.sinks import json_out, junit, table
 
     (run_dir / "results.json").write_text(json_out.render(results, run_id=run_id))
@@ -39,7 +39,7 @@ def write_reports(run_dir: Path, results: list[Result], *, run_id: str, hosts: i
     write_json(run_dir / "summary.json", summary)
     text = table.render(results, width=160, show=("fail", "error", "warn"))
     (run_dir / "summary.txt").write_text(
-        f"stetho sweep {run_id}: {hosts} hosts, {len(failing)} failing, "
+        f"stetho {command} {run_id}: {hosts} hosts, {len(failing)} failing, "
         f"{len(errors)} could not be evaluated" + (
             f", {len(busy)} busy (nothing invasive ran there: {hostlist.compress(list(busy))})"
             if busy else "") + "\n" + (suite.line() + "\n" if suite is not None else "")
