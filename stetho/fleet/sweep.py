@@ -242,7 +242,7 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
             st.error = f"stetho is not runnable after install: {ev.message}"
         else:
             try:
-                out = outcome_mod.parse(str(ev.result.get("stdout", "")))
+                out = outcome_mod.parse(str(ev.result.get("stdout", "")), host=st.name)
             except (outcome_mod.OutcomeError, ValueError, KeyError) as exc:
                 stderr = str(ev.result.get("stderr", "")).strip().splitlines()[-1:]
                 st.error = f"stetho check exited {rc}: {exc}" + (
@@ -254,7 +254,7 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
         return True
     if ev.task == RECOVER_TASK and st.killed:
         st.done = True
-        st.partial, why = _partial_bundle(ev)
+        st.partial, why = _partial_bundle(ev, st.name)
         if st.partial is None:
             st.error = f"stetho check was killed at the per-host timeout; {why}"
         return True
@@ -267,18 +267,17 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
     return False
 
 
-def _partial_bundle(ev: HostEvent) -> tuple[Bundle | None, str]:
-    """The evidence a killed check left on the node (gzip, base64), or why there is none."""
-    import base64
-    import gzip
-
+def _partial_bundle(ev: HostEvent, host: str) -> tuple[Bundle | None, str]:
+    """The evidence a killed check left on `host` (gzip, base64), or why there is none."""
+    from stetho.core import untrusted
     from stetho.evidence.bundle import BundleError
 
     if ev.kind != "ok" or ev.result.get("rc") != 0:
         return None, f"it left no evidence ({ev.message or ev.result.get('stderr', '')})"[:400]
     try:
-        raw = json.loads(gzip.decompress(base64.b64decode(str(ev.result.get("stdout", "")))))
-        return Bundle.from_json(raw, source="the killed check's evidence"), ""
+        raw = untrusted.loads(outcome_mod.unpack(str(ev.result.get("stdout", ""))))
+        return outcome_mod.own_bundle(
+            Bundle.from_json(raw, source="the killed check's evidence"), host), ""
     except (ValueError, OSError, EOFError, BundleError) as exc:
         return None, f"its evidence was unreadable: {exc}"
 
