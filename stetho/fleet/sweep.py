@@ -33,6 +33,7 @@ from stetho.errors import ConfigError, Interrupted
 from stetho.evidence import busy as busy_mod
 from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
+from stetho.fleet import hostvars
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
 from stetho.fleet.run_folder import write_json as _write_json
@@ -118,6 +119,7 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     hosts = {h: HostState(h) for h in (limit or list(all_hosts))}
     if not hosts:
         raise ConfigError(f"inventory {inventory} has no hosts")
+    hostvars.validate(inventory, all_hosts, hosts)
     limits = _check_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
     say = opts.steps or (lambda _text: None)
     house = wheels.build(progress=lambda text: say(f"wheelhouse: {text}"))
@@ -341,7 +343,7 @@ def _check_budget(bench: str | None, timeout_s: int | None,
         profile = _profile_of(hv)
         need, parts = host_budget(profile, bench)
         configured = hv.get("stetho_timeout", timeout_s)
-        limit = need if configured is None else int(configured)
+        limit = need if configured is None else hostvars.seconds(configured)
         if limit < need:
             what = "--timeout" if "stetho_timeout" not in hv else "its stetho_timeout"
             raise ConfigError(
