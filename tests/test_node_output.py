@@ -138,3 +138,42 @@ def test_a_hosts_output_never_speaks_for_another_node(lying_sweep):
     with sqlite3.connect(db) as conn:
         recorded = {n for (n,) in conn.execute("SELECT name FROM nodes")}
     assert "victim01" not in recorded and "good01" in recorded
+
+
+def _verdict(node: str, rows: list[dict], run_id: str, **extra) -> str:
+    doc = {"run_id": run_id, "node": node, "kind": "prolog", "time": 1_700_000_000.0,
+           "exit_code": 0, "results": rows, **extra}
+    return json.dumps(doc)
+
+
+def test_a_spooled_verdict_speaks_only_for_its_node(tmp_path):
+    """`stetho history ingest`: each node's verdict file is recorded only if all of it is
+    about that node and readable; the rest go to bad/ with why, and the good one is recorded."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    files = {
+        "good": _verdict("good01", [_row("good01", "gpu_count", "pass")], "r1"),
+        "liar": _verdict("liar01", [_row("victim01", "gpu_xid", "pass")], "r2"),
+        "surr": _verdict("surr01", [_row("surr01", "gpu_count", "pass", "XSURRX")], "r3")
+        .replace('"XSURRX"', '"\\ud800"'),
+        "huge": _verdict("huge01", [_row("huge01", "gpu_count", "pass")], "r4")
+        .replace("1700000000.0", "9" * 5000),
+        "deep": _verdict("deep01", [_row("deep01", "gpu_count", "pass")], "r5")
+        .replace('"kind": "prolog"', '"kind": ' + "[" * 5000 + "]" * 5000),
+        "nan": _verdict("nan01", [_row("nan01", "gpu_count", "pass")], "r6")
+        .replace("1700000000.0", "NaN"),
+    }
+    for name, text in files.items():
+        (spool / f"{name}.json").write_text(text)
+    db = tmp_path / "h.db"
+    proc = subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(spool),
+                           "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert sorted(p.name for p in (spool / "ingested").glob("*.json")) == ["good.json"]
+    bad = {p.name.split(".")[0]: p.read_text() for p in (spool / "bad").glob("*.why")}
+    assert sorted(bad) == ["deep", "huge", "liar", "nan", "surr"], proc.stdout + proc.stderr
+    assert "results for other nodes (victim01)" in bad["liar"]
+    assert "lone surrogate" in bad["surr"]
+    with sqlite3.connect(db) as conn:
+        recorded = {n for (n,) in conn.execute("SELECT name FROM nodes")}
+    assert recorded == {"good01"}
