@@ -141,7 +141,11 @@ def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: str,
             if not isinstance(k, yaml.ScalarNode):
                 raise ConfigError(f"{file}:{k.start_mark.line + 1}: a key must be a plain "
                                   "value, not a mapping or list")
-            key = str(ctor.construct_object(k, deep=True))
+            try:
+                key = str(ctor.construct_object(k, deep=True))
+            except (yaml.YAMLError, ValueError) as exc:
+                raise ConfigError(f"{file}:{k.start_mark.line + 1}: invalid key: {exc}"
+                                  ) from None
             if key in out:
                 raise ConfigError(f"{file}:{k.start_mark.line + 1}: duplicate key {key!r}")
             lines[path + (key,)] = k.start_mark.line + 1
@@ -152,7 +156,7 @@ def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: str,
                 for i, v in enumerate(node.value)]
     try:
         return ctor.construct_object(node, deep=True)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int of 4300+ digits
         raise ConfigError(f"{file}:{node.start_mark.line + 1}: invalid value: {exc}") from None
 
 

@@ -39,7 +39,7 @@ def validate(inventory: Path, hostvars: Mapping[str, Mapping[str, Any]],
         for var in _TEXT_VARS:
             value = hv.get(var)
             if value is not None and (not isinstance(value, str) or _CONTROL.search(value)
-                                      or len(value) > 4096):
+                                      or len(value) > 4096 or not _text(value)):
                 raise ConfigError(f"{_where(inventory, host, var)}: host {host}: {var} must "
                                   f"be text on one line, not {_show(value)}")
 
@@ -64,8 +64,19 @@ def _seconds(value: Any) -> int | None:
     return None
 
 
+def _text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
 def _show(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past int_max_str_digits
+        return "an integer of thousands of digits"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
