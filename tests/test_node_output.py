@@ -33,11 +33,11 @@ def _bundle(node: str, profile: str = "generic") -> dict:
 def _outcome(node: str, rows: list[dict], evidence: dict | None = None, **extra) -> str:
     doc = {"schema": "stetho.outcome", "schema_version": 1, "node": node, "exit_code": 0,
            "results": {"schema": "stetho.results", "schema_version": 1, "results": rows},
-           "junit": "<testsuite/>", "summary": None, **extra}  # compact, as a node prints
+           "junit": "<testsuite/>", "summary": None, **extra}
     if evidence is not None:
         doc["evidence_gz"] = base64.b64encode(gzip.compress(json.dumps(evidence).encode())
                                               ).decode()
-    return json.dumps(doc, separators=(",", ":"))
+    return json.dumps(doc, separators=(",", ":"))  # compact, as a node prints it
 
 
 #: host -> what its stetho prints (and, with an exit code, how it ends)
@@ -58,6 +58,10 @@ def _outputs() -> dict[str, tuple[str, int]]:
                    0),
         "path01": (_outcome("path01", [_row("path01", "cpu_governor", "pass")],
                             evidence=_bundle("path01", "../../../../etc/passwd")), 0),
+        "sumpath01": (_outcome("sumpath01", [_row("sumpath01", "cpu_governor", "pass")],
+                               summary={"node": "sumpath01", "profile": "/etc/passwd",
+                                        "versions": {}, "busbw": {}, "metrics": [],
+                                        "collected_at": "2026-01-01T00:00:00+00:00"}), 0),
         "killed01": ("", 124),  # killed: the evidence it left names another node
     }
 
@@ -120,8 +124,9 @@ def test_one_bad_output_is_that_nodes_error_and_the_others_are_judged(lying_swee
     assert "nested deeper than" in why["deep01"]
     assert "4300 digits" in why["huge01"] or "digits" in why["huge01"]
     assert "unknown status 'GO'" in why["status01"]
-    assert "profile must be a name" in why["path01"] and "passwd" not in why["path01"]
-    for node in ("surr01", "deep01", "huge01", "path01", "status01"):
+    for node in ("path01", "sumpath01"):
+        assert "profile must be a name" in why[node] and "passwd" not in why[node]
+    for node in ("surr01", "deep01", "huge01", "path01", "sumpath01", "status01"):
         assert not [r for r in nodes[node] if r["status"] == "pass"], node
 
 

@@ -145,6 +145,15 @@ def _check_summary(s: Any) -> None:
     if not ok:
         raise OutcomeError("stetho outcome: malformed node summary (versions, busbw or "
                            "metrics not of their shape)")
+    from stetho import profiles
+    from stetho.errors import ConfigError
+
+    try:  # fleet checks and history load it: a name, never a path
+        profiles.check_name(s["profile"])
+    except ConfigError as exc:
+        raise OutcomeError(f"stetho outcome: node summary: {exc}") from None
+    if not isinstance(s.get("collected_at", ""), str):
+        raise OutcomeError("stetho outcome: node summary: collected_at is not text")
 
 
 #: A result a node's own run names no node in: a site check file that would not load.
