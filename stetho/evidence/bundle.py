@@ -191,7 +191,7 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
     if _too_deep(data, MAX_DEPTH):
         raise BundleError(f"{path}: cannot read evidence bundle: JSON nested deeper than "
                           f"{MAX_DEPTH} levels")
-    if untrusted.SURROGATE.search(raw):  # only then can a string be a lone surrogate
+    if untrusted.surrogate_escapes(raw):  # only then can a string be a lone surrogate
         try:
             untrusted.check(data, MAX_DEPTH)
         except untrusted.UntrustedJsonError as exc:
