@@ -84,3 +84,13 @@ def test_a_hostlist_is_bounded_in_total(tmp_path):
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
     assert proc.returncode == 2 and "expands to more than 1000000 names" in proc.stderr, \
         proc.stderr
+
+
+def test_an_inventory_alias_bomb_is_refused_before_ansible_reads_it(tmp_path):
+    inv = tmp_path / "inventory.yml"
+    inv.write_text("all:\n  hosts:\n    node01:\n      ansible_connection: local\n  vars:\n"
+                   + "".join("    " + line + "\n" for line in _BOMB.splitlines()))
+    proc = stetho("sweep", "-i", str(inv), "--out", str(tmp_path / "runs"), "--no-history")
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{inv}: expands to more than 200000 values" in proc.stderr, proc.stderr

@@ -61,7 +61,8 @@ def _variants(base: dict) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.xdist_group("faultsim")
-def test_a_replay_judges_every_good_node_beside_bad_bundles(fault_bundles, tmp_path):
+@pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist"])
+def test_a_replay_judges_every_good_node_beside_bad_bundles(fault_bundles, tmp_path, workers):
     base = json.loads((fault_bundles / "healthy.json").read_text())
     folder = tmp_path / "bundles"
     folder.mkdir()
@@ -70,7 +71,8 @@ def test_a_replay_judges_every_good_node_beside_bad_bundles(fault_bundles, tmp_p
     for node, (text, _) in variants.items():
         (folder / f"{node}.json").write_text(text)
     out = tmp_path / "r.json"
-    proc = stetho("check", "--evidence", str(folder), "--json", str(out), "-q")
+    proc = stetho("check", "--evidence", str(folder), "--json", str(out), "-q",
+                  *(["-n", workers] if workers else []))
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = json.loads(out.read_text())["results"]

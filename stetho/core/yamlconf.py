@@ -117,6 +117,40 @@ def loads(text: str, file: str) -> Doc:
     return Doc(file, data, lines)
 
 
+def check_bounds(path: Path) -> None:
+    """ConfigError where a YAML file another tool reads (an Ansible inventory) is over
+    MAX_BYTES, nested over MAX_DEPTH or expands past MAX_VALUES: composed only, so its own
+    tags (`!vault`) stay the other tool's business."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; not read")
+    try:
+        root = yaml.compose(raw.decode("utf-8", "replace"), Loader=_Loader)
+    except RecursionError:
+        raise ConfigError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
+    except yaml.YAMLError:
+        return  # not YAML (an INI inventory): the tool says what it makes of it
+    todo: list[tuple[yaml.Node, int]] = [(root, 0)] if root is not None else []
+    budget = MAX_VALUES
+    while todo:
+        node, depth = todo.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConfigError(f"{path}: expands to more than {MAX_VALUES} values (aliases "
+                              "repeating aliases?); not read")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: nested deeper than "
+                              f"{MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            todo.extend((n, depth + 1) for kv in node.value for n in kv)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend((n, depth + 1) for n in node.value)
+
+
 def safe_load(text: str, file: str) -> Any:
     """yaml.safe_load with this module's bounds (size, depth, alias expansion): for YAML
     from outside (a report's front matter from a repository), as plain data."""
