@@ -122,7 +122,7 @@ class Bundle:
         from stetho import profiles
 
         try:
-            profile = profiles.check_name(d.get("profile", profiles.DEFAULT_PROFILE))
+            profile = profiles.check_name(d.get("profile") or profiles.DEFAULT_PROFILE)
         except ConfigError as exc:
             raise BundleError(f"{source}: {exc}") from None
         try:
