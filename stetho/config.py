@@ -303,10 +303,12 @@ def child_environment(overrides: Mapping[str, str] | None = None,
 
 
 @contextmanager
-def process_environment(**values: str) -> Iterator[None]:
+def process_environment(*, unset: tuple[str, ...] = (), **values: str) -> Iterator[None]:
     """Set variables for code that runs in this process and reads them itself (pytest's plugin
-    autoload switch), and put the old values back afterwards."""
-    old = {k: os.environ.get(k) for k in values}
+    autoload switch), remove those in `unset`, and put the old values back afterwards."""
+    old = {k: os.environ.get(k) for k in (*values, *unset)}
+    for k in unset:
+        os.environ.pop(k, None)
     os.environ.update(values)
     try:
         yield

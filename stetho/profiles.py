@@ -11,6 +11,7 @@ type, default and error message are read in one place.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -453,6 +454,21 @@ def search_path() -> list[Path]:
     dirs.append(Path.cwd() / "baselines")
     dirs.append(shipped("baselines"))
     return dirs
+
+
+#: What a profile *name* may be (a bundle's `profile`, an inventory's): letters, digits, '.',
+#: '_' and '-', never a path and never `<x>.yml` (which find() would read as a file).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(name: object) -> str:
+    """`name` if it is a profile name, else ConfigError: a name from evidence is resolved only
+    in the search path, so a path in it is refused, never read or echoed."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or \
+            name.endswith((".yml", ".yaml")):
+        raise ConfigError("profile must be a name (letters, digits, '.', '_', '-'; at most "
+                          "100), not a path")
+    return name
 
 
 def find(name: str) -> Path:

@@ -74,10 +74,29 @@ class Result:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Result:
-        return cls(**{k: v for k, v in d.items() if k in _FIELDS})
+        """A result as JSON wrote it; one whose status is not a known one is an error
+        (could not evaluate), never a pass: see `known_status`."""
+        return known_status(cls(**{k: v for k, v in d.items() if k in _FIELDS}))
 
 
 _FIELDS = tuple(f.name for f in fields(Result))
+
+
+_KNOWN = frozenset(STATUSES)
+
+
+def known_status(r: Result) -> Result:
+    """`r`, or where its status is none of STATUSES (a results file or history row written
+    elsewhere, edited, or by a newer stetho) an `error` saying so: an unknown status is
+    could-not-evaluate, never GO."""
+    if isinstance(r.status, str) and r.status in _KNOWN:
+        return r
+    text = str(r.status)[:40].encode("ascii", "backslashreplace").decode()
+    return Result(node=r.node, check=r.check, subject=r.subject, status="error",
+                  message=f"unknown status {text!r} (known: {', '.join(STATUSES)}): "
+                  "could not evaluate", probe=r.probe,
+                  remediation="check it again with this stetho (the recorded result cannot "
+                  "be judged)")
 
 
 @dataclass(frozen=True)

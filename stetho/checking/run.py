@@ -47,6 +47,22 @@ _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexce
           for x in ("-p", f"no:{name}")] + ["--capture=no"]
 
 
+#: pytest takes its configuration only from stetho: no ini file (`-c os.devnull`), no
+#: conftest.py above a checks folder (stetho.checking.confguard).
+_OWN_CONFIG = ["-p", "stetho.checking.confguard"]
+#: Environment pytest (and each xdist worker it starts) would read to change what runs.
+_PYTEST_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+
+
+def _own_environment() -> contextlib.AbstractContextManager[None]:
+    """For the session: no PYTEST_ADDOPTS/PYTEST_PLUGINS (a `-k` or a plugin from the
+    environment could narrow or change a check), and no plugin autoload (only the plugins
+    stetho names with -p); the old values come back afterwards."""
+    from stetho import config
+
+    return config.process_environment(unset=_PYTEST_ENV, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+
+
 class _Inject:
     """Hands the already-loaded bundles to the plugin's session state, and tells `progress`
     how many check items are done of how many (a fleet's replay runs for a minute)."""
@@ -104,10 +120,9 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
     `history`: the database whose earlier readings give counters their window (read only).
     `fleet=False` leaves out the fleet checks (a re-run of some node checks needs none).
     """
-    from stetho import config
 
     args = [str(d) for d in check_dirs(extra_checks)]
-    args += [*_QUIET, "--continue-on-collection-errors", "--rootdir",
+    args += [*_QUIET, *_OWN_CONFIG, "--continue-on-collection-errors", "--rootdir",
              str(shipped("checks")), "-c", os.devnull]
     for e in evidence or []:
         args += ["--stetho-evidence", e]
@@ -132,7 +147,7 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
     sink = io.StringIO()
     # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
     # a node check does not need, and keeps a site's unrelated plugins out of the verdict.
-    with config.process_environment(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
+    with _own_environment(), \
             contextlib.redirect_stdout(sink) if not verbose else contextlib.nullcontext():
         code = pytest.main(args, plugins=[inject])
     if inject.config is None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from stetho.checking.nodes import CheckNode, NodeSummary
+from stetho.errors import ConfigError
 from stetho.evidence.bundle import Bundle
 from stetho.results import Result
 from stetho.sinks.spool import Results, unpack
@@ -120,11 +121,17 @@ class Session:
                 if bundle.node != name:
                     problem = (f"{source.path}: names node {bundle.node!r} in its body but "
                                f"{name!r} in its head; not replayed")
-        if bundle is None or problem is not None:
+        prof = None
+        if bundle is not None and problem is None:
+            try:  # the node's own profile name: one this controller lacks is the node's error
+                prof = profiles.load(self.override() or bundle.profile
+                                     or profiles.DEFAULT_PROFILE)
+            except ConfigError as exc:
+                problem = f"{source.path or name}: profile {bundle.profile!r}: {exc}"
+        if bundle is None or problem is not None or prof is None:
             prof = profiles.load(self.override() or profiles.DEFAULT_PROFILE)
             node = CheckNode.unreadable(name, prof, problem or "no evidence")
         else:
-            prof = profiles.load(self.override() or bundle.profile or profiles.DEFAULT_PROFILE)
             node = CheckNode.of(bundle, prof)
             db = self.config.getoption("stetho_history", None)
             if db:

@@ -19,11 +19,18 @@ MAX_HOSTS = 1_000_000
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
+#: Longest hostlist expression read (a list of every node of a large fleet by name fits).
+MAX_EXPR = 1_000_000
+
+
 def expand(expr: str) -> list[str]:
-    """'gpu[001-003,010],login1' -> ['gpu001', 'gpu002', 'gpu003', 'gpu010', 'login1']."""
+    """'gpu[001-003,010],login1' -> ['gpu001', 'gpu002', 'gpu003', 'gpu010', 'login1'].
+    At most MAX_HOSTS names in all, from at most MAX_EXPR characters: more is ConfigError."""
+    if len(expr) > MAX_EXPR:
+        raise ConfigError(f"hostlist of {len(expr)} characters is longer than {MAX_EXPR}")
     names: list[str] = []
     for part in _split_top(expr.strip()):
-        names.extend(_expand_one(part, expr))
+        names.extend(_expand_one(part, expr, MAX_HOSTS - len(names)))
     seen: set[str] = set()
     out = []
     for n in names:
@@ -55,7 +62,8 @@ def _split_top(expr: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _expand_one(part: str, expr: str) -> list[str]:
+def _expand_one(part: str, expr: str, room: int = MAX_HOSTS) -> list[str]:
+    """One comma-free part's names; more than `room` (what MAX_HOSTS leaves) is ConfigError."""
     pieces = re.split(r"(\[[^\]]*\])", part)
     choices: list[list[str]] = []
     total = 1
@@ -63,11 +71,13 @@ def _expand_one(part: str, expr: str) -> list[str]:
         if piece.startswith("["):
             values = _range_values(piece[1:-1], expr)
             total *= len(values)
-            if total > MAX_HOSTS:
+            if total > room:
                 raise ConfigError(f"hostlist {expr!r} expands to more than {MAX_HOSTS} names")
             choices.append(values)
         elif piece:
             choices.append([piece])
+    if total > room:
+        raise ConfigError(f"hostlist {expr[:200]!r} expands to more than {MAX_HOSTS} names")
     names = ["".join(c) for c in product(*choices)]
     for n in names:
         validate(n, expr)

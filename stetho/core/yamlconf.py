@@ -65,17 +65,42 @@ def merge(docs: list[Doc], sections: tuple[str, ...]) -> Doc:
     return Doc(docs[-1].file, data, lines, files)
 
 
+#: Largest configuration file read (a profile or policy is a few KiB): more is refused, never
+#: read into memory.
+MAX_BYTES = 4 * 2**20
+#: Most values one document may expand to, aliases counted each time they are used: a
+#: billion-laughs alias bomb is a few hundred bytes that expand to billions.
+MAX_VALUES = 200_000
+#: Deepest nesting of mappings and sequences.
+MAX_DEPTH = 64
+
+
 def load(path: Path) -> Doc:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; not read as "
+                          "configuration")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     return loads(text, str(path))
 
 
 def loads(text: str, file: str) -> Doc:
+    """Parse YAML text into a Doc, or ConfigError naming `file` (and the line where there is
+    one): invalid YAML, too large, nested too deep, or expanding to too many values."""
+    if len(text) > MAX_BYTES:
+        raise ConfigError(f"{file}: larger than {MAX_BYTES // 2**20} MiB; not read as "
+                          "configuration")
     try:
         node = yaml.compose(text, Loader=_Loader)
+    except RecursionError:
+        raise ConfigError(f"{file}: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -86,27 +111,86 @@ def loads(text: str, file: str) -> Doc:
         raise ConfigError(f"{file}:{line}: invalid YAML: "
                           f"{context + ': ' if context else ''}{problem}{where}") from None
     lines: dict[Path_, int] = {}
-    data = _convert(node, (), lines, file, yaml.SafeLoader("")) if node is not None else {}
+    budget = [MAX_VALUES]
+    data = (_convert(node, (), lines, file, yaml.SafeLoader(""), budget)
+            if node is not None else {})
     return Doc(file, data, lines)
 
 
+def check_bounds(path: Path) -> None:
+    """ConfigError where a YAML file another tool reads (an Ansible inventory) is over
+    MAX_BYTES, nested over MAX_DEPTH or expands past MAX_VALUES: composed only, so its own
+    tags (`!vault`) stay the other tool's business."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; not read")
+    try:
+        root = yaml.compose(raw.decode("utf-8", "replace"), Loader=_Loader)
+    except RecursionError:
+        raise ConfigError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
+    except yaml.YAMLError:
+        return  # not YAML (an INI inventory): the tool says what it makes of it
+    todo: list[tuple[yaml.Node, int]] = [(root, 0)] if root is not None else []
+    budget = MAX_VALUES
+    while todo:
+        node, depth = todo.pop()
+        budget -= 1
+        if budget < 0:
+            raise ConfigError(f"{path}: expands to more than {MAX_VALUES} values (aliases "
+                              "repeating aliases?); not read")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: nested deeper than "
+                              f"{MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            todo.extend((n, depth + 1) for kv in node.value for n in kv)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend((n, depth + 1) for n in node.value)
+
+
+def safe_load(text: str, file: str) -> Any:
+    """yaml.safe_load with this module's bounds (size, depth, alias expansion): for YAML
+    from outside (a report's front matter from a repository), as plain data."""
+    return loads(text, file).data if text.strip() else None
+
+
 def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: str,
-             ctor: yaml.SafeLoader) -> Any:
+             ctor: yaml.SafeLoader, budget: list[int]) -> Any:
+    """Plain data from a composed node; `budget` counts the values left to expand (an alias
+    is expanded at every use, so it counts every time)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ConfigError(f"{file}: expands to more than {MAX_VALUES} values (aliases "
+                          "repeating aliases?); not read as configuration")
+    if len(path) > MAX_DEPTH:
+        raise ConfigError(f"{file}:{node.start_mark.line + 1}: nested deeper than "
+                          f"{MAX_DEPTH} levels")
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for k, v in node.value:
-            key = str(ctor.construct_object(k, deep=True))
+            if not isinstance(k, yaml.ScalarNode):
+                raise ConfigError(f"{file}:{k.start_mark.line + 1}: a key must be a plain "
+                                  "value, not a mapping or list")
+            try:
+                key = str(ctor.construct_object(k, deep=True))
+            except (yaml.YAMLError, ValueError) as exc:
+                raise ConfigError(f"{file}:{k.start_mark.line + 1}: invalid key: {exc}"
+                                  ) from None
             if key in out:
                 raise ConfigError(f"{file}:{k.start_mark.line + 1}: duplicate key {key!r}")
             lines[path + (key,)] = k.start_mark.line + 1
-            out[key] = _convert(v, path + (key,), lines, file, ctor)
+            out[key] = _convert(v, path + (key,), lines, file, ctor, budget)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(v, path + (i,), lines, file, ctor) for i, v in enumerate(node.value)]
+        return [_convert(v, path + (i,), lines, file, ctor, budget)
+                for i, v in enumerate(node.value)]
     try:
         return ctor.construct_object(node, deep=True)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int of 4300+ digits
         raise ConfigError(f"{file}:{node.start_mark.line + 1}: invalid value: {exc}") from None
 
 

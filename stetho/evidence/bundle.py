@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stetho.core import atomic
+from stetho.core import atomic, untrusted
 from stetho.errors import ConfigError, EvaluationError
 
 SCHEMA = "stetho.evidence"
@@ -56,12 +56,30 @@ class ProbeRecord:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProbeRecord:
+        """A probe as its node wrote it, each field of its type and in range, or ValueError
+        naming the field: what a check reads from it is what a node could have measured."""
+        status = d["status"]
+        if status not in STATUSES:
+            raise ValueError(f"probe {str(d.get('name'))[:60]!r}: unknown status "
+                             f"{str(status)[:60]!r} (known: {', '.join(STATUSES)})")
+        rc, duration = d.get("rc"), d.get("duration_s", 0.0)
+        if rc is not None and not (isinstance(rc, int) and not isinstance(rc, bool)
+                                   and -2**31 <= rc < 2**32):
+            raise ValueError(f"probe {d['name']!r}: exit code {str(rc)[:40]} is not an exit code")
+        if not untrusted.finite(duration) or not 0 <= duration < 10**9:
+            raise ValueError(f"probe {d['name']!r}: duration_s {str(duration)[:40]} is not a "
+                             "duration")
+        argv, files, errors = d.get("argv", ()), d.get("files", {}), d.get("errors", {})
+        texts = [d["name"], d["kind"], d.get("stdout", ""), d.get("stderr", ""),
+                 d.get("reason", ""), *argv, *files.keys(), *files.values(), *errors.keys(),
+                 *errors.values()]
+        if not set(map(type, texts)) <= {str}:  # in C: a bundle has thousands of files
+            raise ValueError(f"probe {str(d['name'])[:60]!r}: a text field is not a string")
         return cls(
-            name=str(d["name"]), kind=str(d["kind"]), status=str(d["status"]),
-            argv=tuple(d.get("argv", ())), rc=d.get("rc"), stdout=d.get("stdout", ""),
-            stderr=d.get("stderr", ""), duration_s=float(d.get("duration_s", 0.0)),
-            binary=bool(d.get("binary", False)), files=dict(d.get("files", {})),
-            errors=dict(d.get("errors", {})), reason=d.get("reason", ""),
+            name=d["name"], kind=d["kind"], status=status, argv=tuple(argv), rc=rc,
+            stdout=d.get("stdout", ""), stderr=d.get("stderr", ""), duration_s=float(duration),
+            binary=bool(d.get("binary", False)), files=dict(files), errors=dict(errors),
+            reason=d.get("reason", ""),
         )
 
 
@@ -101,13 +119,21 @@ class Bundle:
             hostlist.validate(str(d.get("node", "")))
         except ConfigError as exc:
             raise BundleError(f"{source}: {exc}") from None
+        from stetho import profiles
+
+        try:
+            profile = profiles.check_name(d.get("profile") or profiles.DEFAULT_PROFILE)
+        except ConfigError as exc:
+            raise BundleError(f"{source}: {exc}") from None
         try:
             probes = {k: ProbeRecord.from_json(v) for k, v in d["probes"].items()}
             return cls(node=str(d["node"]), collected_at=str(d["collected_at"]),
                        stetho_version=str(d.get("stetho_version", "?")),
-                       profile=str(d.get("profile", "generic")), probes=probes,
+                       profile=profile, probes=probes,
                        sysroot=str(d.get("sysroot", "/")), schema_version=version)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except ValueError as exc:
+            raise BundleError(f"{source}: malformed bundle: {exc}") from None
+        except (KeyError, TypeError, AttributeError) as exc:
             raise BundleError(f"{source}: malformed bundle ({exc!r})") from None
 
     def save(self, path: Path) -> None:
@@ -146,7 +172,7 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
     if not raw:
         raise BundleError(f"{path}: cannot read evidence bundle: empty (0 bytes); {_REDO}")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=untrusted.reject_constant)
     except UnicodeDecodeError as exc:
         raise BundleError(f"{path}: cannot read evidence bundle: not UTF-8 ({exc.reason} at "
                           f"byte {exc.start})") from None
@@ -158,9 +184,16 @@ def load(path: Path, max_bytes: int | None = None) -> Bundle:
     except RecursionError:
         raise BundleError(f"{path}: cannot read evidence bundle: JSON nested deeper than "
                           f"{MAX_DEPTH} levels") from None
+    except ValueError as exc:  # NaN/Infinity, an integer of thousands of digits
+        raise BundleError(f"{path}: cannot read evidence bundle: {exc}") from None
     if _too_deep(data, MAX_DEPTH):
         raise BundleError(f"{path}: cannot read evidence bundle: JSON nested deeper than "
                           f"{MAX_DEPTH} levels")
+    if untrusted.surrogate_escapes(raw):  # only then can a string be a lone surrogate
+        try:
+            untrusted.check(data, MAX_DEPTH)
+        except untrusted.UntrustedJsonError as exc:
+            raise BundleError(f"{path}: cannot read evidence bundle: {exc}") from None
     return Bundle.from_json(data, source=str(path))
 
 

@@ -149,7 +149,13 @@ def _short_control_dir(ident: str) -> str:
 
 
 def inventory_hosts(inventory: Path, limit: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Every host of an inventory with its variables, from `ansible-inventory --list`."""
+    """Every host of an inventory with its variables, from `ansible-inventory --list`. A YAML
+    inventory is first checked for size, depth and alias expansion (a bomb would take
+    ansible-inventory's memory)."""
+    from stetho.core import yamlconf
+
+    if inventory.is_file():
+        yamlconf.check_bounds(inventory)
     data = _inventory_list(inventory, limit)
     hostvars = data.get("_meta", {}).get("hostvars", {})
     hosts: set[str] = set(hostvars)

@@ -12,7 +12,7 @@ import base64
 import gzip
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from stetho.checking.nodes import NodeSummary
 from stetho.evidence.bundle import Bundle
@@ -62,36 +62,155 @@ class OutcomeError(ValueError):
     """The text is not a stetho outcome (a crash, a traceback, an old stetho on the node)."""
 
 
-def parse(text: str) -> Outcome:
+def parse(text: str, host: str | None = None) -> Outcome:
+    """The outcome in a node's output, or OutcomeError saying why it cannot be used: not
+    there, not JSON, malformed (an unknown status is an error result; a lone surrogate,
+    deep nesting or a huge integer refuse the outcome), or, given `host`, speaking for any
+    node but `host` (its node, its evidence, a result or its summary)."""
     start = text.find(MARKER)
     if start < 0:
         tail = text.strip().splitlines()[-1:] if text.strip() else ["(no output)"]
         raise OutcomeError(f"no stetho outcome in the check's output: {tail[0][:300]}")
+    from stetho.core import untrusted
+
     try:
-        data = json.loads(text[start:].strip().splitlines()[0])
-    except (json.JSONDecodeError, IndexError) as exc:
+        data = untrusted.loads(text[start:].strip().splitlines()[0])
+    except (untrusted.UntrustedJsonError, IndexError) as exc:
         raise OutcomeError(f"unreadable stetho outcome: {exc}") from None
-    if data.get("schema_version", 0) > VERSION:
-        raise OutcomeError(f"the node's stetho writes outcome version {data['schema_version']}, "
+    if not isinstance(data, dict):
+        raise OutcomeError("unreadable stetho outcome: not a JSON object")
+    version = data.get("schema_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise OutcomeError("unreadable stetho outcome: schema_version is not a number")
+    if version > VERSION:
+        raise OutcomeError(f"the node's stetho writes outcome version {version}, "
                            f"newer than this controller's ({VERSION})")
+    try:
+        out = _outcome(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise OutcomeError(f"malformed stetho outcome ({type(exc).__name__}: "
+                           f"{str(exc)[:300]})") from None
+    return out if host is None else own(out, host)
+
+
+def _outcome(data: dict[str, Any]) -> Outcome:
+    from stetho.core import hostlist, untrusted
+    from stetho.errors import ConfigError
+    from stetho.evidence.bundle import BundleError
+
     raw = data.get("evidence")
     if data.get("evidence_gz"):
         try:
-            raw = json.loads(gzip.decompress(base64.b64decode(data["evidence_gz"])))
+            raw = untrusted.loads(unpack(data["evidence_gz"]))
         except (ValueError, OSError, EOFError) as exc:
             raise OutcomeError(f"unreadable evidence in the stetho outcome: {exc}") from None
-    from stetho.core import hostlist
-    from stetho.errors import ConfigError
-
     try:
         node = hostlist.validate(str(data.get("node", "")))
     except ConfigError as exc:
         raise OutcomeError(f"stetho outcome: {exc}") from None
-    evidence = Bundle.from_json(raw, source="outcome") if raw else None
-    return Outcome(node=node, exit_code=int(data["exit_code"]),
-                   results=[Result.from_json(r) for r in data["results"]["results"]],
+    try:
+        evidence = Bundle.from_json(raw, source="outcome") if raw else None
+    except BundleError as exc:
+        raise OutcomeError(str(exc)) from None
+    code = data["exit_code"]
+    if not isinstance(code, int) or isinstance(code, bool) or not 0 <= code < 256:
+        raise OutcomeError(f"stetho outcome: exit code {str(code)[:40]} is not an exit code")
+    rows = data["results"]["results"]
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise OutcomeError("stetho outcome: results is not a list of results")
+    summary = data.get("summary")
+    if summary is not None:
+        _check_summary(summary)
+    return Outcome(node=node, exit_code=code, results=[Result.from_json(r) for r in rows],
                    junit=str(data.get("junit", "")), evidence=evidence,
-                   summary=data.get("summary"))
+                   summary=cast("NodeSummary | None", summary))
+
+
+def _check_summary(s: Any) -> None:
+    """A node summary of the shape NodeSummary says (fleet checks and history read it)."""
+    from stetho.core.untrusted import finite
+
+    def text(v: Any) -> bool:
+        return isinstance(v, str)
+
+    ok = (isinstance(s, dict) and all(text(s.get(k)) for k in ("node", "profile"))
+          and isinstance(s.get("versions", {}), dict)
+          and all(text(k) and isinstance(v, list) and all(map(text, v))
+                  for k, v in s.get("versions", {}).items())
+          and isinstance(s.get("busbw", {}), dict)
+          and all(text(k) and finite(v) for k, v in s.get("busbw", {}).items())
+          and isinstance(s.get("metrics", []), list)
+          and all(isinstance(m, list) and len(m) == 5 and all(map(text, m[:3]))
+                  and finite(m[3]) and text(m[4]) for m in s.get("metrics", [])))
+    if not ok:
+        raise OutcomeError("stetho outcome: malformed node summary (versions, busbw or "
+                           "metrics not of their shape)")
+    from stetho import profiles
+    from stetho.errors import ConfigError
+
+    try:  # fleet checks and history load it: a name, never a path
+        profiles.check_name(s["profile"])
+    except ConfigError as exc:
+        raise OutcomeError(f"stetho outcome: node summary: {exc}") from None
+    if not isinstance(s.get("collected_at", ""), str):
+        raise OutcomeError("stetho outcome: node summary: collected_at is not text")
+
+
+#: A result a node's own run names no node in: a site check file that would not load.
+ANY_NODE = "*"
+
+
+def own(out: Outcome, host: str) -> Outcome:
+    """`out` if everything in it is about `host`, else OutcomeError naming what is not: one
+    node's output never speaks for another (its results would be recorded under that name).
+    A node's own run reports a site check file that would not load under node `*`: that
+    result is the host's."""
+    strays = sorted({str(r.node)[:60] for r in out.results
+                     if r.node != host and r.node != ANY_NODE})
+    others = [f"results for {', '.join(strays[:5])}{' ...' if len(strays) > 5 else ''}"
+              ] if strays else []
+    if out.node != host:
+        others.insert(0, f"its node is {out.node}")
+    if out.evidence is not None and out.evidence.node != host:
+        others.append(f"its evidence is of {out.evidence.node}")
+    if out.summary is not None and out.summary.get("node", host) != host:
+        others.append(f"its summary is of {str(out.summary.get('node'))[:60]}")
+    if others:
+        raise OutcomeError(f"the output of {host} speaks for other nodes ({'; '.join(others)})"
+                           ": none of it is recorded")
+    results = [r if r.node == host else _as_host(r, host) for r in out.results]
+    return Outcome(host, out.exit_code, results, out.junit, out.evidence, out.summary)
+
+
+def own_bundle(bundle: Bundle, host: str) -> Bundle:
+    """`bundle` if it is `host`'s evidence, else OutcomeError: evidence speaks for its node."""
+    if bundle.node != host:
+        raise OutcomeError(f"the evidence {host} sent names node {bundle.node!r}; not judged")
+    return bundle
+
+
+def _as_host(r: Result, host: str) -> Result:
+    d = r.to_json()
+    d["node"] = host
+    return Result.from_json(d)
+
+
+def unpack(text: object) -> bytes:
+    """The compressed evidence, never inflated past the bundle size cap (max_bundle_mb)."""
+    import zlib
+
+    from stetho import config
+
+    if not isinstance(text, str):
+        raise ValueError("evidence_gz is not text")
+    cap = int(config.active().max_bundle_mb * 2**20)
+    inflate = zlib.decompressobj(wbits=31)  # gzip
+    raw = inflate.decompress(base64.b64decode(text, validate=True), cap + 1)
+    if len(raw) > cap or inflate.unconsumed_tail:
+        raise ValueError(f"evidence larger than the {cap / 2**20:g} MiB cap (max_bundle_mb)")
+    if not inflate.eof:
+        raise ValueError("evidence is truncated")
+    return raw
 
 
 def _pack(doc: dict[str, Any]) -> str:

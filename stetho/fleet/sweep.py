@@ -33,6 +33,7 @@ from stetho.errors import ConfigError, Interrupted
 from stetho.evidence import busy as busy_mod
 from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
+from stetho.fleet import hostvars
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
 from stetho.fleet.run_folder import write_json as _write_json
@@ -118,6 +119,7 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     hosts = {h: HostState(h) for h in (limit or list(all_hosts))}
     if not hosts:
         raise ConfigError(f"inventory {inventory} has no hosts")
+    hostvars.validate(inventory, all_hosts, hosts)
     limits = _check_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
     say = opts.steps or (lambda _text: None)
     house = wheels.build(progress=lambda text: say(f"wheelhouse: {text}"))
@@ -242,7 +244,7 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
             st.error = f"stetho is not runnable after install: {ev.message}"
         else:
             try:
-                out = outcome_mod.parse(str(ev.result.get("stdout", "")))
+                out = outcome_mod.parse(str(ev.result.get("stdout", "")), host=st.name)
             except (outcome_mod.OutcomeError, ValueError, KeyError) as exc:
                 stderr = str(ev.result.get("stderr", "")).strip().splitlines()[-1:]
                 st.error = f"stetho check exited {rc}: {exc}" + (
@@ -254,7 +256,7 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
         return True
     if ev.task == RECOVER_TASK and st.killed:
         st.done = True
-        st.partial, why = _partial_bundle(ev)
+        st.partial, why = _partial_bundle(ev, st.name)
         if st.partial is None:
             st.error = f"stetho check was killed at the per-host timeout; {why}"
         return True
@@ -267,18 +269,17 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
     return False
 
 
-def _partial_bundle(ev: HostEvent) -> tuple[Bundle | None, str]:
-    """The evidence a killed check left on the node (gzip, base64), or why there is none."""
-    import base64
-    import gzip
-
+def _partial_bundle(ev: HostEvent, host: str) -> tuple[Bundle | None, str]:
+    """The evidence a killed check left on `host` (gzip, base64), or why there is none."""
+    from stetho.core import untrusted
     from stetho.evidence.bundle import BundleError
 
     if ev.kind != "ok" or ev.result.get("rc") != 0:
         return None, f"it left no evidence ({ev.message or ev.result.get('stderr', '')})"[:400]
     try:
-        raw = json.loads(gzip.decompress(base64.b64decode(str(ev.result.get("stdout", "")))))
-        return Bundle.from_json(raw, source="the killed check's evidence"), ""
+        raw = untrusted.loads(outcome_mod.unpack(str(ev.result.get("stdout", ""))))
+        return outcome_mod.own_bundle(
+            Bundle.from_json(raw, source="the killed check's evidence"), host), ""
     except (ValueError, OSError, EOFError, BundleError) as exc:
         return None, f"its evidence was unreadable: {exc}"
 
@@ -343,7 +344,7 @@ def _check_budget(bench: str | None, timeout_s: int | None,
         profile = _profile_of(hv)
         need, parts = host_budget(profile, bench)
         configured = hv.get("stetho_timeout", timeout_s)
-        limit = need if configured is None else int(configured)
+        limit = need if configured is None else hostvars.seconds(configured)
         if limit < need:
             what = "--timeout" if "stetho_timeout" not in hv else "its stetho_timeout"
             raise ConfigError(

@@ -8,6 +8,7 @@ applies it. A malformed policy raises ConfigError naming the file and line.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,12 @@ def longest_freshness() -> float:
     return longest
 
 
+#: A policy name: it becomes Prometheus label values, rule group names and file names.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: What a description must not hold: template delimiters and control characters (a newline
+#: from a folded YAML block is kept).
+_TEMPLATE = re.compile(r"\{\{|\}\}|[\x00-\x09\x0b-\x1f\x7f]")
+
 _KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on", "tighten",
          "freshness", "overrides", "scheduler"}
 
@@ -92,6 +99,15 @@ def load(name: str) -> GatePolicy:
     top = yamlconf.Section(doc)
     top.check_unknown(_KEYS)
     pname = top.require("policy", str)
+    if not _NAME.fullmatch(pname):
+        top.fail(f"policy name {pname[:80]!r} must be letters, digits, '.', '_' and '-' (at "
+                 "most 64, starting with a letter or digit): it names alert rules, labels "
+                 "and files", "policy")
+    description = top.get("description", str, "")
+    if _TEMPLATE.search(description):
+        top.fail("description must not hold '{{', '}}' or control characters (it becomes "
+                 "alert text, where they would be template syntax or break the rules file)",
+                 "description")
     block_on = top.str_list("block_on", ("fail",))
     for status in block_on:
         if status not in STATUSES:
@@ -114,7 +130,7 @@ def load(name: str) -> GatePolicy:
     circuit = _circuit(sched.section("circuit"), path)
     named = {key: top.str_list(key) for key in ("checks", "local_checks", "exclude")}
     _validate_names(top, named, [t.check for t in tight])
-    return GatePolicy(name=pname, source=str(path), description=top.get("description", str, ""),
+    return GatePolicy(name=pname, source=str(path), description=description,
                       checks=named["checks"], local_checks=named["local_checks"],
                       block_on=block_on, tighten=tuple(tight), freshness_s=freshness,
                       overrides=overrides, drain=drain, exclude=named["exclude"],

@@ -52,13 +52,35 @@ def write(folder: Path, doc: dict[str, Any]) -> Path:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], list[Result]]:
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    """A verdict file, or ValueError saying why it cannot be recorded: not JSON (or NaN, a
+    lone surrogate, a huge integer, deep nesting), a key missing, a value out of its type or
+    range, or a result for any node but the file's own (a node's verdict speaks only for
+    that node)."""
+    from stetho.core import hostlist, untrusted
+    from stetho.errors import ConfigError
+
+    doc = untrusted.loads(path.read_bytes())
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     missing = [k for k in REQUIRED if k not in doc]
     if missing:
         raise ValueError(f"lacks {', '.join(missing)}")
-    return doc, [Result.from_json(r) for r in doc["results"]]
+    try:
+        node = hostlist.validate(str(doc["node"]))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    if not untrusted.finite(doc["time"]) or not isinstance(doc["exit_code"], int) \
+            or not 0 <= doc["exit_code"] < 256:
+        raise ValueError("time or exit_code is not a number of its range")
+    if not isinstance(doc["results"], list) or \
+            not all(isinstance(r, dict) for r in doc["results"]):
+        raise ValueError("results is not a list of results")
+    results = [Result.from_json(r) for r in doc["results"]]
+    strays = sorted({str(r.node)[:60] for r in results if r.node not in (node, "*")})
+    if strays:
+        raise ValueError(f"the verdict of {node} holds results for other nodes "
+                         f"({', '.join(strays[:5])}); not recorded")
+    return doc, results
 
 
 def ingest(folder: Path, db: Path) -> Ingested:

@@ -31,7 +31,7 @@ from typing import Any
 
 from stetho.errors import ConfigError, StethoError
 from stetho.history.latest import NodeLatest
-from stetho.results import Result
+from stetho.results import Result, known_status
 
 SCHEMA_VERSION = 2
 
@@ -398,7 +398,7 @@ class History:
                 if d["check"] in known:
                     continue
                 try:  # what Result.to_json wrote: its fields exactly, half the cost of from_json
-                    out.append(Result(**d))
+                    out.append(known_status(Result(**d)))
                 except TypeError:  # written by another version: only the fields this one has
                     out.append(Result.from_json(d))
             return out

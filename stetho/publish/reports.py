@@ -19,8 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from stetho.core import yamlconf
 from stetho.errors import ConfigError
 
 #: Where reports live inside the repository.
@@ -147,8 +146,8 @@ def _parse(text: str, path: Path) -> ReportMeta:
                           "(the file must start with a '---' line and close it with another)")
     head, body = parts
     try:
-        data = yaml.safe_load(head)
-    except yaml.YAMLError as exc:
+        data = yamlconf.safe_load(head, "front matter")
+    except ConfigError as exc:
         raise ConfigError(f"{path}: the front matter is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the front matter must be a YAML mapping of fields")
@@ -237,8 +236,8 @@ def looks_like_report(path: Path) -> bool:
     if parts is None:
         return False
     try:
-        data = yaml.safe_load(parts[0])
-    except yaml.YAMLError:
+        data = yamlconf.safe_load(parts[0], str(path))
+    except ConfigError:
         return False
     return isinstance(data, dict) and "id" in data
 

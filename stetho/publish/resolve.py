@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from stetho.core import yamlconf
 from stetho.errors import ConfigError
 from stetho.publish import gitstore
 from stetho.publish.kb import INDEX, KBError, _scan, _write_index, inside
@@ -76,7 +77,7 @@ def with_resolution(text: str, res: Resolution) -> str:
     if m is None:
         raise ConfigError("not a diagnosis report: it has no YAML front matter")
     head = m.group(1)
-    old = yaml.safe_load(head)
+    old = yamlconf.safe_load(head, "the report's front matter")
     block = yaml.safe_dump({"status": "resolved", "resolution": _plain(res)},
                            sort_keys=False, allow_unicode=True, default_flow_style=False,
                            width=1000)
@@ -95,8 +96,8 @@ def with_resolution(text: str, res: Resolution) -> str:
         new_head += "\n"
     new_head += block
     try:
-        new = yaml.safe_load(new_head)
-    except yaml.YAMLError:
+        new = yamlconf.safe_load(new_head, "the report's front matter")
+    except ConfigError:
         new = None
     if not isinstance(new, dict) or {k: v for k, v in new.items() if k not in _REWRITTEN} != {
             k: v for k, v in old.items() if k not in _REWRITTEN}:
