@@ -71,3 +71,19 @@ def test_the_environment_is_restored_after_a_run(fault_bundles, monkeypatch):
     assert os.environ["PYTEST_ADDOPTS"] == "-x"
     assert "PYTEST_PLUGINS" not in os.environ
     assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in os.environ
+
+
+def test_listing_the_checks_for_an_unmatched_k_loads_no_parent_conftest(fault_bundles,
+                                                                          tmp_path):
+    """`-k` matching nothing lists the checks by collecting them: that pass is isolated as a
+    run is, so a parent's conftest.py runs no code there either."""
+    site = _site(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTEST_PLUGINS": "plugin_from_env"}
+    proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--evidence",
+                           str(fault_bundles / "healthy.json"), "--checks", str(site),
+                           "-k", "no_check_is_called_this", "-q"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "site_says_no" in proc.stderr and "fleet_busbw" in proc.stderr
+    assert not (tmp_path / "LOADED").exists()
+    assert not (tmp_path / "ENVLOADED").exists()

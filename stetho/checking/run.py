@@ -176,14 +176,13 @@ class _Names:
 def check_names(extra_checks: tuple[str, ...] = ()) -> list[str]:
     """Every check's name, collected over no node (nothing is run or loaded), and the fleet
     checks' (which run after the node checks, over several nodes)."""
-    from stetho import config
     from stetho.checking.fleet import NAMES as FLEET_NAMES
 
-    args = [*(str(d) for d in check_dirs(extra_checks)), *_QUIET, "--collect-only",
-            "--continue-on-collection-errors", "--rootdir", str(shipped("checks")), "-c",
-            os.devnull, "-p", "stetho.checking.plugin"]
+    args = [*(str(d) for d in check_dirs(extra_checks)), *_QUIET, *_OWN_CONFIG,
+            "--collect-only", "--continue-on-collection-errors", "--rootdir",
+            str(shipped("checks")), "-c", os.devnull, "-p", "stetho.checking.plugin"]
     names = _Names()
-    with config.process_environment(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
-            contextlib.redirect_stdout(io.StringIO()):
+    # the same isolation as a run: a parent's conftest.py would run code here too
+    with _own_environment(), contextlib.redirect_stdout(io.StringIO()):
         pytest.main(args, plugins=[_Inject([], None), names])
     return sorted({*names.names, *FLEET_NAMES})
