@@ -38,7 +38,9 @@ def checked(folder: Path, name: str, faults: list[str]) -> list[Result]:
     return [Result.from_json(r) for r in json.loads(out.read_text())["results"]]
 
 
-def fleet(folder: Path, nodes: int, subjects: int) -> list[Result]:
+def fleet(folder: Path, nodes: int, subjects: int | None = None) -> list[Result]:
+    """`nodes` copies of a healthy and (every 16th, from the 6th) a faulty simulated node's
+    results, busbw jittered; `subjects`: only each node's first results (None: all)."""
     healthy = checked(folder, "healthy", [])[:subjects]
     faulty = checked(folder, "faulty", ["governor-powersave", "busbw-drop=20"])[:subjects]
     rng = random.Random(7)

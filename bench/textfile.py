@@ -13,8 +13,6 @@ text of the same size the same way (fsync, rename): what remains is rendering.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import random
 import statistics
 import sys
 import tempfile
@@ -24,23 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.observe import checked  # noqa: E402
-from stetho.results import Result  # noqa: E402
+from bench.observe import fleet  # noqa: E402
 from stetho.sinks import prometheus  # noqa: E402
-
-
-def fleet(folder: Path, nodes: int, subjects: int | None = None) -> list[Result]:
-    healthy = checked(folder, "healthy", [])[:subjects]
-    faulty = checked(folder, "faulty", ["governor-powersave", "busbw-drop=20"])[:subjects]
-    rng = random.Random(7)
-    out: list[Result] = []
-    for i in range(nodes):
-        name = f"gpu{i + 1:04d}"
-        for r in faulty if i % 16 == 5 else healthy:
-            if r.check == "nccl_busbw" and isinstance(r.value, float):
-                r = dataclasses.replace(r, value=round(r.value * rng.uniform(0.97, 1.02), 2))
-            out.append(dataclasses.replace(r, node=name))
-    return out
 
 
 def median_s(fn: Callable[[], object], runs: int) -> tuple[float, float]:

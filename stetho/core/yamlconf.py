@@ -75,15 +75,21 @@ MAX_VALUES = 200_000
 MAX_DEPTH = 64
 
 
-def load(path: Path) -> Doc:
+def _read_bounded(path: Path, refused: str) -> bytes:
+    """The file's bytes, or ConfigError when it cannot be read or is over MAX_BYTES (read no
+    further than that: a huge file is never loaded into memory)."""
     try:
         with path.open("rb") as fh:
             raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; not read as "
-                          "configuration")
+        raise ConfigError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; {refused}")
+    return raw
+
+
+def load(path: Path) -> Doc:
+    raw = _read_bounded(path, "not read as configuration")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -121,13 +127,7 @@ def check_bounds(path: Path) -> None:
     """ConfigError where a YAML file another tool reads (an Ansible inventory) is over
     MAX_BYTES, nested over MAX_DEPTH or expands past MAX_VALUES: composed only, so its own
     tags (`!vault`) stay the other tool's business."""
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; not read")
+    raw = _read_bounded(path, "not read")
     try:
         root = yaml.compose(raw.decode("utf-8", "replace"), Loader=_Loader)
     except RecursionError:
