@@ -235,7 +235,7 @@ def test_ingest_refuses_nothing_silently(tmp_path: Path) -> None:
     assert r.returncode == 3, r.stdout + r.stderr
     assert "ingested 1 verdicts" in r.stdout and "1 unreadable" in r.stdout
     assert (spool / "bad" / "torn.json").exists()
-    assert "JSONDecodeError" in (spool / "bad" / "torn.json.why").read_text()
+    assert "not valid JSON" in (spool / "bad" / "torn.json.why").read_text()
     with History(tmp_path / "h.db") as h:
         assert h.latest_results(["n01"], max_age_s=10**10, now=1767225601.0)
 
