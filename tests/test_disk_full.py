@@ -77,3 +77,35 @@ def test_every_check_output_on_a_full_disk_is_named(rot, full):
     assert f"stetho: cannot write {outs['--junit']}: No space left on device" in errors
     assert any(e.startswith(f"stetho: cannot write the textfile {outs['--textfile']}")
                for e in errors), errors
+
+
+def _sweep_env(rot: Path) -> dict[str, str]:
+    """A sweep of this machine (no inventory) that sees the simulated node."""
+    return {"STETHO_SYSROOT": str(rot / "sysroot"), "PATH": f"{rot / 'bin'}:{os.environ['PATH']}"}
+
+
+def sweep(rot: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stetho", "sweep", "-q", "--no-history",
+                           *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "STETHO_PROFILE": PROFILE, **_sweep_env(rot)})
+
+
+def test_sweep_out_on_a_full_disk_is_named_not_an_internal_error(rot, full):
+    proc = sweep(rot, "--out", str(full / "runs"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout == (f"sweep: COULD NOT EVALUATE: nothing was judged (cannot write "
+                           f"{full / 'runs'}: No space left on device)\n")
+    assert proc.stderr.strip().splitlines()[-1] == \
+        f"stetho: cannot write {full / 'runs'}: No space left on device"
+
+
+def test_a_sweep_output_on_a_full_disk_keeps_the_verdict(rot, full, tmp_path):
+    prom = full / "stetho-sweep.prom"
+    proc = sweep(rot, "--out", str(tmp_path / "runs"), "--textfile", str(prom))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert re.fullmatch(r"1 node, \d+ results: 1 fail, 0 error, 0 warn, \d+ skip, \d+ pass\n",
+                        proc.stdout), proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == \
+        f"stetho: cannot write {prom}: No space left on device"
+    run = next((tmp_path / "runs").iterdir())
+    assert (run / "results.json").is_file() and (run / "index.html").is_file()
