@@ -15,6 +15,13 @@ class ConfigError(StethoError):
     exit_code = 2
 
 
+class WriteFailed(ConfigError):
+    """An output could not be written (a full disk, a read-only folder): named, with the
+    reason ("cannot write X: No space left on device"). A ConfigError where a command has
+    nothing but that output to give (exit 2, a path that cannot be a file); a check run names
+    it after its verdict line and exits 3."""
+
+
 class EvaluationError(StethoError):
     """Could not evaluate at all (no evidence, unreadable bundle): exit 3."""
 

@@ -293,10 +293,15 @@ def test_future_and_non_numeric_schema_versions(good_db, ops):
 
 
 def test_a_corrupt_results_row(good_db, ops):
+    """A blob stetho did not write fails the row's signature: that node's error, named."""
     with sqlite3.connect(good_db) as c:
         c.execute("UPDATE node_runs SET results = ?", (zlib.compress(b"[{not json"),))
-    why = _unavailable(_gate(good_db, "n1", ops))
-    assert why.startswith("the results of n1 in run r1 are unreadable (JSONDecodeError")
+    proc = _gate(good_db, "n1", ops)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == (
+        "gate ops: COULD NOT EVALUATE: 1 nodes, 0 go, 0 blocked; could not evaluate 1 (n1; n1: "
+        "history row for node n1 (run r1) failed its integrity check: its content is not what "
+        "stetho wrote (the database was edited))")
 
 
 def _small_files(limit: int):

@@ -146,13 +146,14 @@ def test_evidence_older_than_the_action_neither_repeats_nor_escalates(tmp_path, 
 def test_a_version_1_history_gains_the_remedies_table(tmp_path):
     import sqlite3
 
-    with History(tmp_path / "h.db"):
-        pass
+    from stetho.history.store import MIGRATIONS, SCHEMA_VERSION
+
     with sqlite3.connect(tmp_path / "h.db") as c:  # as stetho before remedies left it
-        c.execute("DROP TABLE remedies")
-        c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        for stmt in MIGRATIONS[1]:
+            c.execute(stmt)
+        c.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     with History(tmp_path / "h.db") as h:
-        assert h.schema_version() == 2
+        assert h.schema_version() == SCHEMA_VERSION
         remedies.record(h, remedies.Record(5.0, "n1", "node", "c", "reboot", "done", "x", "r"))
         assert remedies.recent(h) == [remedies.Record(5.0, "n1", "node", "c", "reboot",
                                                       "done", "x", "r")]

@@ -88,6 +88,19 @@ def test_a_replay_judges_every_good_node_beside_bad_bundles(fault_bundles, tmp_p
 
 # -- the gate over history rows whose status is unknown ----------------------------------------
 
+def _sign(db, c, node, node_id, blob):
+    """Sign an edited row with the controller's key, as a row it wrote itself would be."""
+    from stetho.history import integrity
+
+    key = integrity.load(integrity.key_path(db))
+    run, t, profile, code, *tally = c.execute(
+        "SELECT r.id, nr.time, nr.profile, nr.exit_code, nr.fail, nr.error, nr.warn, nr.skip, "
+        "nr.pass FROM node_runs nr JOIN runs r ON r.key = nr.run_key WHERE nr.node_id = ?",
+        (node_id,)).fetchone()
+    c.execute("UPDATE node_runs SET mac = ? WHERE node_id = ?",
+              (integrity.mac(key, node, run, t, profile, code, tuple(tally), blob), node_id))
+
+
 @pytest.mark.parametrize("status", ["GO", "PASS", "", "pass ", ["pass"], None])
 def test_an_unknown_status_in_history_is_never_go(tmp_path, status):
     db = tmp_path / "h.db"
@@ -101,8 +114,9 @@ def test_an_unknown_status_in_history_is_never_go(tmp_path, status):
                             (node_id,)).fetchone()
         rows = json.loads(zlib.decompress(blob))
         rows[0]["status"] = status
-        c.execute("UPDATE node_runs SET results = ? WHERE node_id = ?",
-                  (zlib.compress(json.dumps(rows).encode()), node_id))
+        blob = zlib.compress(json.dumps(rows).encode())
+        c.execute("UPDATE node_runs SET results = ? WHERE node_id = ?", (blob, node_id))
+        _sign(db, c, "n2", node_id, blob)  # as the controller wrote it: a signed row
     policy = tmp_path / "ops.yml"
     policy.write_text("policy: ops\nchecks: [gpu_count]\nblock_on: [fail]\nfreshness: 6h\n")
     proc = stetho("gate", "--policy", str(policy), "--nodes", "n[1-2]", "--db", str(db),

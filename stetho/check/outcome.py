@@ -43,6 +43,8 @@ class CheckOutcome:
     items: int
     run_dir: Path | None = None
     written: list[Path] = field(default_factory=list)
+    #: outputs that could not be written, each "cannot write X: why" (stetho.check.outputs)
+    output_problems: list[str] = field(default_factory=list)
 
     @property
     def command(self) -> str:

@@ -6,19 +6,21 @@ run folder with its page. A new sink is added here once and every command that c
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from stetho.check.outcome import CheckOutcome
 from stetho.core import atomic
-from stetho.errors import ConfigError, StethoError
+from stetho.errors import StethoError, WriteFailed
 from stetho.results import Result
 
 
 def write(outcome: CheckOutcome) -> list[Path]:
     """Write what `outcome.request.outputs` selects; the paths written ('-' is not a path).
-    A run with no result at all writes nothing: there is no verdict to write."""
+    A run with no result at all writes nothing: there is no verdict to write. An output that
+    cannot be written (a full disk) is named in `outcome.output_problems` and the others are
+    still written: the verdict is never lost to a sink."""
     from stetho.sinks import json_out as json_sink
     from stetho.sinks import junit as junit_sink
     from stetho.sinks.spool import Results
@@ -26,29 +28,53 @@ def write(outcome: CheckOutcome) -> list[Path]:
     out = outcome.request.outputs
     results = outcome.results
     written: list[Path] = []
+    problems = outcome.output_problems
     if out.evidence_out is not None and outcome.bundles and len(outcome.bundles) == 1:
-        outcome.bundles[0].save(out.evidence_out)  # the evidence stands, whatever the checks
-        written.append(out.evidence_out)
+        try:  # the evidence stands, whatever the checks
+            outcome.bundles[0].save(out.evidence_out)
+            written.append(out.evidence_out)
+        except OSError as exc:
+            problems.append(f"cannot write {out.evidence_out}: {exc.strerror or exc}")
     if not results:
         raise StethoError("no check produced a result (is the checks folder empty?)")
     streamed = results if isinstance(results, Results) and results.spilled else None
     if out.junit:
-        write_text(out.junit, junit_sink.render_stream(streamed) if streamed is not None
-                   else junit_sink.render(list(results)))
-        written += [Path(out.junit)] if out.junit != "-" else []
+        junit = out.junit
+        if _sink(problems, lambda: write_text(
+                junit, junit_sink.render_stream(streamed) if streamed is not None
+                else junit_sink.render(list(results)))):
+            written += [Path(junit)] if junit != "-" else []
     if out.json:
-        write_text(out.json, json_sink.render_stream(streamed) if streamed is not None
-                   else json_sink.render(list(results)))
-        written += [Path(out.json)] if out.json != "-" else []
+        json_path = out.json
+        if _sink(problems, lambda: write_text(
+                json_path, json_sink.render_stream(streamed) if streamed is not None
+                else json_sink.render(list(results)))):
+            written += [Path(json_path)] if json_path != "-" else []
     if out.outcome:
-        written += _outcome(outcome, out.outcome)
+        target = out.outcome
+        _sink(problems, lambda: written.extend(_outcome(outcome, target)))
     if out.textfile_dir is not None:
-        written.append(write_textfile(out.textfile_dir, outcome.command, results,
-                                      run_id=outcome.run_id, started=outcome.started,
-                                      duration_s=outcome.duration_s))
+        folder = out.textfile_dir
+        _sink(problems, lambda: written.append(write_textfile(
+            folder, outcome.command, results, run_id=outcome.run_id, started=outcome.started,
+            duration_s=outcome.duration_s)))
     if out.run_dir is not None:
-        written += write_run_folder(out.run_dir, outcome)
+        run_dir = out.run_dir
+        _sink(problems, lambda: written.extend(write_run_folder(run_dir, outcome)))
     return written
+
+
+def _sink(problems: list[str], write: Callable[[], object]) -> bool:
+    """Run one output's write; a write that failed is named in `problems` (False)."""
+    try:
+        write()
+    except WriteFailed as exc:
+        problems.append(str(exc))
+        return False
+    except OSError as exc:
+        problems.append(f"cannot write {exc.filename or 'an output'}: {exc.strerror or exc}")
+        return False
+    return True
 
 
 def _outcome(outcome: CheckOutcome, target: str) -> list[Path]:
@@ -81,7 +107,7 @@ def write_textfile(target: Path, command: str, results: Iterable[Result], *, run
             results, run_id=run_id, started_at=started, duration_s=duration_s, gate=gate,
             command=command))
     except OSError as exc:
-        raise ConfigError(f"cannot write the textfile {path}: {exc.strerror or exc}") from None
+        raise WriteFailed(f"cannot write the textfile {path}: {exc.strerror or exc}") from None
 
 
 def write_run_folder(run_dir: Path, outcome: CheckOutcome) -> list[Path]:
@@ -99,7 +125,7 @@ def write_run_folder(run_dir: Path, outcome: CheckOutcome) -> list[Path]:
         page = run_folder.write_page(run_dir, results, reports={}, suite=None,
                                      title=f"stetho {outcome.command} {outcome.run_id}")
     except OSError as exc:
-        raise ConfigError(f"cannot write the run folder {run_dir}: "
+        raise WriteFailed(f"cannot write the run folder {run_dir}: "
                           f"{exc.strerror or exc}") from None
     return [run_dir / n for n in ("results.json", "junit.xml", "summary.json",
                                   "summary.txt")] + [page]
@@ -122,4 +148,4 @@ def write_text(path: str, text: str | Iterable[str]) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         atomic.write(p, pieces)  # an unpredictable temporary: a planted link redirects nothing
     except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}") from None

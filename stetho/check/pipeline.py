@@ -9,6 +9,7 @@ request's callbacks and the outcome carries what the caller shows.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,7 +89,7 @@ def _bundles(request: CheckRequest) -> list[Bundle] | None:
     keep = request.outputs.evidence_out
     # the evidence file holds the evidence so far after every probe: a node killed
     # mid-collection still leaves a bundle to evaluate (unfinished probes timed out)
-    partial = (lambda b: b.save(keep)) if keep is not None else None
+    partial = _partial_sink(keep) if keep is not None else None
     try:
         bundle = collect.collect_local(profile=request.profile, sim=request.sim,
                                        node=request.node, bench=request.bench,
@@ -99,6 +100,23 @@ def _bundles(request: CheckRequest) -> list[Bundle] | None:
         if request.collected is not None:
             request.collected()
     return [bundle]
+
+
+def _partial_sink(path: Path) -> Callable[[Bundle], None]:
+    """Saves the evidence so far after each probe. A write that fails (a full disk) never
+    stops the collection: the final save names the failure (stetho.check.outputs)."""
+    failed = False
+
+    def save(bundle: Bundle) -> None:
+        nonlocal failed
+        if failed:
+            return
+        try:
+            bundle.save(path)
+        except OSError:
+            failed = True
+
+    return save
 
 
 def _record(request: CheckRequest, run_id: str, results: list[Result],

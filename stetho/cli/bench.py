@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from stetho.benchmarks.spec import SUITES
-from stetho.cli.common import db_option, emit, history_db, settings
+from stetho.cli.common import db_option, emit, history_db, settings, unwritten
 
 #: The checks that judge benchmarks (checks/test_bench.py): the tools' own verdicts, and the
 #: metrics against their baselines.
@@ -83,8 +83,8 @@ def bench_run(suite: str, only: tuple[str, ...], local: bool, sim: str | None, n
         outputs=check_lib.Outputs(junit=junit, json=json_out,
                                   evidence_out=Path(evidence_out) if evidence_out else None,
                                   textfile_dir=textfile or cfg.textfile_dir)))
-    sys.exit(emit(outcome.results, None, None, show_all=show_all, problems=problems,
-                  quiet=quiet))
+    sys.exit(unwritten(outcome.output_problems, emit(
+        outcome.results, None, None, show_all=show_all, problems=problems, quiet=quiet)))
 
 
 @bench.command("list")

@@ -15,6 +15,7 @@ from stetho.cli.common import (
     emit,
     history_db,
     settings,
+    unwritten,
 )
 
 #: A replay of more nodes than this shows only its problems unless --all.
@@ -128,9 +129,9 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         problems = problems or table.node_count(results) > FLEET_TABLE_NODES
     code = emit(results, None, None, show_all=show_all, problems=problems, quiet=quiet,
                 summary_to_stderr=outcome_out == "-")
-    if run_dir is not None and not quiet:
+    if run_dir is not None and not quiet and run_dir in outcome.written:
         click.echo(f"run folder: {run_dir} (run page: {run_dir / 'index.html'})")
-    sys.exit(code)
+    sys.exit(unwritten(outcome.output_problems, code))
 
 
 def replay_max_age() -> float | None:

@@ -60,6 +60,14 @@ def write(path: str, text: str | Iterable[str]) -> None:
     write_text(path, text)
 
 
+def unwritten(problems: Sequence[str], code: int) -> int:
+    """After the verdict line: each output that could not be written, named on stderr, and
+    exit 3 (the run was judged, but what it was asked to leave behind is not there)."""
+    for problem in problems:
+        click.echo(f"stetho: {problem}", err=True)
+    return 3 if problems else code
+
+
 def emit(results: Sequence[Result], junit: str | None, json_out: str | None, *,
          show_all: bool, problems: bool, quiet: bool, summary_to_stderr: bool = False) -> int:
     """Write the requested files, print the table (or only the summary line), and return the

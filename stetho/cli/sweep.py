@@ -9,7 +9,7 @@ from types import FrameType
 
 import click
 
-from stetho.cli.common import Progress, db_option, settings, terminal_width
+from stetho.cli.common import Progress, db_option, settings, terminal_width, unwritten
 
 
 @click.command()
@@ -75,6 +75,11 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
         name = signal.Signals(stop.signum or signal.SIGINT).name
         click.echo(f"stetho: sweep interrupted by {name}: {exc}", err=True)
         sys.exit(128 + (stop.signum or signal.SIGINT))
+    except OSError as exc:  # the run folder could not hold what the sweep needs to judge
+        progress.close()
+        problem = sweep_mod.cannot_write(exc, Path(out))
+        click.echo(f"sweep: COULD NOT EVALUATE: nothing was judged ({problem})")
+        sys.exit(unwritten([problem], 3))
     finally:
         progress.close()
     if quiet:
@@ -89,8 +94,9 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
                    f"({', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''})")
     if result.suite is not None:
         click.echo(result.suite.line())
-    click.echo(f"run folder: {result.run_dir} (run page: {result.run_dir / 'index.html'})")
-    sys.exit(result.exit_code)
+    if not result.output_problems:
+        click.echo(f"run folder: {result.run_dir} (run page: {result.run_dir / 'index.html'})")
+    sys.exit(unwritten(result.output_problems, result.exit_code))
 
 
 def _textfile(target: Path | None) -> Path | None:

@@ -87,6 +87,8 @@ class SweepResult:
     results: list[Result]
     hosts: dict[str, HostState]
     suite: SuiteSummary | None = None  # with --bench: the suite's night over the fleet
+    #: what of the run folder could not be written (a full disk): the verdict stands
+    output_problems: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -165,6 +167,7 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     if opts.db is not None:
         _judge_windows(run_dir, hosts, opts.db)
     results: list[Result] = []
+    problems: list[str] = []
     for name in sorted(hosts):
         st = hosts[name]
         if not st.done:
@@ -173,8 +176,11 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
                 f"no result from Ansible for this host (playbook {run.status}, rc {run.rc})")
         if st.error:
             st.results = [_host_error(name, st.error)]
-            _write_json(run_dir / "hosts" / name / "results.json",
-                        _results_doc(st.results))
+            try:
+                _write_json(run_dir / "hosts" / name / "results.json",
+                            _results_doc(st.results))
+            except OSError as exc:
+                problems.append(cannot_write(exc, run_dir / "hosts" / name))
         results.extend(st.results)
     summaries = _summaries(run_dir, hosts)
     from stetho.checking import fleet as fleetchecks
@@ -186,9 +192,18 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         results.extend(recording.after_run("sweep", run_id, results, summaries, opts.db,
                                            command=f"sweep {opts.limit or ''}".strip(),
                                            run_dir=str(run_dir)))
-    suite = _write_run_folder(run_dir, results, hosts, opts, run_id, run,
-                              datetime.fromisoformat(str(meta["started"])))
-    return SweepResult(run_dir, results, hosts, suite)
+    suite = None
+    try:
+        suite = _write_run_folder(run_dir, results, hosts, opts, run_id, run,
+                                  datetime.fromisoformat(str(meta["started"])))
+    except OSError as exc:  # the verdict is in memory: it is shown, the failure named
+        problems.append(cannot_write(exc, run_dir))
+    return SweepResult(run_dir, results, hosts, suite, problems)
+
+
+def cannot_write(exc: OSError, where: Path) -> str:
+    """A write that failed, in words: the file (or the folder it was going to) and why."""
+    return f"cannot write {exc.filename or where}: {exc.strerror or exc}"
 
 
 def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, HostState],
@@ -221,8 +236,11 @@ def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, Hos
     run_folder.write_page(run_dir, results, title=title, reports=written, suite=suite,
                           accuracy=acc)
     if opts.textfile is not None:
-        run_folder.write_textfile(opts.textfile, results, run_id=run_id, started=started,
-                                  accuracy=acc)
+        try:
+            run_folder.write_textfile(opts.textfile, results, run_id=run_id, started=started,
+                                      accuracy=acc)
+        except OSError as exc:  # named by its own path, not the run folder's
+            raise OSError(exc.errno, exc.strerror, str(exc.filename or opts.textfile)) from None
     return suite
 
 

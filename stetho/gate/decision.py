@@ -162,6 +162,8 @@ class FromHistory:
     sources: dict[str, str] = field(default_factory=dict)
     lacking: dict[str, list[str]] = field(default_factory=dict)
     unavailable: str | None = None  # why history could not be read at all
+    #: node -> why a history row of it failed its integrity check: never GO, not re-checked
+    distrusted: dict[str, str] = field(default_factory=dict)
 
 
 def required_checks(policy: GatePolicy) -> frozenset[str]:
@@ -201,6 +203,9 @@ def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | No
         out.unavailable = f"{db}: {describe(exc)}"
         return out
     for node, found in latest.items():
+        if found.distrusted:
+            out.distrusted[node] = found.distrusted
+            continue
         out.results[node] = found.results
         runs = found.runs()
         age = _age(now - found.oldest)

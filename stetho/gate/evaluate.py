@@ -208,8 +208,15 @@ def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now
 
     hist = from_history(db, names, policy, now)
     sources = dict(hist.sources)
-    live = [n for n in names if n not in hist.results or n in hist.lacking]
-    results = [r for n in names if n not in live for r in hist.results[n]]
+    live = [n for n in names if (n not in hist.results or n in hist.lacking)
+            and n not in hist.distrusted]
+    results = [r for n in names if n not in live and n in hist.results
+               for r in hist.results[n]]
+    for n, why in hist.distrusted.items():  # tampering is reported, not re-checked away
+        results.append(Result(n, "gate", "", "error", why, probe="gate", remediation=(
+            "find who could write the history database and what they changed; then record "
+            f"a fresh signed result (stetho sweep --limit {n}) or move the database aside")))
+        sources[n] = "history (failed its integrity check)"
     if live and req.inventory:
         from stetho.fleet import sweep as sweep_mod
 

@@ -17,6 +17,8 @@ class NodeLatest:
     checks: dict[str, tuple[int, str]] = field(default_factory=dict)  # check -> (time, run)
     results: list[Result] = field(default_factory=list)
     newest: int = 0
+    #: why a row of this node failed its integrity check (stetho.history.integrity), if one did
+    distrusted: str | None = None
 
     def add(self, t: int, run: str, results: list[Result]) -> None:
         """Fold in one older run (runs arrive newest first)."""

@@ -13,7 +13,10 @@ time, so one sweep appends one contiguous run of rows per node (a few MB per swe
 per series), and a node's last 30 days is one range scan. `series` names check, subject,
 metric and unit once per node; the view `metrics_long` gives the long form (run, time, node,
 check, subject, metric, value, unit). Per-node results are kept as one compressed JSON document per
-node and run, with their status counts beside it.
+node and run, with their status counts beside it, signed (stetho.history.integrity).
+
+Long because the schema, its migrations and the statements that write and read it must change
+together: one file, so that a column is never written in one shape and read in another.
 """
 
 from __future__ import annotations
@@ -29,11 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stetho.errors import ConfigError, StethoError
+from stetho.errors import ConfigError
+from stetho.history.errors import HistoryCorrupt as HistoryCorrupt
+from stetho.history.errors import HistoryError as HistoryError
+from stetho.history.errors import HistoryKeyError as HistoryKeyError
+from stetho.history.integrity import ROW, RowCheck
 from stetho.history.latest import NodeLatest
 from stetho.results import Result, known_status
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: version -> statements bringing the previous version to it. Append, never edit.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -68,6 +75,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
            outcome TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '', run TEXT NOT NULL DEFAULT '')""",
         "CREATE INDEX remedies_fault ON remedies(node, cause, part, time)",
     ),
+    3: (  # each node's row signed (stetho.history.integrity); older rows stay unsigned
+        "ALTER TABLE node_runs ADD COLUMN mac TEXT",
+        "INSERT OR REPLACE INTO meta VALUES ('signed_after_run_key', "
+        "(SELECT coalesce(max(key), 0) FROM runs))",
+    ),
 }
 
 
@@ -77,16 +89,6 @@ def new_run_id() -> str:
     from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-class HistoryError(StethoError):
-    """The database cannot be used (truncated, newer or unreadable schema, not a stetho
-    database, disk full): exit 3, since the run could not be evaluated or recorded. Callers
-    that only record keep their verdict and say the run was not recorded."""
-
-
-class HistoryCorrupt(HistoryError):
-    """A row the database holds cannot be read back."""
 
 
 #: A bundle (or a clock) at most this far ahead of the controller is still believed.
@@ -132,6 +134,7 @@ class History:
             raise HistoryError(f"{path}: not a usable SQLite database: {exc}") from None
         self._db: Any = None
         self._node_ids: dict[str, int] = {}
+        self.rows = RowCheck(self.conn, self.path)  # signs and verifies node_runs rows
         try:
             self._migrate()
         except HistoryError:
@@ -221,11 +224,14 @@ class History:
                command: str = "", run_dir: str = "") -> int:
         """Write one run, all of it or nothing. Returns the run's key."""
         from stetho import __version__
+        from stetho.history import integrity
         from stetho.results import counts
         from stetho.results import exit_code as code_of
 
         t = int(when if when is not None else time.time())
         nodes = list(nodes)
+        key = self.rows.key(create=True)
+        assert key is not None
         all_results = [r for n in nodes for r in n.results]
         with self.transaction():
             cur = self.conn.execute(
@@ -248,12 +254,15 @@ class History:
                 c = counts(n.results)
                 blob = zlib.compress(json.dumps([r.to_json() for r in n.results],
                                                 default=str).encode(), 6)
-                node_rows.append((run_key, nid, t, n.profile, code_of(n.results), c["fail"],
-                                  c["error"], c["warn"], c["skip"], c["pass"], blob))
+                code = code_of(n.results)
+                tally = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
+                node_rows.append((run_key, nid, t, n.profile, code, *tally, blob,
+                                  integrity.mac(key, n.node, run_id, t, n.profile, code, tally,
+                                                blob)))
             self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
                                   metric_rows)
             self.conn.executemany("INSERT OR REPLACE INTO node_runs VALUES "
-                                  "(?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+                                  "(?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
         return run_key
 
     def _ensure_nodes(self, names: list[str]) -> dict[str, int]:
@@ -351,13 +360,19 @@ class History:
         for chunk in _chunks(nodes, 500):
             q = ",".join("?" * len(chunk))
             rows = self.conn.execute(
-                "SELECT n.name, nr.time, r.id, nr.results FROM nodes n "
+                f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
                 "JOIN node_runs nr ON nr.node_id = n.id "
                 "JOIN runs r ON r.key = nr.run_key "
                 f"WHERE n.name IN ({q}) AND nr.time >= ? "
                 "AND nr.time = (SELECT max(time) FROM node_runs WHERE node_id = n.id) ",
                 [*chunk, int(now - max_age_s)])
-            for name, t, run, blob in rows:
+            for name, t, run, run_key, *row in rows:
+                why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
+                if why is not None:
+                    if why:
+                        raise HistoryCorrupt(why)
+                    continue
+                blob = row[-2]
                 results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
                 out[name] = (int(t), str(run), results)
         return out
@@ -375,17 +390,23 @@ class History:
         for chunk in _chunks(nodes, 500):
             q = ",".join("?" * len(chunk))
             rows = self.conn.execute(
-                "SELECT n.name, nr.time, r.id, nr.results FROM nodes n "
+                f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
                 "JOIN node_runs nr ON nr.node_id = n.id "
                 "JOIN runs r ON r.key = nr.run_key "
                 f"WHERE n.name IN ({q}) AND nr.time >= ? AND nr.time <= ? "
                 "ORDER BY n.name, nr.time DESC, nr.run_key DESC",
                 [*chunk, int(now - max_age_s), int(now) + FUTURE_TOLERANCE_S])
-            for name, t, run, blob in rows:
+            for name, t, run, run_key, *row in rows:
                 latest = out.setdefault(name, NodeLatest(name))
-                if checks is not None and checks <= latest.checks.keys():
+                if latest.distrusted or (checks is not None and checks <= latest.checks.keys()):
                     continue
-                latest.add(int(t), str(run), self._decode(name, run, blob, latest.checks))
+                why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
+                if why == "":  # written before rows were signed: unverified, as if stale
+                    continue
+                if why:
+                    latest.distrusted = why
+                    continue
+                latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks))
         return out
 
     @staticmethod

@@ -1,0 +1,174 @@
+"""History rows signed with a key only the controller can read, so that editing the database
+(a results blob changed from fail to pass, a row moved to another node or run) is detected
+instead of believed.
+
+Each node_runs row carries an HMAC-SHA256 over what it says: node name, run id, time, profile,
+exit code, status counts and the results blob. The key is 32 random bytes in a 0600 file beside
+the database (`<db>.key`), created on the first write
+with O_EXCL|O_NOFOLLOW and refused when it is a link, not a regular file, not owned by this
+user or readable by others. Anyone who can write the database but not read the key cannot
+forge a row; deleting rows only makes results stale (the gate then re-checks or fails closed).
+
+Databases from before signing (schema 2) keep their rows unsigned: signing them on upgrade would
+launder whatever was edited before. `meta.signed_after_run_key` marks where signing began: an
+unsigned row of a later run was stripped (a failure); one of an earlier run is unverified and
+read as if it were not there, so the gate checks the node live or cannot evaluate it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+from stetho.history.errors import HistoryKeyError
+
+KEY_BYTES = 32
+
+#: the node_runs columns RowCheck.untrusted verifies, in its order
+ROW = "nr.profile, nr.exit_code, nr.fail, nr.error, nr.warn, nr.skip, nr.pass, nr.results, nr.mac"
+
+
+def new_key() -> bytes:
+    return secrets.token_bytes(KEY_BYTES)
+
+
+def key_path(db: Path) -> Path:
+    """The key file of a database: `<db>.key` beside it."""
+    return db.with_name(db.name + ".key")
+
+
+def load(path: Path) -> bytes | None:
+    """The key, or None where the file does not exist. Opened without following a link and
+    checked on the open descriptor, so a file swapped in between cannot be read instead."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise HistoryKeyError(f"history key {path}: cannot open it ({exc.strerror or exc}; a "
+                        "symbolic link is refused)") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise HistoryKeyError(f"history key {path}: not a regular file")
+        if st.st_uid != os.geteuid():
+            raise HistoryKeyError(f"history key {path}: owned by uid {st.st_uid}, not by this user "
+                            f"(uid {os.geteuid()}); the key must be the controller's own")
+        if st.st_mode & 0o077:
+            raise HistoryKeyError(f"history key {path}: mode {stat.S_IMODE(st.st_mode):04o} lets "
+                            "others read or change it; it must be 0600 (chmod 600, and treat "
+                            "the history as unverified if others could write it)")
+        key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise HistoryKeyError(f"history key {path}: {len(key)} bytes, expected {KEY_BYTES}; it was "
+                        "damaged or replaced")
+    return key
+
+
+def load_or_create(path: Path) -> bytes:
+    """The key, made on first use: O_EXCL so two first writers agree on one key, O_NOFOLLOW
+    so a planted link cannot redirect it, mode 0600 from the start."""
+    key = load(path)
+    if key is not None:
+        return key
+    key = new_key()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+    except FileExistsError:  # another writer made it first (or a link was planted: refused)
+        found = load(path)
+        if found is None:
+            raise HistoryKeyError(f"history key {path}: appeared and vanished while creating it"
+                            ) from None
+        return found
+    except OSError as exc:
+        raise HistoryKeyError(f"history key {path}: cannot create it ({exc.strerror or exc})"
+                        ) from None
+    try:
+        os.write(fd, key)
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        os.unlink(path)
+        raise HistoryKeyError(f"history key {path}: cannot write it ({exc.strerror or exc})"
+                        ) from None
+    os.close(fd)
+    return key
+
+
+def mac(key: bytes, node: str, run: str, t: int, profile: str | None, exit_code: int | None,
+        counts: tuple[int, ...], blob: bytes) -> str:
+    """The row's HMAC-SHA256, hex: over every column that says something about the node."""
+    head = json.dumps(["stetho-node-run-1", node, run, int(t), profile, exit_code,
+                       list(counts)], separators=(",", ":")).encode()
+    h = hmac.new(key, head, hashlib.sha256)
+    h.update(b"\0")
+    h.update(blob)
+    return h.hexdigest()
+
+
+def verify(key: bytes, expected: str, node: str, run: str, t: int, profile: str | None,
+           exit_code: int | None, counts: tuple[int, ...], blob: bytes) -> bool:
+    """Whether the row's stored MAC is the one its content gives (constant-time compare)."""
+    return hmac.compare_digest(mac(key, node, run, t, profile, exit_code, counts, blob),
+                               str(expected))
+
+
+class RowCheck:
+    """Signs a database's node_runs rows and says why one cannot be believed."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self._key: bytes | None = None
+        self._signed_after: int | None = None
+
+    def key(self, create: bool) -> bytes | None:
+        """The key rows are signed with; made on the first write. An in-memory database
+        signs with a key of its own lifetime."""
+        if self._key is None:
+            if str(self.path) == ":memory:":
+                self._key = new_key()
+            else:
+                path = key_path(self.path)
+                self._key = load_or_create(path) if create else load(path)
+        return self._key
+
+    def signed_after(self) -> int:
+        """Rows of runs with a key above this were written signed: one without a MAC there
+        was stripped. At or below it they predate signing: unverified, never believed."""
+        if self._signed_after is None:
+            row = self.conn.execute(
+                "SELECT value FROM meta WHERE key = 'signed_after_run_key'").fetchone()
+            try:
+                self._signed_after = int(row[0]) if row else 0
+            except (TypeError, ValueError):
+                self._signed_after = 0
+        return self._signed_after
+
+    def untrusted(self, node: str, run: str, run_key: int, t: int, row: tuple[Any, ...]
+                  ) -> str | None:
+        """Why a node_runs row (the ROW columns) cannot be believed, or None; "" where it
+        predates signing (unverified: read as absent)."""
+        *head, blob, stored = row
+        failed = f"history row for node {node} (run {run}) failed its integrity check: "
+        if stored is None:
+            if run_key <= self.signed_after():
+                return ""
+            return failed + "it has no signature where the database signs every row"
+        key = self.key(create=False)
+        if key is None:
+            return failed + f"the key {key_path(self.path)} that signed it is missing"
+        if not isinstance(blob, bytes) or not verify(
+                key, str(stored), node, run, t, head[0], head[1], tuple(head[2:]), blob):
+            return failed + "its content is not what stetho wrote (the database was edited)"
+        return None
