@@ -134,8 +134,11 @@ def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, po
     from stetho.history import inbox
     from stetho.history.store import new_run_id
 
+    profiles = doc.get("profiles")
+    profile = profiles.get(node) if isinstance(profiles, dict) else None
     doc = {**doc, "run_id": new_run_id(), "node": node, "kind": f"gate-{mode}", "time": now,
-           "command": f"gate --local --slurm {mode} --policy {policy}", "summary": summary}
+           "command": f"gate --local --slurm {mode} --policy {policy}", "summary": summary,
+           "profile": profile if isinstance(profile, str) and profile != "unknown" else ""}
     return inbox.write(folder, doc)
 
 

@@ -17,8 +17,10 @@ class NodeLatest:
     checks: dict[str, tuple[int, str]] = field(default_factory=dict)  # check -> (time, run)
     results: list[Result] = field(default_factory=list)
     newest: int = 0
+    #: check -> the profile its result was judged against ("" where the run recorded none)
+    profiles: dict[str, str] = field(default_factory=dict)
 
-    def add(self, t: int, run: str, results: list[Result]) -> None:
+    def add(self, t: int, run: str, results: list[Result], profile: str = "") -> None:
         """Fold in one older run (runs arrive newest first)."""
         first = not self.checks and not self.results
         self.newest = max(self.newest, t)
@@ -27,6 +29,7 @@ class NodeLatest:
             ran -= {"gate", "sweep"}
         for check in ran:
             self.checks[check] = (t, run)
+            self.profiles[check] = profile
         self.results += [r for r in results if r.check in ran]
 
     @property
