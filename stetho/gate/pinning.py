@@ -81,6 +81,7 @@ def pins_for(nodes: list[str], db: Path,
     check, whose own judging the gate reports anyway)."""
     import sqlite3
 
+    from stetho.history.latest import pinned_profiles
     from stetho.history.store import History, HistoryError, describe
     from stetho.profiles import DEFAULT_PROFILE
 
@@ -89,8 +90,8 @@ def pins_for(nodes: list[str], db: Path,
     if db.exists():
         try:
             with History(db) as h:
-                for node, (profile, run) in h.pinned_profiles(
-                        nodes, frozenset({DEFAULT_PROFILE})).items():
+                for node, (profile, run) in pinned_profiles(
+                        h.conn, nodes, frozenset({DEFAULT_PROFILE})).items():
                     pins.pins[node] = Pin(profile, f"last recorded with it in run {run}")
         except HistoryError as exc:
             problem = str(exc)

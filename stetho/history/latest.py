@@ -3,6 +3,7 @@ on, so that a narrow run replaces only the checks it ran."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 
 from stetho.results import Result
@@ -40,3 +41,24 @@ class NodeLatest:
         """The runs the results came from, newest first."""
         seen = sorted({(t, run) for t, run in self.checks.values()}, reverse=True)
         return [run for _, run in seen]
+
+
+def pinned_profiles(conn: sqlite3.Connection, nodes: list[str],
+                    unpinned: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
+    """Each node's profile as history pins it: the one its newest run was recorded with, of
+    any age, leaving out runs with no profile or one in `unpinned` (the fallback a node is
+    judged against when nothing names its hardware): node -> (profile, run)."""
+    out: dict[str, tuple[str, str]] = {}
+    skip = sorted(unpinned)
+    leave_out = f"AND nr.profile NOT IN ({','.join('?' * len(skip))}) " if skip else ""
+    for i in range(0, len(nodes), 500):
+        chunk = nodes[i:i + 500]
+        rows = conn.execute(
+            "SELECT n.name, nr.profile, r.id FROM nodes n "
+            "JOIN node_runs nr ON nr.node_id = n.id JOIN runs r ON r.key = nr.run_key "
+            f"WHERE n.name IN ({','.join('?' * len(chunk))}) AND nr.profile IS NOT NULL "
+            f"AND nr.profile != '' {leave_out}"
+            "ORDER BY n.name, nr.time DESC, nr.run_key DESC", [*chunk, *skip])
+        for name, profile, run in rows:
+            out.setdefault(str(name), (str(profile), str(run)))
+    return out

@@ -389,27 +389,6 @@ class History:
                            str(profile or ""))
         return out
 
-    def pinned_profiles(self, nodes: list[str], unpinned: frozenset[str] = frozenset()
-                        ) -> dict[str, tuple[str, str]]:
-        """Each node's profile as history pins it: the one its newest run was recorded with,
-        of any age, leaving out runs with no profile or one in `unpinned` (the fallback a
-        node is judged against when nothing names its hardware): node -> (profile, run)."""
-        out: dict[str, tuple[str, str]] = {}
-        skip = sorted(unpinned)
-        leave_out = f"AND nr.profile NOT IN ({','.join('?' * len(skip))}) " if skip else ""
-        for chunk in _chunks(nodes, 500):
-            q = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                "SELECT n.name, nr.profile, r.id FROM nodes n "
-                "JOIN node_runs nr ON nr.node_id = n.id "
-                "JOIN runs r ON r.key = nr.run_key "
-                f"WHERE n.name IN ({q}) AND nr.profile IS NOT NULL AND nr.profile != '' "
-                f"{leave_out}"
-                "ORDER BY n.name, nr.time DESC, nr.run_key DESC", [*chunk, *skip])
-            for name, profile, run in rows:
-                out.setdefault(str(name), (str(profile), str(run)))
-        return out
-
     @staticmethod
     def _decode(node: str, run: str, blob: bytes, known: Container[str] = ()) -> list[Result]:
         """A node's results in one run, less those of checks in `known` (already found in a
