@@ -151,18 +151,15 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
     process: exit 3 for a health check (a hung probe must not leave a node looking healthy);
     for a prolog, 1 only when the node is now out of service (see prolog_on_own_node), else 0.
     The drain itself gets what time Slurm leaves (5 s); a refused drain says why. Every probe
-    still running is killed first, with all it forked: probes run in their own process
-    groups, out of reach of Slurm's kill, and a hung one would outlive the hook."""
+    still running is killed last, with all it forked: probes run in their own process groups,
+    out of reach of Slurm's kill, and a hung one would outlive the hook (killed earlier, it
+    would let the checks run on and end the process before the drain was done)."""
 
     def fire() -> None:
         from stetho.evidence.runner import kill_running_probes
         from stetho.gate.breaker import Circuit
         from stetho.gate.slurm import drain_reason
 
-        try:
-            kill_running_probes()
-        except Exception:  # noqa: BLE001 - the watchdog must end the process whatever happens
-            pass
 
         reason = drain_reason("health-check", f"checks did not finish in {seconds:g} s "
                               "(a probe hangs: run `stetho check --local` on the node)")
@@ -185,6 +182,10 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
             line += f"; {type(exc).__name__}: {exc}"
         print(line, file=sys.stderr, flush=True)
         print(line, flush=True)
+        try:  # last: a killed probe would let the checks run on, and end the process first
+            kill_running_probes()
+        except Exception:  # noqa: BLE001 - the watchdog must end the process whatever happens
+            pass
         os._exit(code)
 
     timer = threading.Timer(seconds, fire)
