@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -122,3 +123,83 @@ def test_gate_script_passes_a_hostile_tag_as_one_quoted_argument(tmp_path: Path)
     assert argv[argv.index("--nodes") + 1] == env["NODES"]
     assert (tmp_path / "out").read_text() == "rc=1\n"
     assert not marker.exists()
+
+
+PINNER = REPO / ".github" / "scripts" / "pinned-gates"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {"PATH": os.environ["PATH"], "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@x"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+
+
+def test_the_release_gate_takes_policy_and_signers_from_the_default_branch(tmp_path: Path
+                                                                           ) -> None:
+    """A release tag cut from a branch that relaxed gates/release.yml and added its author to
+    the signers: the workflow's gate still reads both from the default branch's tip, and says
+    which commit it used."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git(origin, "init", "-q", "-b", "main")
+    gates = origin / "gates"
+    gates.mkdir()
+    strict = (REPO / "gates" / "release.yml").read_text()
+    (gates / "release.yml").write_text(strict)
+    (gates / "allowed_signers").write_text('lead@corp namespaces="stetho-override" ssh-ed25519 '
+                                           "AAAA\n")
+    scripts = origin / ".github" / "scripts"
+    scripts.mkdir(parents=True)
+    shutil.copy2(PINNER, scripts / PINNER.name)
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "reviewed policy")
+    reviewed = _git(origin, "rev-parse", "HEAD")
+    _git(origin, "switch", "-q", "-c", "relax")
+    (gates / "release.yml").write_text(strict.replace("block_on: [fail]", "block_on: []"))
+    (gates / "allowed_signers").write_text("mallory@corp ssh-ed25519 BBBB\n")
+    (gates / "canary.yml").write_text("policy: canary\nblock_on: []\n")
+    _git(origin, "commit", "-q", "-am", "relax the gate")
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "a policy of its own")
+    _git(origin, "tag", "v9.9.9")
+    _git(origin, "switch", "-q", "main")
+    work = tmp_path / "work"  # what actions/checkout leaves: the tag, one commit deep
+    _git(tmp_path, "clone", "-q", "--depth=1", "--branch", "v9.9.9", f"file://{origin}",
+         str(work))
+    assert "block_on: []" in (work / "gates" / "release.yml").read_text()
+
+    doc = yaml.safe_load((WORKFLOWS / "gate.yml").read_text())
+    job = doc["jobs"]["gate"]
+    assert "github.event.repository.default_branch" in job["env"]["POLICY_BRANCH"]
+    steps = [s.get("run", s.get("uses", "")) for s in job["steps"]]
+    pin = steps.index(".github/scripts/pinned-gates")
+    assert "POLICY_BRANCH:version" in steps[pin - 1]  # checked before it is used
+    assert pin < min(i for i, s in enumerate(steps) if "stetho gate" in s or "pip" in s)
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POLICY_BRANCH": "main",
+           "GITHUB_ENV": str(tmp_path / "github_env")}
+    proc = subprocess.run(["bash", "-e", "-c", steps[pin]], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (work / "gates" / "release.yml").read_text() == strict
+    assert "lead@corp" in (work / "gates" / "allowed_signers").read_text()
+    assert not (work / "gates" / "canary.yml").exists()  # nothing the branch added stays
+    pinned = work.resolve() / "gates"
+    assert proc.stdout.splitlines()[0] == (
+        f"policies and signers: {pinned}, from origin/main at {reviewed}")
+    assert "  gates/allowed_signers" in proc.stdout and "  gates/release.yml" in proc.stdout
+    assert (tmp_path / "github_env").read_text() == f"STETHO_GATES={pinned}\n"
+
+    shown = subprocess.run(  # and the gate's own loader now reads the reviewed policy
+        [sys.executable, "-c", "from stetho.gate import policy; "
+         "print(policy.find('release'), policy.load('release').block_on)"],
+        cwd=work, env={**os.environ, "STETHO_GATES": str(pinned)}, capture_output=True,
+        text=True, timeout=60, check=True).stdout
+    assert shown.strip() == f"{pinned / 'release.yml'} ('fail',)"
+
+    env["POLICY_BRANCH"] = "nosuch"  # fail closed: no pinned policy, no gate
+    proc = subprocess.run([str(PINNER)], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode != 0 and (work / "gates" / "release.yml").read_text() == strict

@@ -81,6 +81,29 @@ NO_WATCH = Watch()
 #: given up for lost (a file read blocked in the kernel cannot be interrupted).
 GRACE_S = 2.0
 
+#: The process groups of the probes running now, by the thread that started each: a probe
+#: runs in its own session (so a hung one and everything it forked can be killed together),
+#: which also puts it out of reach of whoever kills stetho's own group (Slurm, a watchdog
+#: that ends the process); so stetho kills them itself (kill_running_probes).
+_LIVE: dict[int, int] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_running_probes(threads: frozenset[int] | None = None) -> int:
+    """SIGKILL the whole process group of every probe still running (or only those started by
+    `threads`, thread idents); returns how many groups were signalled. A forked child that
+    ignores SIGTERM goes with its probe: its group is killed, not only the probe."""
+    with _LIVE_LOCK:
+        groups = [g for g, t in _LIVE.items() if threads is None or t in threads]
+    killed = 0
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return killed
+
 
 def run_all(probes: tuple[Probe, ...], env: Environment, workers: int = 8,
             watch: Watch = NO_WATCH) -> dict[str, ProbeRecord]:
@@ -104,8 +127,10 @@ def run_all(probes: tuple[Probe, ...], env: Environment, workers: int = 8,
             if watch.on_record is not None:
                 watch.on_record(rec)
 
-    for _ in range(max(1, min(workers, len(probes)))):
-        threading.Thread(target=work, daemon=True, name="stetho-probe").start()
+    threads = [threading.Thread(target=work, daemon=True, name="stetho-probe")
+               for _ in range(max(1, min(workers, len(probes))))]
+    for t in threads:
+        t.start()
     with cond:
         while len(done) < len(probes):
             left = watch.remaining()
@@ -114,6 +139,8 @@ def run_all(probes: tuple[Probe, ...], env: Environment, workers: int = 8,
             cond.wait(None if left is None else left + GRACE_S)
         finished = dict(done)
         todo.clear()
+    if len(finished) < len(probes):  # given up for lost: none of its processes outlive it
+        kill_running_probes(frozenset(t.ident for t in threads if t.ident is not None))
     records = [finished.get(i) or watch.timed_out(p, "still running at")
                for i, p in enumerate(probes)]
     return {r.name: r for r in records}
@@ -170,7 +197,19 @@ def _run_command(probe: Probe, argv: tuple[str, ...], env: Environment,
         return ProbeRecord(probe.name, "command", "denied", argv=argv, reason=str(exc))
     except OSError as exc:
         return ProbeRecord(probe.name, "command", "error", argv=argv, reason=str(exc))
-    timeout = min(probe.timeout_s, env.timeout_cap or probe.timeout_s)
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = threading.get_ident()
+    try:
+        return _wait(probe, argv, proc, start, watch,
+                     min(probe.timeout_s, env.timeout_cap or probe.timeout_s))
+    finally:
+        _kill_group(proc)  # whatever it forked goes too, even when the probe itself exited
+        with _LIVE_LOCK:
+            _LIVE.pop(proc.pid, None)
+
+
+def _wait(probe: Probe, argv: tuple[str, ...], proc: subprocess.Popen[bytes], start: float,
+          watch: Watch, timeout: float) -> ProbeRecord:
     left = watch.remaining()
     by_deadline = left is not None and left < timeout
     if by_deadline:
@@ -207,7 +246,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        if proc.poll() is None:
+            proc.kill()
 
 
 def _read_files(probe: Probe, env: Environment) -> ProbeRecord:

@@ -182,7 +182,7 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
             except OSError as exc:
                 problems.append(cannot_write(exc, run_dir / "hosts" / name))
         results.extend(st.results)
-    summaries = _summaries(run_dir, hosts)
+    summaries = node_summaries(run_dir, hosts)
     from stetho.checking import fleet as fleetchecks
 
     results.extend(fleetchecks.evaluate(list(summaries.values())))
@@ -397,7 +397,7 @@ def _host_error(name: str, message: str) -> Result:
                   "(`stetho sweep --limit " + name + "`)", probe="ansible")
 
 
-def _summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, NodeSummary]:
+def node_summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, NodeSummary]:
     """Each host's summary (versions, busbw, metrics) from the outcome it sent back."""
     out: dict[str, NodeSummary] = {}
     for name in sorted(hosts):

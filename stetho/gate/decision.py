@@ -34,6 +34,8 @@ class Decision:
     ignored_overrides: list[Ignored] = field(default_factory=list)
 
     history_unavailable: str | None = None  # why the history could not be read or written
+    #: node -> the profile it was judged against (its pin: stetho.gate.pinning)
+    profiles: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -164,6 +166,8 @@ class FromHistory:
     unavailable: str | None = None  # why history could not be read at all
     #: node -> why a history row of it failed its integrity check: never GO, not re-checked
     distrusted: dict[str, str] = field(default_factory=dict)
+    #: node -> check -> the profile its result was judged against ("" none recorded)
+    profiles: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def required_checks(policy: GatePolicy) -> frozenset[str]:
@@ -207,6 +211,7 @@ def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | No
             out.distrusted[node] = found.distrusted
             continue
         out.results[node] = found.results
+        out.profiles[node] = dict(found.profiles)
         runs = found.runs()
         age = _age(now - found.oldest)
         out.sources[node] = (f"history {runs[0]} ({age} old)" if len(runs) == 1 else
@@ -258,9 +263,11 @@ def lines(decision: Decision) -> list[str]:
         value = format_value(r.value, r.unit)
         vs = f"{value} (expected {r.expected})" if r.expected is not None else value
         subject = f"/{r.subject}" if r.subject else ""
+        profile = decision.profiles.get(r.node)
         out.append(f"BLOCK {r.node}{subject} {r.check}: {r.message}"
                    + (f" [{vs}]" if vs else "")
-                   + (f" -> {r.remediation}" if r.remediation else ""))
+                   + (f" -> {r.remediation}" if r.remediation else "")
+                   + (f" (profile {profile})" if profile else ""))
     for r in decision.results:
         if r.override:
             o = r.override
@@ -292,6 +299,13 @@ def summary(decision: Decision, nodes: list[str]) -> str:
                  + "; ".join(shown) + more + ")")
     if decision.history_unavailable:
         text += f"; history unavailable: {_one_line(decision.history_unavailable, 300)}"
+    by_profile: dict[str, list[str]] = {}
+    for n in nodes:
+        if n in decision.profiles:
+            by_profile.setdefault(decision.profiles[n], []).append(n)
+    if by_profile:
+        text += "; profile " + ", ".join(f"{p} ({compress(ns)})"
+                                         for p, ns in sorted(by_profile.items()))
     return text
 
 

@@ -8,7 +8,7 @@ prints: the outcome carries what the CLI shows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +24,7 @@ from stetho.gate.decision import (
     required_checks,
 )
 from stetho.gate.decision import summary as summary_line
+from stetho.gate.pinning import pins_for
 from stetho.gate.policy import GatePolicy
 from stetho.results import Result
 
@@ -113,6 +114,7 @@ class GateOutcome:
         doc["circuit"] = self.circuit.to_json() if self.circuit else None
         doc["breaker_preview"] = self.breaker_preview
         doc["could_not_evaluate"] = self.decision.unevaluated
+        doc["profiles"] = self.decision.profiles
         doc["history_unavailable"] = self.decision.history_unavailable
         doc["exit_code"] = self.exit_code
         return doc
@@ -138,14 +140,22 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         from stetho.errors import ConfigError
 
         raise ConfigError("--slurm goes with --local: it is how Slurm runs the gate on a node")
+    judged: dict[str, dict[str, str]] = {}
     if req.local:
-        results, names, sources, unavailable = _local_hooked(policy, req, db)
+        import socket
+
+        pins, _ = pins_for([req.node or socket.gethostname()], db, None)
+        results, names, sources, unavailable = _local_hooked(policy, req, db, judged)
     else:
         names = hostlist.expand(req.nodes or "")
-        results, sources, unavailable = _fleet(policy, req, names, db, now, progress, steps)
+        pins, _ = pins_for(names, db, _inventory_vars(req.inventory, names))
+        results, sources, unavailable = _fleet(policy, req, names, db, now, progress, steps,
+                                               judged)
+    results = pins.apply(results, judged)
     valid, ignored = load_overrides(policy, req.override_repo, now)
     decision = decide(policy, results, valid, sources, ignored)
     decision.history_unavailable = unavailable
+    decision.profiles = {n: pins.profile_of(n, judged.get(n, {})) for n in names}
     outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None,
                           gate_id=new_run_id())
     if policy.drain and not req.local:
@@ -198,14 +208,31 @@ def _outputs(outcome: GateOutcome, req: GateRequest, started: float, took: float
             outcome.output_problems.append(str(exc))
 
 
+def _inventory_vars(inventory: Path | None, names: list[str]
+                    ) -> Mapping[str, Mapping[str, object]] | None:
+    """The nodes' inventory variables (their `stetho_profile` pins them), checked where they
+    enter; None without an inventory."""
+    if inventory is None:
+        return None
+    from stetho.fleet import hostvars
+    from stetho.fleet.ansible import inventory_hosts
+
+    found = inventory_hosts(inventory)
+    hostvars.validate(inventory, found, [n for n in names if n in found])
+    return found
+
+
 def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now: float,
            progress: Callable[[str, int, int, int], None] | None,
-           steps: Callable[[str], None] | None = None
+           steps: Callable[[str], None] | None = None,
+           judged: dict[str, dict[str, str]] | None = None
            ) -> tuple[list[Result], dict[str, str], str | None]:
     """Fresh history per node and check; the nodes lacking any required check run live
-    through the sweep (all their checks), or cannot be evaluated."""
+    through the sweep (all their checks), or cannot be evaluated. `judged` gets each node's
+    profile per check, as its results were judged."""
     from stetho.core import hostlist
 
+    judged = {} if judged is None else judged
     hist = from_history(db, names, policy, now)
     sources = dict(hist.sources)
     live = [n for n in names if (n not in hist.results or n in hist.lacking)
@@ -217,6 +244,8 @@ def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now
             "find who could write the history database and what they changed; then record "
             f"a fresh signed result (stetho sweep --limit {n}) or move the database aside")))
         sources[n] = "history (failed its integrity check)"
+    judged.update({n: hist.profiles.get(n, {}) for n in names if n not in live
+                   and n in hist.results})
     if live and req.inventory:
         from stetho.fleet import sweep as sweep_mod
 
@@ -225,6 +254,11 @@ def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now
             progress=progress, steps=steps))
         results += swept.results
         sources.update({n: f"live (sweep {swept.run_dir.name})" for n in live})
+        summaries = sweep_mod.node_summaries(swept.run_dir, swept.hosts)
+        for r in swept.results:
+            if r.node in live:
+                judged.setdefault(r.node, {})[r.check] = (
+                    str(summaries[r.node]["profile"] or "") if r.node in summaries else "")
     else:
         for n in live:
             results += missing([n], _why_missing(policy, db, hist, n)
@@ -269,12 +303,13 @@ def _incomplete(policy: GatePolicy, results: list[Result], names: list[str],
     return out
 
 
-def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
+def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path,
+                  judged: dict[str, dict[str, str]]
                   ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     """_local, under the health-check watchdog when Slurm runs it (HealthCheckProgram and
     Prolog both have a time limit past which Slurm kills the gate without a word)."""
     if req.slurm is None:
-        return _local(policy, req, db)
+        return _local(policy, req, db, judged)
     import socket
 
     from stetho import config
@@ -283,13 +318,14 @@ def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path
     node = req.node or socket.gethostname()
     with watchdog(node, config.active().health_timeout, drain=True, circuit=policy.circuit,
                   db=db, prolog=req.slurm == "prolog", spool=config.active().result_spool):
-        return _local(policy, replace(req, node=node), db)
+        return _local(policy, replace(req, node=node), db, judged)
 
 
-def _local(policy: GatePolicy, req: GateRequest, db: Path
+def _local(policy: GatePolicy, req: GateRequest, db: Path, judged: dict[str, dict[str, str]]
            ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     """The policy's local checks on this node (stetho.check), recorded in history; a
-    required check that did not run is a `gate` error."""
+    required check that did not run is a `gate` error. `judged` gets the node's profile per
+    check."""
     from stetho import check
 
     problems: list[str] = []
@@ -301,6 +337,9 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path
     results = list(outcome.results)
     node = outcome.bundles[0].node if outcome.bundles else req.node or "?"
     sources = {node: "live (local)"}
+    profile = (str(outcome.summaries[node]["profile"] or "") if node in outcome.summaries
+               else "")
+    judged[node] = {r.check: profile for r in results if r.node == node}
     required = frozenset(policy.local_checks) if policy.local_checks else None
     results += _incomplete(policy, results, [node], sources, required)
     return results, [node], sources, "; ".join(problems) or None

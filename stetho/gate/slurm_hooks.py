@@ -134,8 +134,11 @@ def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, po
     from stetho.history import inbox
     from stetho.history.store import new_run_id
 
+    profiles = doc.get("profiles")
+    profile = profiles.get(node) if isinstance(profiles, dict) else None
     doc = {**doc, "run_id": new_run_id(), "node": node, "kind": f"gate-{mode}", "time": now,
-           "command": f"gate --local --slurm {mode} --policy {policy}", "summary": summary}
+           "command": f"gate --local --slurm {mode} --policy {policy}", "summary": summary,
+           "profile": profile if isinstance(profile, str) and profile != "unknown" else ""}
     return inbox.write(folder, doc)
 
 
@@ -147,11 +150,16 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
     with a reason naming the timeout, say so, leave the verdict in `spool`, and end the
     process: exit 3 for a health check (a hung probe must not leave a node looking healthy);
     for a prolog, 1 only when the node is now out of service (see prolog_on_own_node), else 0.
-    The drain itself gets what time Slurm leaves (5 s); a refused drain says why."""
+    The drain itself gets what time Slurm leaves (5 s); a refused drain says why. Every probe
+    still running is killed last, with all it forked: probes run in their own process groups,
+    out of reach of Slurm's kill, and a hung one would outlive the hook (killed earlier, it
+    would let the checks run on and end the process before the drain was done)."""
 
     def fire() -> None:
+        from stetho.evidence.runner import kill_running_probes
         from stetho.gate.breaker import Circuit
         from stetho.gate.slurm import drain_reason
+
 
         reason = drain_reason("health-check", f"checks did not finish in {seconds:g} s "
                               "(a probe hangs: run `stetho check --local` on the node)")
@@ -174,6 +182,10 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
             line += f"; {type(exc).__name__}: {exc}"
         print(line, file=sys.stderr, flush=True)
         print(line, flush=True)
+        try:  # last: a killed probe would let the checks run on, and end the process first
+            kill_running_probes()
+        except Exception:  # noqa: BLE001 - the watchdog must end the process whatever happens
+            pass
         os._exit(code)
 
     timer = threading.Timer(seconds, fire)

@@ -3,6 +3,7 @@ on, so that a narrow run replaces only the checks it ran."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 
 from stetho.results import Result
@@ -19,8 +20,10 @@ class NodeLatest:
     newest: int = 0
     #: why a row of this node failed its integrity check (stetho.history.integrity), if one did
     distrusted: str | None = None
+    #: check -> the profile its result was judged against ("" where the run recorded none)
+    profiles: dict[str, str] = field(default_factory=dict)
 
-    def add(self, t: int, run: str, results: list[Result]) -> None:
+    def add(self, t: int, run: str, results: list[Result], profile: str = "") -> None:
         """Fold in one older run (runs arrive newest first)."""
         first = not self.checks and not self.results
         self.newest = max(self.newest, t)
@@ -29,6 +32,7 @@ class NodeLatest:
             ran -= {"gate", "sweep"}
         for check in ran:
             self.checks[check] = (t, run)
+            self.profiles[check] = profile
         self.results += [r for r in results if r.check in ran]
 
     @property
@@ -39,3 +43,24 @@ class NodeLatest:
         """The runs the results came from, newest first."""
         seen = sorted({(t, run) for t, run in self.checks.values()}, reverse=True)
         return [run for _, run in seen]
+
+
+def pinned_profiles(conn: sqlite3.Connection, nodes: list[str],
+                    unpinned: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
+    """Each node's profile as history pins it: the one its newest run was recorded with, of
+    any age, leaving out runs with no profile or one in `unpinned` (the fallback a node is
+    judged against when nothing names its hardware): node -> (profile, run)."""
+    out: dict[str, tuple[str, str]] = {}
+    skip = sorted(unpinned)
+    leave_out = f"AND nr.profile NOT IN ({','.join('?' * len(skip))}) " if skip else ""
+    for i in range(0, len(nodes), 500):
+        chunk = nodes[i:i + 500]
+        rows = conn.execute(
+            "SELECT n.name, nr.profile, r.id FROM nodes n "
+            "JOIN node_runs nr ON nr.node_id = n.id JOIN runs r ON r.key = nr.run_key "
+            f"WHERE n.name IN ({','.join('?' * len(chunk))}) AND nr.profile IS NOT NULL "
+            f"AND nr.profile != '' {leave_out}"
+            "ORDER BY n.name, nr.time DESC, nr.run_key DESC", [*chunk, *skip])
+        for name, profile, run in rows:
+            out.setdefault(str(name), (str(profile), str(run)))
+    return out

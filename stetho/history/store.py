@@ -406,7 +406,8 @@ class History:
                 if why:
                     latest.distrusted = why
                     continue
-                latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks))
+                latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks),
+                           str(row[0] or ""))
         return out
 
     @staticmethod
