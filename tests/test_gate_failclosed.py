@@ -301,7 +301,7 @@ def test_a_corrupt_results_row(good_db, ops):
     assert proc.stdout.strip().splitlines()[-1] == (
         "gate ops: COULD NOT EVALUATE: 1 nodes, 0 go, 0 blocked; could not evaluate 1 (n1; n1: "
         "history row for node n1 (run r1) failed its integrity check: its content is not what "
-        "stetho wrote (the database was edited))")
+        "stetho wrote (the database was edited)); profile h100-sxm-8gpu (n1)")
 
 
 def _small_files(limit: int):
