@@ -292,3 +292,30 @@ def sim_results(folder: Path) -> list[Any]:
         assert proc.returncode in (0, 1, 3), proc.stderr
         results += [Result.from_json(r) for r in json.loads(out.read_text())["results"]]
     return results
+
+
+def grid_rows(html: str) -> dict[str, dict[str, Any]]:
+    """The run page's grid as the browser built it: node -> its worst status, its cells'
+    statuses and its links (in page order)."""
+    from html.parser import HTMLParser
+
+    class Rows(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: dict[str, dict[str, Any]] = {}
+            self.node: str | None = None
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if tag == "tr":
+                self.node = a.get("data-node")
+                if self.node:
+                    self.rows[self.node] = {"worst": a["data-worst"], "cells": [], "links": []}
+            elif self.node and tag == "td":
+                self.rows[self.node]["cells"].append(a.get("data-status"))
+            elif self.node and tag == "a":
+                self.rows[self.node]["links"].append(a["href"])
+
+    parser = Rows()
+    parser.feed(html)
+    return parser.rows

@@ -85,6 +85,30 @@ def test_every_readme_block_runs_as_written(tmp_path: Path) -> None:
                                    f"{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
     left = sorted(p.name + "/" * p.is_dir() for p in work.iterdir() if not p.is_symlink())
     assert not _not_ignored(left), f"README steps leave files .gitignore misses: {left}"
+    _the_sweeps_page_in_chromium(work / "runs", tmp_path / "chromium")
+
+
+def _the_sweeps_page_in_chromium(runs: Path, work: Path) -> None:
+    """The README's sweep over examples/inventory.yml left its run page: headless Chromium
+    opens it from the run folder, node02 and node03 (the README's faults) lead in the fail
+    colour, each links a report beside the page, and the screenshot is kept as an artefact."""
+    from urllib.parse import unquote
+
+    from tests import services
+
+    if services.missing("chromium"):
+        return  # the page itself is still checked by the sweep's tests
+    (run,) = sorted(d for d in runs.glob("2*/") if (d / "summary.txt").is_file()
+              and (d / "summary.txt").read_text().startswith("stetho sweep"))[:1]
+    page = run / "index.html"
+    rows = services.grid_rows(services.dump_dom(page, work))
+    assert list(rows)[:2] == ["node02", "node03"], list(rows)
+    for node in ("node02", "node03"):
+        assert rows[node]["worst"] == "fail" and "fail" in rows[node]["cells"], rows[node]
+        assert any((run / unquote(link)).is_file() and Path(link).name.startswith(f"{node}-")
+                   for link in rows[node]["links"]), rows[node]["links"]
+    assert rows["node01"]["worst"] != "fail"
+    services.screenshot(page, services.artifacts() / "readme-sweep-run-page.png", work)
 
 
 #: What the README's shell blocks write in the checkout (the sweep's node-venvs/ and

@@ -470,7 +470,6 @@ def test_chromium_draws_the_sweeps_run_page_from_its_run_folder(full_sweep, tmp_
     nodes lead the grid with their cells in the fail colour, each links its diagnosis report
     (the link resolves to a file beside the page), and the screenshot is kept as an artefact
     ($STETHO_TEST_ARTIFACTS, else test-artifacts/)."""
-    from html.parser import HTMLParser
     from urllib.parse import unquote
 
     from tests import services
@@ -482,26 +481,7 @@ def test_chromium_draws_the_sweeps_run_page_from_its_run_folder(full_sweep, tmp_
     _, run_dir = full_sweep
     page = run_dir / "index.html"
 
-    class Rows(HTMLParser):
-        """Each grid row's node, worst status, cell statuses and links."""
-
-        def __init__(self, text):
-            super().__init__()
-            self.rows, self.node = {}, None
-            self.feed(text)
-
-        def handle_starttag(self, tag, attrs):
-            a = dict(attrs)
-            if tag == "tr":
-                self.node = a.get("data-node")
-                if self.node:
-                    self.rows[self.node] = {"worst": a["data-worst"], "cells": [], "links": []}
-            elif self.node and tag == "td":
-                self.rows[self.node]["cells"].append(a.get("data-status"))
-            elif self.node and tag == "a":
-                self.rows[self.node]["links"].append(a["href"])
-
-    rows = Rows(services.dump_dom(page, tmp_path / "chromium")).rows
+    rows = services.grid_rows(services.dump_dom(page, tmp_path / "chromium"))
     failing = sorted(FAULTY)
     assert list(rows)[:len(failing)] == failing  # failing nodes first, by name
     assert {n: r["worst"] for n, r in rows.items() if n in failing} == dict.fromkeys(
