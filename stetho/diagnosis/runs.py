@@ -115,6 +115,12 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
         watch |= set(trending_nodes(run_dir, results, history, run,
                                     skip=set(failing_nodes(results)) | watch))
     wanted = nodes if nodes is not None else sorted(set(failing_nodes(results)) | watch)
+    # what the reports quote must be writable (a lone surrogate from a node's output, a value
+    # nested too deep): the diagnosed nodes' results through stetho.sinks.safe
+    from stetho.sinks import safe
+
+    diagnosed = set(wanted)
+    results = [safe.clean(r) if r.node in diagnosed else r for r in results]
     earlier = _kb_reports(kb_repo) if kb_repo else None
     from stetho.diagnosis.rules import load_all
 

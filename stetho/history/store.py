@@ -83,6 +83,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 
+def _results_json(results: list[Result]) -> str:
+    """A node's results blob; a result JSON cannot hold (a value nested too deep, an integer
+    too large for text) is stored as stetho.sinks.safe writes it, the others as they are."""
+    try:
+        return json.dumps([r.to_json() for r in results], default=str)
+    except (ValueError, RecursionError, OverflowError, TypeError):
+        from stetho.sinks import safe
+
+        return json.dumps([r.to_json() for r in safe.results(results)], default=str)
+
+
 def new_run_id() -> str:
     """A run's id: its UTC start time and a random suffix (sortable, unique across hosts)."""
     import secrets
@@ -252,8 +263,7 @@ class History:
                     metric_rows.append((nid, t, run_key, series[(nid, check, subject, metric)],
                                         value))
                 c = counts(n.results)
-                blob = zlib.compress(json.dumps([r.to_json() for r in n.results],
-                                                default=str).encode(), 6)
+                blob = zlib.compress(_results_json(n.results).encode(), 6)
                 code = code_of(n.results)
                 tally = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
                 node_rows.append((run_key, nid, t, n.profile, code, *tally, blob,

@@ -9,6 +9,7 @@ from typing import Any
 
 from stetho import __version__
 from stetho.results import RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, Result, counts, exit_code
+from stetho.sinks import safe
 from stetho.sinks.spool import Results
 
 
@@ -32,10 +33,22 @@ INDENT_UP_TO = 5000
 
 
 def render(results: list[Result], **meta: Any) -> str:
+    """Strict JSON (no NaN, no lone surrogate): a result that cannot be written as it is
+    is written through stetho.sinks.safe, with every other result unchanged."""
+    try:
+        out = _render(results, **meta)
+        if safe.json_text_ok(out):
+            return out
+    except safe.WRITE_ERRORS:
+        pass
+    return _render(safe.results(results), **meta)
+
+
+def _render(results: list[Result], **meta: Any) -> str:
     doc = document(results, **meta)
     if len(results) > INDENT_UP_TO:
-        return json.dumps(doc, default=str, separators=(",", ":")) + "\n"
-    return json.dumps(doc, indent=1, default=str) + "\n"
+        return json.dumps(doc, default=str, separators=(",", ":"), allow_nan=False) + "\n"
+    return json.dumps(doc, indent=1, default=str, allow_nan=False) + "\n"
 
 
 def render_stream(results: Results, **meta: Any) -> Iterator[str]:

@@ -13,10 +13,23 @@ from itertools import groupby
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from stetho.results import Result, format_value
+from stetho.sinks import safe
 from stetho.sinks.spool import Results
 
 
 def render(results: list[Result]) -> str:
+    """The JUnit XML document; a result XML cannot hold (a control character, a lone
+    surrogate, a huge integer) is written through stetho.sinks.safe, the others as they are."""
+    try:
+        out = _render(results)
+        if safe.encodable(out):
+            return out
+    except safe.WRITE_ERRORS:
+        pass
+    return _render(safe.results(results))
+
+
+def _render(results: list[Result]) -> str:
     suites = []
     ordered: list[Result] = []
     by_node = sorted(results, key=lambda r: (r.node, r.check, r.subject))
@@ -37,12 +50,26 @@ def render_stream(results: Results) -> Iterator[str]:
            f'tests="{len(results)}" time="{results.total_duration():g}">')
     for node, group in groupby(results.by_node(), key=lambda r: r.node):
         rows = list(group)
-        suite = TestSuite(node, [_case(r) for r in rows], hostname=node if node != "*" else None)
-        root = ET.fromstring(_with_properties(str(to_xml_report_string([suite])), rows))
-        for element in root:
-            element.tail = "\n"
-            yield "\n\t" + ET.tostring(element, encoding="unicode").rstrip("\n")
+        try:
+            text = _suite(node, rows)
+            if not safe.encodable(text):
+                raise ValueError("a lone surrogate")
+        except safe.WRITE_ERRORS:
+            cleaned = safe.results(rows)
+            text = _suite(cleaned[0].node, cleaned)
+        yield text
     yield "\n</testsuites>"
+
+
+def _suite(node: str, rows: list[Result]) -> str:
+    """One node's testsuite element as text, for the stream."""
+    suite = TestSuite(node, [_case(r) for r in rows], hostname=node if node != "*" else None)
+    root = ET.fromstring(_with_properties(str(to_xml_report_string([suite])), rows))
+    parts = []
+    for element in root:
+        element.tail = "\n"
+        parts.append("\n\t" + ET.tostring(element, encoding="unicode").rstrip("\n"))
+    return "".join(parts)
 
 
 def _with_properties(xml: str, ordered: list[Result]) -> str:

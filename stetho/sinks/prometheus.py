@@ -37,6 +37,7 @@ from typing import Any
 
 from stetho import __version__
 from stetho.results import SEVERITY, Result
+from stetho.sinks import safe
 
 #: The value of stetho_check_status for each status. Anything else is reported as error.
 STATUS_CODES = {"pass": 0, "warn": 1, "fail": 2, "error": 3, "skip": 4}
@@ -163,7 +164,9 @@ _INF = float("inf")
 def _fmt(x: float | int) -> str:
     """A sample value: ints as ints, floats as the shortest text that reads back the same."""
     if type(x) is int:
-        return str(x)
+        # beyond 64 bits as a float, which readers parse (float() overflows past ~1e308: the
+        # render then goes through stetho.sinks.safe)
+        return str(x) if -(2 ** 63) <= x < 2 ** 63 else _fmt(float(x))
     if x != x:
         return "NaN"
     if x == _INF or x == -_INF:
@@ -213,12 +216,26 @@ def render(results: Iterable[Result], *, run_id: str, started_at: float | dateti
            bench: Sequence[BenchMetric] | None = None, command: str = "check") -> str:
     """The textfile for one run. `gate` maps policy -> {node: blocked}; `bench` lists
     (node, benchmark, metric, unit, value). Two results for one node, check and subject keep
-    the worse (node_exporter refuses a series twice); an unknown status reads as error."""
+    the worse (node_exporter refuses a series twice); an unknown status reads as error. A
+    result the text format cannot hold (an integer no float holds, a value that cannot be
+    printed) is written through stetho.sinks.safe, the others as they are."""
+    rs = results if isinstance(results, list) else list(results)
+    try:
+        out = _render(rs, run_id, started_at, duration_s, gate, bench, command)
+        if safe.encodable(out):
+            return out
+    except safe.WRITE_ERRORS:
+        pass
+    return _render(safe.results(rs), run_id, started_at, duration_s, gate, bench, command)
+
+
+def _render(rs: list[Result], run_id: str, started_at: float | datetime, duration_s: float,
+            gate: Mapping[str, Mapping[str, bool]] | None, bench: Sequence[BenchMetric] | None,
+            command: str) -> str:
     cmd = f'command="{escape(command)}"'
     status_lines: list[str] = []
     value_lines: list[str] = []
     limit_lines: list[str] = []
-    rs = results if isinstance(results, list) else list(results)
     worst = {(r.node, r.check, r.subject): r for r in rs}
     if len(worst) != len(rs):  # a node, check and subject twice: keep the worse
         worst, rank = {}, SEVERITY.get

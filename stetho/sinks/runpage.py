@@ -29,6 +29,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 from stetho.core import hostlist
 from stetho.core.resources import shipped
 from stetho.results import SEVERITY, Result, counts, format_value
+from stetho.sinks import safe
 from stetho.sinks.suite import SuiteSummary
 
 #: The colour of each status (the grid, the legend and the chart use the same).
@@ -306,11 +307,26 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
            busbw: Busbw | None = None, generated_at: str | None = None,
            suite: SuiteSummary | None = None,
            accuracy: Mapping[str, Any] | None = None) -> str:
+    """The page; where a result (or the title) holds what a page cannot be written with (a
+    lone surrogate, a huge integer), it is rendered through stetho.sinks.safe."""
+    rs = list(results)
+    args = (reports, busbw, generated_at, suite, accuracy)
+    try:
+        out = _render(rs, title, *args)
+        if safe.encodable(out):
+            return out
+    except safe.WRITE_ERRORS:
+        pass
+    return _render(safe.results(rs), safe.text(title), *args)
+
+
+def _render(results: list[Result], title: str, reports: Mapping[str, str] | None,
+            busbw: Busbw | None, generated_at: str | None, suite: SuiteSummary | None,
+            accuracy: Mapping[str, Any] | None) -> str:
     """The page for one run. `reports` maps node -> relative path of its diagnosis report;
     `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid;
     `accuracy` is the knowledge base's rule accuracy (stetho.publish.accuracy.measure's data,
     or {"error": why} when it could not be read)."""
-    results = list(results)
     reports = reports or {}
     g = grid(results, reports)
     shown, total = problems(results, reports)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from stetho.results import SEVERITY, Result, counts, format_value, ordered
+from stetho.sinks import safe
 from stetho.sinks.spool import Results
 
 if TYPE_CHECKING:
@@ -78,8 +79,13 @@ def fixes(shown: list[Row]) -> list[tuple[str, str]]:
 def render(results: Sequence[Result], *, width: int = 160, color: bool = False,
            show: tuple[str, ...] = ALL, group_ok: bool = True) -> str:
     """The table in `width` columns (80 is enough: long values and messages wrap), after a
-    "what to do" list with each check's remediation once."""
-    shown = rows(results, show, group_ok)
+    "what to do" list with each check's remediation once. Every cell goes through
+    stetho.sinks.safe: text a node produced never reaches the terminal as an escape sequence."""
+    try:
+        shown = rows(results, show, group_ok)
+    except safe.WRITE_ERRORS:  # a value format_value cannot print
+        shown = rows(safe.results(results), show, group_ok)
+    shown = [Row(*(safe.text(x) for x in r)) for r in shown]
     cells: list[tuple[str, ...]] = [(r.node, r.check, r.subject, r.status.upper(), r.value,
                                      r.message) for r in shown]
     widths = _widths(cells, width)
