@@ -17,9 +17,12 @@ import pytest
 from stetho.core import hostlist
 from stetho.history.store import History
 from tests import slurm_cluster as sc
+from tests.conftest import REPO
 
 slurm_cluster = sc.slurm_cluster
 pytestmark = pytest.mark.xdist_group("slurm-cluster")
+NCCL_LOG = (REPO / "fixtures" / "real" / "03-nccl" /
+            "nccl-debug-info-net-socket-1node-2xA100-80GB.log")
 
 
 @pytest.fixture
@@ -115,8 +118,11 @@ def test_a_node_failing_during_the_job_is_named_with_its_check_and_shared_leaf(
         assert any(check in headline for check in failed), r.stdout
         assert "shared leaf leafA with 1 other node of this job" in headline
         # the health check drained the node: the drain is on the timeline with its reason
-        drain = [ln for ln in r.stdout.splitlines() if " DRAIN " in ln]
-        assert drain and bad in drain[0] and "stetho:" in drain[0], r.stdout
+        (drain,) = [e for e in json.loads(_stetho(
+            c, "job", job, "--db", str(db), "--json").stdout)["timeline"]["events"]
+            if e["kind"] == "drain"]
+        assert drain["node"] == bad and drain["message"].startswith("stetho: ")
+        assert drain["message"].endswith("(ledger; still drained in Slurm)")
 
         doc = json.loads(_stetho(c, "job", job, "--db", str(db), "--topology", str(topo),
                                  "--json").stdout)
@@ -153,6 +159,21 @@ def test_a_healthy_job_has_no_hardware_finding_and_an_unknown_id_is_refused(
         assert r.stdout.startswith("no hardware finding on any of the job's 2 nodes in the "
                                    "window "), r.stdout
         assert "(2 had history; 0 missing)" in r.stdout.splitlines()[0]
+
+        # its step times: rank 1 is 30 % slower; the real NCCL log places it on GPU 1
+        steps = tmp_path / "steps.csv"
+        steps.write_text("rank,step,seconds\n" + "".join(
+            f"{rank},{step},{(1.3 if rank == 1 else 1.0) + 0.002 * step}\n"
+            for rank in range(4) for step in range(10)))
+        r = _stetho(c, "job", job, "--db", str(db), "--steps", str(steps), "--nccl-log",
+                    str(NCCL_LOG))
+        assert r.returncode == 0, r.stdout + r.stderr
+        (slow,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  rank ")]
+        assert slow.startswith("  rank 1: 3767c65d25c4 GPU 1: median step 1.309 s against "
+                               "the job's 1.009 s"), r.stdout
+        steps.write_text("rank,step,seconds\n0,0,fast\n")
+        r = _stetho(c, "job", job, "--db", str(db), "--steps", str(steps))
+        assert r.returncode == 2 and f"{steps} line 2" in r.stderr, r.stdout + r.stderr
 
         # the same job against a history that holds nothing of its nodes: not "no finding"
         empty = tmp_path / "empty.db"

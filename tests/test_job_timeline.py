@@ -92,6 +92,17 @@ def test_a_failing_port_is_the_answer_with_time_report_and_shared_leaf(db: Path,
     assert f"report {report}" in text
 
 
+def test_a_fault_already_there_at_the_first_record_is_not_said_to_begin_then(
+        tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    t = START - 1200
+    _record(db, t, {"n01": [Result("n01", "gpu_xid", "gpu1", "fail", "Xid 79")],
+                    **{n: _ok(n) for n in NODES[1:]}})
+    v = screen.verdict(_job(), _build(db))
+    since = time.strftime("%H:%M", time.localtime(t))
+    assert f"Xid 79 since at least {since} (its first record in the window)" in v.headline
+
+
 def test_results_outside_the_window_are_not_on_it(db: Path) -> None:
     for t in (START - 3600 - 1, END + 1):
         _record(db, t, {"n02": [Result("n02", "gpu_xid", "gpu1", "fail", "Xid 79")]})
@@ -158,7 +169,13 @@ def test_drains_in_the_window_and_slurms_current_ones_are_on_it(db: Path) -> Non
               timeline.Drain("n02", None, "RMA by ops", "slurm")]
     tl = _build(db, drains=drains)
     got = [(e.node, e.message) for e in tl.of("drain")]
-    assert got == [("n04", "stetho: gpu_xid: Xid 79 (ledger)"), ("n02", "RMA by ops (slurm)")]
+    assert got == [("n04", "stetho: gpu_xid: Xid 79 (ledger)"),
+                   ("n02", "RMA by ops (drained in Slurm now)")]
+    # the ledger's drain Slurm still shows (its reason capped) is one event, not two
+    both = [timeline.Drain("n03", START + 200, "stetho: gpu_ecc: " + "x" * 300, "ledger"),
+            timeline.Drain("n03", START + 201, "stetho: gpu_ecc: " + "x" * 183, "slurm")]
+    (one,) = _build(db, drains=both).of("drain")
+    assert one.time == START + 200 and one.message.endswith("(ledger; still drained in Slurm)")
 
 
 def test_failures_under_the_same_leaf_make_one_switch_incident(db: Path) -> None:

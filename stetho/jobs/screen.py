@@ -19,6 +19,8 @@ from stetho.jobs.timeline import Event, Timeline
 #: exit codes: no finding on a complete window, a hardware finding, could not tell
 NO_FINDING, FINDING, CANNOT_TELL = 0, 1, 3
 _MESSAGE = 110
+#: the headline's share of a check's message: the answer must stay one readable line
+_HEADLINE = 60
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,9 @@ def window(tl: Timeline) -> str:
     return f"{clock(tl.since, True)}–{clock(tl.until, not same_day)}"
 
 
-def _short(text: str) -> str:
+def _short(text: str, most: int = _MESSAGE) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= _MESSAGE else text[:_MESSAGE - 1] + "…"
+    return text if len(text) <= most else text[:most - 1] + "…"
 
 
 def _plural(n: int, word: str) -> str:
@@ -72,9 +74,13 @@ def _shared_leaf(tl: Timeline, node: str) -> str:
 
 def _finding(tl: Timeline, first: Event) -> str:
     part = f"{first.subject} ({first.check})" if first.subject else first.check
-    since = clock(min(e.time for e in tl.of("fail") if e.node == first.node
-                      and e.check == first.check and e.subject == first.subject))
-    text = f"likely hardware: node {first.node}'s {part}: {_short(first.message)} since {since}"
+    began = min(e.time for e in tl.of("fail") if e.node == first.node
+                and e.check == first.check and e.subject == first.subject)
+    since = clock(began)
+    if began <= tl.first_row.get(first.node, began - 1):
+        since = f"at least {since} (its first record in the window)"
+    text = (f"likely hardware: node {first.node}'s {part}: "
+            f"{_short(first.message, _HEADLINE)} since {since}")
     if first.reports:
         text += f" (report {first.reports[0]})"
     text += _shared_leaf(tl, first.node)

@@ -76,6 +76,9 @@ class Timeline:
     until: float
     events: list[Event] = field(default_factory=list)
     had_history: set[str] = field(default_factory=set)
+    #: each node's first row in the window, trusted or not: a fault already there at that
+    #: time began before the window, and "since" must not claim otherwise
+    first_row: dict[str, float] = field(default_factory=dict)
     leaves: dict[str, str] = field(default_factory=dict)  # job node -> leaf (with a topology)
     neighbours: list[Event] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be read (Slurm, ledger)
@@ -151,12 +154,16 @@ class _Reports:
 
 
 def _scan(h: History, nodes: Sequence[str], since: float, until: float, statuses: Iterable[str],
-          reports: _Reports) -> tuple[list[Event], set[str]]:
-    """Events of these nodes' rows in the window, and the nodes with a trusted row."""
+          reports: _Reports, first: dict[str, float] | None = None
+          ) -> tuple[list[Event], set[str]]:
+    """Events of these nodes' rows in the window, and the nodes with a trusted row; `first`
+    gets each node's first row time."""
     wanted = frozenset(statuses)
     events: list[Event] = []
     seen: set[str] = set()
+    first = first if first is not None else {}
     for name, t, run, run_dir, run_key, *row in rows(h, nodes, since, until):
+        first[name] = min(first.get(name, t), t)
         why = h.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
         if why == "":
             events.append(Event(float(t), name, "unverified", run=str(run),
@@ -184,19 +191,41 @@ def _scan(h: History, nodes: Sequence[str], since: float, until: float, statuses
     return events, seen
 
 
+def _same_reason(a: str, b: str) -> bool:
+    """Slurm caps and flattens a reason (stetho.gate.slurm): the same drain if one starts
+    with the other's first 60 characters."""
+    a, b = " ".join(a.split()), " ".join(b.split())
+    return a[:60] == b[:60]
+
+
+def _drain_events(drains: Sequence[Drain], since: float, until: float) -> list[Event]:
+    """The ledger's drains in the window, and Slurm's current ones whatever their age; a
+    ledger drain Slurm still shows is one event saying both."""
+    ledger = [d for d in drains if d.source == "ledger" and d.time is not None
+              and since <= d.time <= until]
+    slurm = [d for d in drains if d.source == "slurm"]
+    out = []
+    for d in ledger:
+        still = any(s.node == d.node and _same_reason(s.reason, d.reason) for s in slurm)
+        out.append(Event(float(d.time or until), d.node, "drain", message=f"{d.reason} "
+                         f"({'ledger; still drained in Slurm' if still else 'ledger'})"))
+    for s in slurm:
+        if not any(d.node == s.node and _same_reason(s.reason, d.reason) for d in ledger):
+            out.append(Event(s.time if s.time is not None else until, s.node, "drain",
+                             message=f"{s.reason} (drained in Slurm now)"))
+    return out
+
+
 def build(h: History, nodes: Sequence[str], since: float, until: float, *,
           drains: Iterable[Drain] = (), topology: Topology | None = None) -> Timeline:
     """The timeline of `nodes` over [since, until] from the history `h`, with the drains the
     caller read and, given a topology, the job's leaves and failures elsewhere under them."""
     tl = Timeline(tuple(nodes), since, until)
     reports = _Reports()
-    events, tl.had_history = _scan(h, tl.nodes, since, until, NOTABLE, reports)
+    events, tl.had_history = _scan(h, tl.nodes, since, until, NOTABLE, reports,
+                                   tl.first_row)
     job = set(tl.nodes)
-    for d in drains:
-        if d.node in job and (d.time is None or since <= d.time <= until or
-                              d.source == "slurm"):
-            events.append(Event(d.time if d.time is not None else until, d.node, "drain",
-                                message=f"{d.reason} ({d.source})"))
+    events += _drain_events([d for d in drains if d.node in job], since, until)
     if topology is not None:
         tl.leaves = {n: topology.leaf(n) for n in tl.nodes}
         others = sorted({m for leaf in set(tl.leaves.values())
