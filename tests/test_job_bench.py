@@ -19,7 +19,7 @@ def test_the_job_bench_runs_in_its_tiny_mode() -> None:
     assert "job: 8 nodes gpu[0003-0010]" in r.stdout
     assert f"stetho job says: likely hardware: node {job[3]}'s mlx5_0:1 (ib_port_state)" \
         in r.stdout
-    assert re.search(r"stetho job 4242 \(8 nodes, 24 h window\): median \d+ ms .*exit \[1\]",
+    assert re.search(r"stetho job 4242 \(8 nodes, 4 h window\): median \d+ ms .*exit \[1\]",
                      r.stdout), r.stdout
     assert re.search(r"floor: the same SQLite query alone \(32 rows\): median \d+ ms", r.stdout)
     assert re.search(r"ratio: \d+\.\d\dx the floor", r.stdout)
