@@ -88,16 +88,29 @@ def job(job_id: str, db: str | None, topology: str | None, margin: str, steps: s
     from stetho.localize.topology import from_slurm
 
     cfg = settings(db=db)
-    margin_s = parse_since(margin)
+    try:
+        margin_s = parse_since(margin)
+    except ConfigError:
+        raise ConfigError(f"--margin {margin!r}: expected a duration like 30m, 1h, 1d"
+                          ) from None
+    if nccl_log and not steps:
+        raise ConfigError("--nccl-log maps the ranks of --steps to hosts: give --steps too")
+    topo = None
+    if topology:
+        try:
+            topo = from_slurm(_read(topology, "--topology"))
+        except ConfigError as exc:
+            raise ConfigError(f"--topology {topology}: {exc}") from None
+    per_rank = stragglers.parse_steps(_read(steps, "--steps"), steps) if steps else None
+    places = (stragglers.parse_nccl_ranks(_read(nccl_log, "--nccl-log"), nccl_log)
+              if nccl_log else None)
     found = sacct.lookup(job_id, config.child_environment())
     if not found.nodes or found.start is None:
         raise ConfigError(f"job {found.id} is {found.state or 'not started'}: it has no nodes "
                           "or start time yet, so there is no window to look at")
     now = time.time()
     since, until = found.start - margin_s, found.end if found.end is not None else now
-    topo = None
-    if topology:
-        topo = from_slurm(_read(topology, "--topology"))
+    if topo is not None:
         unplaced = [n for n in found.nodes if n not in topo.paths]
         if unplaced:
             raise ConfigError(f"--topology {topology} places no switch over "
@@ -105,10 +118,7 @@ def job(job_id: str, db: str | None, topology: str | None, margin: str, steps: s
                               "line, or leave --topology out")
     ranks = None
     note = ""
-    if steps:
-        per_rank = stragglers.parse_steps(_read(steps, "--steps"), steps)
-        places = (stragglers.parse_nccl_ranks(_read(nccl_log, "--nccl-log"), nccl_log)
-                  if nccl_log else None)
+    if per_rank is not None:
         try:
             ranks, job_median = stragglers.find(per_rank, places)
             note = (f"{len(per_rank)} ranks, job median step {job_median:.3f} s"

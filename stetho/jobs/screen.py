@@ -173,8 +173,11 @@ def render(job: Job, tl: Timeline, v: Verdict, stragglers: list[Straggler] | Non
         out.append("")
         out.append("stragglers" + (f" ({straggler_note})" if straggler_note else "") + ":")
         for s in stragglers or []:
+            stray = (s.place is not None and s.place.host not in tl.nodes)
             out.append(f"  rank {s.rank}: {s.where}: median step {s.median_s:.3f} s against "
-                       f"the job's {s.job_median_s:.3f} s (robust z {s.z:.1f})")
+                       f"the job's {s.job_median_s:.3f} s (robust z {s.z:.1f})"
+                       + (" — not one of the job's nodes: is the log this job's?"
+                          if stray else ""))
         if stragglers == []:
             out.append("  none: every rank's median step is within the threshold")
     for note in tl.notes:
