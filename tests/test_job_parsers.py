@@ -61,6 +61,13 @@ def test_a_finished_job_has_its_end(stem: str, state: str, job_id: str,
     assert job.state == state and job.nodes == nodes and job.end == _t(end)
 
 
+def test_a_running_jobs_projected_end_is_not_its_end() -> None:
+    """With a time limit, scontrol prints the limit's projection as EndTime while it runs."""
+    _, out, _ = _out("scontrol-show-job-running")
+    line = out.replace("EndTime=Unknown", "EndTime=2026-12-07T18:15:34")
+    assert sacct.parse_scontrol_job(line, "1").end is None
+
+
 def test_the_scontrol_parser_reads_gpus_and_user_from_tres() -> None:
     _, out, _ = _out("scontrol-show-job-running")
     line = (out.replace("UserId=root(0)", "UserId=alice(1000)")

@@ -109,7 +109,7 @@ def job(job_id: str, db: str | None, topology: str | None, margin: str, steps: s
         raise ConfigError(f"job {found.id} is {found.state or 'not started'}: it has no nodes "
                           "or start time yet, so there is no window to look at")
     now = time.time()
-    since, until = found.start - margin_s, found.end if found.end is not None else now
+    since, until = found.start - margin_s, min(found.end or now, now)
     if topo is not None:
         unplaced = [n for n in found.nodes if n not in topo.paths]
         if unplaced:

@@ -29,6 +29,7 @@ SACCT_FIELDS = "JobID,JobName,User,Partition,State,Start,End,NodeList,AllocTRES"
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_:/]*)=")
 _GPUS = re.compile(r"gres/gpu(?::[\w.-]+)?=(\d+)")
+_NOT_ENDED = frozenset({"RUNNING", "PENDING", "SUSPENDED", "CONFIGURING", "RESIZING"})
 #: what sacct prints on stderr when slurmdbd is not configured
 ACCOUNTING_OFF = "accounting storage is disabled"
 
@@ -153,8 +154,8 @@ def parse_scontrol_job(text: str, job_id: str) -> Job:
             raise JobParseError(f"{what}: no {', '.join(missing)} in the job's record")
         start = _time(f["StartTime"], what)
         state = f["JobState"]
-        end = None if state in ("RUNNING", "PENDING", "SUSPENDED") else _time(f["EndTime"],
-                                                                              what)
+        # a running job's EndTime is its time limit's projection, not an end
+        end = None if state in _NOT_ENDED else _time(f["EndTime"], what)
         return Job(f["JobId"], f.get("JobName", ""), f.get("UserId", "").split("(")[0],
                    f.get("Partition", ""), state, start, end, _nodes(f["NodeList"], what),
                    _gpus(f.get("TRES", "") + "," + f.get("AllocTRES", "")), "scontrol")

@@ -86,7 +86,8 @@ def _finding(tl: Timeline, first: Event) -> str:
     text += _shared_leaf(tl, first.node)
     others = sorted({e.node for e in tl.of("fail")} - {first.node})
     if others:
-        text += f"; also failing: {', '.join(others)}"
+        text += f"; also failing: {', '.join(others[:8])}" + (
+            f" and {len(others) - 8} more" if len(others) > 8 else "")
     return text
 
 
