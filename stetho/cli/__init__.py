@@ -35,6 +35,7 @@ COMMANDS = {
     "sim": "stetho.cli.sim:sim",
     "export": "stetho.cli.export:export",
     "localize": "stetho.cli.localize:localize",
+    "job": "stetho.cli.job:job",
 }
 
 
@@ -64,6 +65,7 @@ def cli() -> None:
     stetho remedy runs/<id>              what stetho would fix by itself (--act: do it)
     stetho sim build OUT --nodes 4       build simulated H100 nodes to try it on
     stetho localize -i inventory.yml --dry-run   find the bad node, link or switch
+    stetho job 1234 --topology topology.conf     what hardware touched a Slurm job
     """
 
 
