@@ -35,6 +35,7 @@ COMMANDS = {
     "sim": "stetho.cli.sim:sim",
     "export": "stetho.cli.export:export",
     "localize": "stetho.cli.localize:localize",
+    "stats": "stetho.cli.stats:stats",
 }
 
 

@@ -1,0 +1,232 @@
+"""From node_runs to incidents, in one scan of the summary columns.
+
+A year of nightly sweeps of 1,024 nodes is ~373k rows. What makes that fast is reading only
+(node, time, run, fail, error, warn) in the table's own order (node, then time: no sort) in one
+tight loop that keeps, per node, just the rows where its state changes, its last row and its
+warning rows (plain tuples, no object per row). Blobs are read for those rows only: the state
+changes and ends are verified (their MAC), the opening row of each incident is decoded for its
+cause, and a warning row is decoded only when it comes before an incident.
+
+Why verifying the changes is enough: a figure depends on each row's state and time; a row
+between two changes has its predecessor's state, and an edit that changes its state makes it a
+change, which is verified. A node with any row that fails its check is read again row by row,
+every row verified, and its timeline rebuilt from the rows that pass (the slow path, rare).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+
+from stetho.history.integrity import ROW, key_path
+from stetho.history.store import History, HistoryCorrupt, HistoryKeyError
+
+PASS, UNKNOWN, FAIL = 0, 1, 2
+#: a warning this long before a failure still counts as its early sign (time to detect)
+WARN_LOOKBACK_S = 30 * 86400
+
+#: (time, run key, state) where a node's state changes
+Mark = tuple[int, int, int]
+
+
+@dataclass
+class Incident:
+    """One incident: a node's failing stretch (few per node: a dataclass costs nothing here)."""
+
+    node: str
+    opened: int
+    run_key: int
+    run: str
+    closed: int | None
+    causes: tuple[str, ...] = ()
+    first_warn: int | None = None
+
+
+@dataclass
+class Timeline:
+    """What the scan found: incidents, each node's observed span, and what was left out."""
+
+    since: int
+    until: int
+    incidents: list[Incident] = field(default_factory=list)
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)  # node -> first, last run
+    rows: int = 0
+    excluded: int = 0
+    why: list[str] = field(default_factory=list)  # the first few reasons, for the output
+
+
+def scan(h: History, since: int, until: int) -> Timeline:
+    """Every node's incidents between `since` and `until` (POSIX seconds)."""
+    tl = Timeline(since, until)
+    names = dict(h.conn.execute("SELECT id, name FROM nodes"))
+    runs = dict(h.conn.execute("SELECT key, id FROM runs WHERE time >= ? AND time <= ?",
+                               (since, until)))
+    marks, last, warns, tl.rows = _fold_all(h, since, until)
+    _need_key(h)
+    blobs: dict[tuple[int, int, int], bytes] = {}
+    for nid, ms in marks.items():
+        node = names.get(nid, f"#{nid}")
+        bad = False
+        for t, rk, s in {*ms, (*last[nid], PASS)}:
+            blob, why = _verified(h, nid, node, runs, t, rk)
+            if why is not None:
+                bad = True
+                break
+            if s == FAIL:
+                blobs[(nid, t, rk)] = blob
+        if bad:
+            marks[nid], last[nid], warns[nid] = _slow(h, tl, nid, node, runs, blobs)
+    for nid, ms in marks.items():
+        if not ms:
+            continue
+        node = names.get(nid, f"#{nid}")
+        tl.spans[node] = (ms[0][0], last[nid][0])
+        _incidents(h, tl, nid, node, ms, warns.get(nid, []), runs, blobs)
+    return tl
+
+
+def _fold_all(h: History, since: int, until: int
+              ) -> tuple[dict[int, list[Mark]], dict[int, tuple[int, int]],
+                         dict[int, list[tuple[int, int]]], int]:
+    """The one scan: per node its state changes, last row and warning rows."""
+    marks: dict[int, list[Mark]] = {}
+    last: dict[int, tuple[int, int]] = {}
+    warns: dict[int, list[tuple[int, int]]] = {}
+    prev_nid, prev_s, lt, lrk, n = -1, -1, 0, 0, 0
+    m: list[Mark] = []
+    for nid, t, rk, f, e, w in h.conn.execute(
+            "SELECT node_id, time, run_key, fail, error, warn FROM node_runs "
+            "WHERE time >= ? AND time <= ? ORDER BY node_id, time, run_key", (since, until)):
+        n += 1
+        s = FAIL if f else UNKNOWN if e else PASS
+        if nid != prev_nid:
+            if prev_nid != -1:
+                last[prev_nid] = (lt, lrk)
+            m = marks[nid] = [(t, rk, s)]
+            prev_nid, prev_s = nid, s
+        elif s != prev_s:
+            m.append((t, rk, s))
+            prev_s = s
+        if w and s != FAIL:
+            warns.setdefault(nid, []).append((t, rk))
+        lt, lrk = t, rk
+    if prev_nid != -1:
+        last[prev_nid] = (lt, lrk)
+    return marks, last, warns, n
+
+
+def _need_key(h: History) -> None:
+    """Signed rows without their key cannot be verified: a named error, not zero figures."""
+    if h.rows.key(create=False) is None and h.conn.execute(
+            "SELECT 1 FROM node_runs WHERE mac IS NOT NULL LIMIT 1").fetchone():
+        raise HistoryKeyError(f"history key {key_path(h.path)} is missing: the history's rows "
+                              "cannot be verified, so no figure can be given; restore the key "
+                              "beside the database")
+
+
+def _verified(h: History, nid: int, node: str, runs: dict[int, str], t: int, rk: int
+              ) -> tuple[bytes, str | None]:
+    """A row's blob and why it cannot be believed (None: it can)."""
+    row = h.conn.execute(f"SELECT {ROW} FROM node_runs nr WHERE node_id = ? AND time = ? "
+                         "AND run_key = ?", (nid, t, rk)).fetchone()
+    if row is None:
+        return b"", f"history row for node {node} at {t} vanished while reading"
+    run = runs.get(rk, "?")
+    why = h.rows.untrusted(node, run, rk, t, tuple(row))
+    if why == "":
+        why = f"history row for node {node} (run {run}) predates signing: unverified"
+    return row[-2], why
+
+
+def _slow(h: History, tl: Timeline, nid: int, node: str, runs: dict[int, str],
+          blobs: dict[tuple[int, int, int], bytes]
+          ) -> tuple[list[Mark], tuple[int, int], list[tuple[int, int]]]:
+    """A node with a row that failed its check: every row verified, the bad ones excluded."""
+    marks: list[Mark] = []
+    warns: list[tuple[int, int]] = []
+    last = (0, 0)
+    prev = -1
+    for t, rk, *row in h.conn.execute(
+            f"SELECT nr.time, nr.run_key, {ROW} FROM node_runs nr WHERE node_id = ? AND "
+            "time >= ? AND time <= ? ORDER BY time, run_key", (nid, tl.since, tl.until)):
+        why = h.rows.untrusted(node, runs.get(rk, "?"), rk, t, tuple(row))
+        if why is not None:
+            tl.excluded += 1
+            if len(tl.why) < 5:
+                tl.why.append(why or f"history row for node {node} (run {runs.get(rk, '?')}) "
+                              "predates signing: unverified")
+            continue
+        f, e, w = row[2], row[3], row[4]
+        s = FAIL if f else UNKNOWN if e else PASS
+        if s != prev:
+            marks.append((t, rk, s))
+            prev = s
+            if s == FAIL:
+                blobs[(nid, t, rk)] = row[-2]
+        if w and s != FAIL:
+            warns.append((t, rk))
+        last = (t, rk)
+    return marks, last, warns
+
+
+def _incidents(h: History, tl: Timeline, nid: int, node: str, marks: list[Mark],
+               warns: list[tuple[int, int]], runs: dict[int, str],
+               blobs: dict[tuple[int, int, int], bytes]) -> None:
+    """Open at a failing run after a non-failing one, close at the next passing run."""
+    opened: tuple[int, int] | None = None
+    after = tl.since - 1  # the previous incident's close: warnings before it are its own
+    found: list[tuple[Incident, int]] = []
+    for t, rk, s in marks:
+        if s == FAIL and opened is None:
+            opened = (t, rk)
+        elif s == PASS and opened is not None:
+            found.append((_incident(node, nid, opened, t, runs, blobs), after))
+            after, opened = t, None
+    if opened is not None:
+        found.append((_incident(node, nid, opened, None, runs, blobs), after))
+    for inc, since in found:
+        inc.first_warn = _first_warn(h, tl, nid, node, inc, since, warns, runs)
+        tl.incidents.append(inc)
+
+
+def _incident(node: str, nid: int, opened: tuple[int, int], closed: int | None,
+              runs: dict[int, str], blobs: dict[tuple[int, int, int], bytes]) -> Incident:
+    """The incident opened at `opened`, its cause the checks failing there (decoded here)."""
+    run = runs.get(opened[1], "?")
+    blob = blobs[(nid, opened[0], opened[1])]
+    causes = tuple(sorted({str(d.get("check")) for d in _decode(node, run, blob)
+                           if d.get("status") == "fail"}))
+    return Incident(node, opened[0], opened[1], run, closed, causes or ("unknown",))
+
+
+def _first_warn(h: History, tl: Timeline, nid: int, node: str, inc: Incident, since: int,
+                warns: list[tuple[int, int]], runs: dict[int, str]) -> int | None:
+    """The earliest warning on the same node and a cause's check since the node's previous
+    incident closed (at most WARN_LOOKBACK_S before), oldest first: decoded only here."""
+    after = max(since, inc.opened - WARN_LOOKBACK_S)
+    causes = set(inc.causes)
+    for t, rk in warns:
+        if t <= after or t >= inc.opened:
+            continue
+        blob, why = _verified(h, nid, node, runs, t, rk)
+        if why is not None:
+            tl.excluded += 1
+            if len(tl.why) < 5:
+                tl.why.append(why)
+            continue
+        if any(d.get("status") == "warn" and d.get("check") in causes
+               for d in _decode(node, runs.get(rk, "?"), blob)):
+            return t
+    return None
+
+
+def _decode(node: str, run: str, blob: bytes) -> list[dict[str, object]]:
+    try:
+        out = json.loads(zlib.decompress(blob))
+        if not isinstance(out, list) or not all(isinstance(d, dict) for d in out):
+            raise ValueError("not a list of results")
+        return out
+    except (zlib.error, ValueError, TypeError) as exc:
+        raise HistoryCorrupt(f"the results of {node} in run {run} are unreadable "
+                             f"({type(exc).__name__}: {exc})") from None
