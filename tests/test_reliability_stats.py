@@ -19,10 +19,12 @@ import pytest
 
 from stetho.gate.breaker import Circuit
 from stetho.gate.budget import DrainBudget
+from stetho.history import remedies
 from stetho.history.store import History, NodeRun
 from stetho.publish.reports import Resolution
 from stetho.publish.resolve import NO_FAULT_FOUND, with_resolution
 from stetho.results import Result
+from tests.conftest import StethoEnv
 from tests.signing import People, make_people
 from tests.test_kb import make_report
 
@@ -33,7 +35,7 @@ NODES = ["n01", "n02", "n03", "n04"]
 #: (node, night) -> (status, check); every other node-night passes
 PLAN = {("n01", 3): ("warn", "gpu_xid"),
         ("n01", 5): ("fail", "gpu_xid"), ("n01", 6): ("fail", "gpu_xid"),
-        ("n01", 10): ("fail", "ib_link"), ("n02", 10): ("fail", "ib_link"),
+        ("n01", 10): ("fail", "ib_port_state"), ("n02", 10): ("fail", "ib_port_state"),
         ("n03", 15): ("fail", "gpu_xid"), ("n03", 20): ("fail", "gpu_xid"),
         ("n03", 25): ("fail", "gpu_xid")}
 TOPOLOGY = ("SwitchName=spine Switches=leafA,leafB\n"
@@ -47,7 +49,7 @@ def t(night: int) -> int:
 def results(node: str, night: int) -> list[Result]:
     status, check = PLAN.get((node, night), ("pass", "gpu_xid"))
     out = [Result(node, check, "gpu0" if check == "gpu_xid" else "mlx5_0:1", status, "")]
-    other = "ib_link" if check == "gpu_xid" else "gpu_xid"
+    other = "ib_port_state" if check == "gpu_xid" else "gpu_xid"
     return out + [Result(node, other, "x", "pass", "")]
 
 
@@ -57,7 +59,8 @@ def people(tmp_path_factory: pytest.TempPathFactory) -> People:
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, people: People) -> dict[str, Path]:
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, people: People,
+          stetho_env: StethoEnv) -> dict[str, Path]:
     cfg = tmp_path / "gitconfig"
     cfg.write_text("[user]\n\tname = T\n\temail = t@example.invalid\n[init]\n\t"
                    "defaultBranch = main\n")
@@ -65,7 +68,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, people: People) -> di
                  "STETHO_CACHE": str(tmp_path / "cache"), "STETHO_GATES": str(people.gates),
                  "STETHO_DB": str(tmp_path / "history.db"),
                  "XDG_DATA_HOME": str(tmp_path / "xdg")}.items():
-        monkeypatch.setenv(k, v)
+        stetho_env.setenv(k, v)
     for k in ("STETHO_KB_REPO", "STETHO_OVERRIDE_REPO", "STETHO_DRAIN_LEDGER"):
         monkeypatch.delenv(k, raising=False)
     db = tmp_path / "history.db"
@@ -73,6 +76,10 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, people: People) -> di
         for night in range(30):
             h.record(f"run-{night:02d}", "sweep",
                      [NodeRun(n, "h100", results(n, night), []) for n in NODES], when=t(night))
+        # what stetho did by itself: one GPU reset on n01 that worked, one that failed
+        for outcome in ("done", "failed"):
+            remedies.record(h, remedies.Record(t(5) + 900, "n01", "gpu0", "gpu_xid",
+                                               "gpu_reset", outcome))
     # someone edits n04's pass on night 12 into a fail: its MAC no longer matches
     con = sqlite3.connect(db)
     con.execute("UPDATE node_runs SET fail = 1 WHERE time = ? AND node_id = "
@@ -85,7 +92,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, people: People) -> di
     budget.request(["n01"], scope="c", scope_size=4, who="gate", reasons={"n01": "gpu_xid"},
                    now=t(5) + 600)
     budget.release("n01", now=t(7) + 300)
-    # a person overrode n02's ib_link block an hour after it failed
+    # a person overrode n02's ib_port_state block an hour after it failed
     from stetho.gate.override_store import OverrideStore
     from stetho.gate.overrides import approval, request, with_approval
     from stetho.gate.policy import load_override_policy
@@ -94,7 +101,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, people: People) -> di
     remote = tmp_path / "overrides.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     policy = load_override_policy("release")
-    o = request(policy, "ib_link", ["n02"], "RMA 1", 3600, lambda m: sign(m, people.key(
+    o = request(policy, "ib_port_state", ["n02"], "RMA 1", 3600, lambda m: sign(m, people.key(
         "alice")), now=t(10) + 3600)
     o = with_approval(o, approval(o, policy, policy.acknowledgement,
                                   lambda m: sign(m, people.key("bob")), now=t(10) + 3700))
@@ -125,10 +132,10 @@ def test_every_figure_equals_the_hand_computed_timeline(world: dict[str, Path]) 
     # 4 nodes x 30 nights; n04's edited row fails its MAC and is left out
     assert f["rows"]["read"] == 120
     assert f["rows"]["excluded"] == 1 and "n04" in f["rows"]["why"][0]
-    # incidents: n01 gpu_xid (nights 5-6), n01 ib_link (10), n02 ib_link (10),
+    # incidents: n01 gpu_xid (nights 5-6), n01 ib_port_state (10), n02 ib_port_state (10),
     # n03 gpu_xid (15, 20, 25); n04's edited fail is not one
     assert f["incidents"] == 6 and f["open"] == 0
-    assert f["by_cause"] == {"gpu_xid": 4, "ib_link": 2}
+    assert f["by_cause"] == {"gpu_xid": 4, "ib_port_state": 2}
     # every node observed night 0 .. night 29: 29 d = 696 h, x4 nodes = 2784 node-hours
     assert f["node_hours"] == pytest.approx(2784)
     assert f["mtbf_hours"]["per_node"] == pytest.approx(2784 / 6)  # 464 h
@@ -158,6 +165,7 @@ def test_every_figure_equals_the_hand_computed_timeline(world: dict[str, Path]) 
     assert e["ettr"] == pytest.approx(1 / (1 + 8 / 464 * (0.25 + 1 / 6)), abs=1e-6)
     assert "HPCA 2025" in e["source"]
     assert f["notes"] == []
+    assert f["remedies"] == {"gpu_reset": {"done": 1, "failed": 1}}
 
 
 def test_absent_sources_are_said_and_figures_rest_on_what_is_given(
@@ -178,8 +186,21 @@ def test_absent_sources_are_said_and_figures_rest_on_what_is_given(
     table = stats("--db", str(world["db"]))
     assert table.returncode == 0, table.stderr
     assert "no knowledge base given" in table.stdout
-    assert "1 rows unverified, excluded" in table.stdout
+    assert "1 row unverified, excluded" in table.stdout
     assert "false positives   unknown (no source given)" in table.stdout
+    assert "time to localize  not measured (no knowledge base given (--kb))" in table.stdout
+    assert "stetho acted      gpu_reset: done 1, failed 1" in table.stdout
+
+
+def test_by_node_gives_each_nodes_mtbf_worst_first(world: dict[str, Path]) -> None:
+    p = stats("--json", "--by", "node", "--db", str(world["db"]))
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["groups"]["rows"]
+    # n03: 3 incidents in its 696 h -> 232 h; n01: 2 -> 348 h; n02: 1 -> 696 h; n04: none
+    assert [(r["node"], r["incidents"]) for r in rows] == [("n03", 3), ("n01", 2), ("n02", 1),
+                                                            ("n04", 0)]
+    assert [r["mtbf_hours"] for r in rows] == [pytest.approx(232), pytest.approx(348),
+                                               pytest.approx(696), None]
 
 
 def test_a_broken_source_is_named_and_its_figures_unknown(world: dict[str, Path]) -> None:
@@ -224,3 +245,26 @@ def test_textfile_is_valid_prometheus(world: dict[str, Path], tmp_path: Path) ->
         check = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
                                capture_output=True)
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_an_override_that_does_not_verify_makes_the_false_positive_rate_unknown(
+        world: dict[str, Path], people: People) -> None:
+    from stetho.gate.override_store import OverrideStore
+    from stetho.gate.overrides import approval, request, with_approval
+    from stetho.gate.policy import load_override_policy
+    from stetho.gate.signatures import sign
+
+    policy = load_override_policy("release")
+    alice = people.key("alice")
+    o = request(policy, "gpu_xid", ["n03"], "self-approved", 3600, lambda m: sign(m, alice),
+                now=t(20) + 60)
+    # alice approves her own request: the gate would never honour it
+    o = with_approval(o, approval(o, policy, policy.acknowledgement, lambda m: sign(m, alice),
+                                  now=t(20) + 120))
+    OverrideStore(str(world["remote"])).save(o, "self-approved")
+    p = stats("--json", "--db", str(world["db"]), "--override-repo", str(world["remote"]),
+              "--kb", str(world["kb"]))
+    assert p.returncode == 3
+    fp = json.loads(p.stdout)["false_positives"]
+    assert fp["count"] is None and fp["rate"] is None
+    assert o.id in fp["unknown"]

@@ -142,8 +142,10 @@ def _report_of(i: Incident, kb: Source, until: int) -> Any:
 
 def _ttl(incs: list[Incident], kb: Source, until: int) -> dict[str, Any]:
     """First failing run -> the diagnosis report's time, where a report exists."""
+    if kb.error:
+        return {**_dist([]), "unknown": kb.error}
     if not kb.usable:
-        return {**_dist([]), "unknown": kb.error or kb.absent}
+        return {**_dist([]), "absent": "no knowledge base given (--kb)"}
     xs = []
     for i in incs:
         r = _report_of(i, kb, until)
@@ -209,11 +211,12 @@ def _groups(incs: list[Incident], tl: Timeline, p: Params,
         per: dict[str, list[Incident]] = defaultdict(list)
         for i in incs:
             per[i.node].append(i)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for node, (first, last) in sorted(tl.spans.items()):
             n = len(per.get(node, ()))
             rows.append({"node": node, "incidents": n, "node_hours": _hours(last - first),
                          "mtbf_hours": _hours((last - first) / n) if n else None})
+        rows.sort(key=lambda r: (-r["incidents"], r["node"]))
         return {"by": "node", "rows": rows}
     if p.by == "switch":
         leaf_of = leaf_of or {}

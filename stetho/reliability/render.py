@@ -22,6 +22,8 @@ def _day(t: float) -> str:
 
 
 def _dist(name: str, d: dict[str, Any], extra: str) -> str:
+    if d.get("absent"):
+        return f"{name:<18}not measured ({d['absent']})"
     if d.get("unknown"):
         return f"{name:<18}unknown ({d['unknown']})"
     if not d["n"]:
@@ -34,7 +36,8 @@ def table(f: dict[str, Any]) -> str:
     out = [f"stetho stats: {_day(w['since'])} .. {_day(w['until'])} UTC ({w['days']:g} d), "
            f"{f['nodes']:,} nodes, {rows['read']:,} node-runs read"]
     if rows["excluded"]:
-        out.append(f"  {rows['excluded']} rows unverified, excluded: {rows['why'][0]}")
+        n = rows["excluded"]
+        out.append(f"  {n} row{'s' if n != 1 else ''} unverified, excluded: {rows['why'][0]}")
     out += [f"  {n}" for n in f["notes"]]
     out.append("")
     out.append(f"{'incidents':<18}{f['incidents']} ({f['open']} still open)")
@@ -67,7 +70,11 @@ def table(f: dict[str, Any]) -> str:
     ettr = f"{e['ettr']:.3f}" if e["ettr"] is not None else "unknown (no MTBF)"
     out.append(f"{'ETTR':<18}{ettr} for {e['gpus']} GPUs on {e['nodes']} nodes, checkpoint "
                f"{_h(e['checkpoint_hours'])}, restart {_h(e['restart_hours'])}")
-    out.append(f"{'':<18}model: {e['model']}; after {e['source']}")
+    out.append(f"{'':<18}model: {e['model']}")
+    out.append(f"{'':<18}after {e['source']}")
+    acted = "; ".join(f"{a}: " + ", ".join(f"{o} {n}" for o, n in by.items())
+                      for a, by in f.get("remedies", {}).items())
+    out.append(f"{'stetho acted':<18}{acted or 'nothing by itself in the window'}")
     out.append("")
     out += _group_table(f["groups"])
     return "\n".join(out) + "\n"

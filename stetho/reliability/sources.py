@@ -84,9 +84,12 @@ def reports(repo: str | None) -> Source:
 
 
 def overrides(repo: str | None) -> Source:
-    """Overrides granted (approved at least once): blocks a person said were wrong. An
-    override file that cannot be read makes the source unusable (a missed override would
-    make the false-positive rate look better than it is)."""
+    """Overrides the gate honoured when they were approved: blocks a person said were wrong.
+    Each is verified as the gate would (stetho.gate.override_check, against its policy's
+    allowed signers) at the time of its approval; a revoked one is not counted (the block was
+    right after all). An override file that cannot be read, or one whose signatures do not
+    verify, makes the source unusable: counting it, or leaving it out, would each make the
+    false-positive rate say something nobody signed."""
     src = Source("overrides", repo or "")
     if not repo:
         src.absent = ("no override repository given (--override-repo): false-positive rate "
@@ -96,14 +99,32 @@ def overrides(repo: str | None) -> Source:
 
     try:
         snap = OverrideStore(repo).read()
+        bad = snap.unreadable()
+        if bad:
+            raise StethoError(f"{len(bad)} file(s) unreadable, first {bad[0][0]}: {bad[0][1]}")
+        src.items = _honoured(snap)
     except (StethoError, OSError) as exc:
-        src.error = f"override repository {repo}: {exc}"
-        return src
-    bad = snap.unreadable()
-    if bad:
-        src.error = (f"override repository {repo}: {len(bad)} file(s) unreadable, first "
-                     f"{bad[0][0]}: {bad[0][1]}; the false-positive rate is unknown until "
-                     "they are fixed")
-        return src
-    src.items = [o for o in snap.overrides() if o.approvals]
+        src.error = (f"override repository {repo}: {exc}; the false-positive rate is unknown "
+                     "until it is fixed")
     return src
+
+
+def _honoured(snap: Any) -> list[Any]:
+    from stetho.gate.override_check import judging
+    from stetho.gate.overrides import parse_ts
+    from stetho.gate.policy import load_override_policy
+
+    approved = [o for o in snap.overrides() if o.approvals]
+    out = []
+    for name in sorted({o.policy for o in approved}):
+        policy = load_override_policy(name)
+        with judging(policy, snap.root, snap.revocations, snap.problem) as judge:
+            for o in (o for o in approved if o.policy == name):
+                at = min(parse_ts(a.approved_at) for a in o.approvals)
+                c = judge.verify(o, at + 1)
+                if c.valid:
+                    out.append(o)
+                elif c.state != "revoked":
+                    raise StethoError(f"override {o.id} does not verify ({c.state}: "
+                                      f"{c.reason})")
+    return out
