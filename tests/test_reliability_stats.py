@@ -268,3 +268,26 @@ def test_an_override_that_does_not_verify_makes_the_false_positive_rate_unknown(
     fp = json.loads(p.stdout)["false_positives"]
     assert fp["count"] is None and fp["rate"] is None
     assert o.id in fp["unknown"]
+
+
+def test_the_run_page_of_stetho_report_shows_the_figures(world: dict[str, Path],
+                                                        tmp_path: Path) -> None:
+    from stetho.sinks import json_out
+
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "results.json").write_text(json_out.render(results("n04", 0)))
+    p = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--db",
+                        str(world["db"])], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    page = (run_dir / "index.html").read_text()
+    assert 'id="reliability" data-known="yes"' in page
+    assert "1 row unverified, excluded" in page
+    assert "<tr><th>incidents</th><td>6 (0 still open)</td></tr>" in page
+    assert "<tr><th>lemon nodes</th><td>n03 (3) (&gt;= 3 incidents in 30 d)</td></tr>" in page
+    # without a history database the page has no figures block
+    empty = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir), "--db",
+                            str(tmp_path / "none.db")], capture_output=True, text=True,
+                           timeout=120)
+    assert empty.returncode == 0, empty.stderr
+    assert 'id="reliability"' not in (run_dir / "index.html").read_text()

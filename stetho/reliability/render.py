@@ -21,60 +21,71 @@ def _day(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(t))
 
 
-def _dist(name: str, d: dict[str, Any], extra: str) -> str:
+def _dist(d: dict[str, Any], extra: str) -> str:
     if d.get("absent"):
-        return f"{name:<18}not measured ({d['absent']})"
+        return f"not measured ({d['absent']})"
     if d.get("unknown"):
-        return f"{name:<18}unknown ({d['unknown']})"
+        return f"unknown ({d['unknown']})"
     if not d["n"]:
-        return f"{name:<18}- (nothing to measure; {extra})"
-    return f"{name:<18}mean {_h(d['mean'])}, median {_h(d['median'])} over {d['n']} ({extra})"
+        return f"- (nothing to measure; {extra})"
+    return f"mean {_h(d['mean'])}, median {_h(d['median'])} over {d['n']} ({extra})"
 
 
-def table(f: dict[str, Any]) -> str:
+def lines(f: dict[str, Any]) -> list[tuple[str, str]]:
+    """(figure, value in words): the table's body, and the run page's figures block."""
+    out = [("incidents", f"{f['incidents']} ({f['open']} still open)")]
+    m = f["mtbf_hours"]
+    if m["per_node"] is None:
+        out.append(("MTBF", f"- (no incident in {m['at_least']:,.0f} node-hours)"))
+    else:
+        out.append(("MTBF", f"{_h(m['per_node'])} per node, {_h(m['per_1000_gpus'])} per "
+                    f"1,000 GPUs ({m['gpus_per_node']} GPUs a node; {f['node_hours']:,.0f} "
+                    "node-hours, each node's first to last run)"))
+    r = f["mttr_hours"]
+    out.append(("MTTR", _dist(r, f"{r.get('from_drains', 0)} drain -> resume, "
+                              f"{r.get('from_passes', 0)} fail -> pass")))
+    d = f["time_to_detect_hours"]
+    out.append(("time to detect", _dist(d, "first warning -> fail or drain; "
+                                        f"{d['without_warning']} without a warning")))
+    t = f["time_to_localize_hours"]
+    out.append(("time to localize", _dist(t, "first fail -> report; "
+                                          f"{t.get('without_report', 0)} without a report")))
+    fp = f["false_positives"]
+    if fp["rate"] is None:
+        out.append(("false positives", f"unknown ({fp.get('unknown', 'no incident')})"))
+    else:
+        out.append(("false positives", f"{fp['count']} of {f['incidents']} ({fp['rate']:.1%}; "
+                    f"from {', '.join(fp['basis'])})"))
+    lem = f["lemons"]
+    names = ", ".join(f"{n} ({c})" for n, c in lem["nodes"].items()) or "none"
+    out.append(("lemon nodes", f"{names} (>= {lem['k']} incidents in {lem['days']:g} d)"))
+    e = f["ettr"]
+    ettr = f"{e['ettr']:.3f}" if e["ettr"] is not None else "unknown (no MTBF)"
+    out.append(("ETTR", f"{ettr} for {e['gpus']} GPUs on {e['nodes']} nodes, checkpoint "
+                f"{_h(e['checkpoint_hours'])}, restart {_h(e['restart_hours'])}"))
+    out.append(("", f"model: {e['model']}"))
+    out.append(("", f"after {e['source']}"))
+    acted = "; ".join(f"{a}: " + ", ".join(f"{o} {n}" for o, n in by.items())
+                      for a, by in f.get("remedies", {}).items())
+    out.append(("stetho acted", acted or "nothing by itself in the window"))
+    return out
+
+
+def header(f: dict[str, Any]) -> list[str]:
+    """The window, what was read, what was left out, and the sources not there."""
     w, rows = f["window"], f["rows"]
-    out = [f"stetho stats: {_day(w['since'])} .. {_day(w['until'])} UTC ({w['days']:g} d), "
+    out = [f"{_day(w['since'])} .. {_day(w['until'])} UTC ({w['days']:g} d), "
            f"{f['nodes']:,} nodes, {rows['read']:,} node-runs read"]
     if rows["excluded"]:
         n = rows["excluded"]
-        out.append(f"  {n} row{'s' if n != 1 else ''} unverified, excluded: {rows['why'][0]}")
-    out += [f"  {n}" for n in f["notes"]]
-    out.append("")
-    out.append(f"{'incidents':<18}{f['incidents']} ({f['open']} still open)")
-    m = f["mtbf_hours"]
-    if m["per_node"] is None:
-        out.append(f"{'MTBF':<18}- (no incident in {m['at_least']:,.0f} node-hours)")
-    else:
-        out.append(f"{'MTBF':<18}{_h(m['per_node'])} per node, {_h(m['per_1000_gpus'])} per "
-                   f"1,000 GPUs ({m['gpus_per_node']} GPUs a node; {f['node_hours']:,.0f} "
-                   "node-hours, each node's first to last run)")
-    r = f["mttr_hours"]
-    out.append(_dist("MTTR", r, f"{r.get('from_drains', 0)} drain -> resume, "
-                     f"{r.get('from_passes', 0)} fail -> pass"))
-    d = f["time_to_detect_hours"]
-    out.append(_dist("time to detect", d, f"first warning -> fail or drain; "
-                     f"{d['without_warning']} without a warning"))
-    t = f["time_to_localize_hours"]
-    out.append(_dist("time to localize", t, f"first fail -> report; "
-                     f"{t.get('without_report', 0)} without a report"))
-    fp = f["false_positives"]
-    if fp["rate"] is None:
-        out.append(f"{'false positives':<18}unknown ({fp.get('unknown', 'no incident')})")
-    else:
-        out.append(f"{'false positives':<18}{fp['count']} of {f['incidents']} "
-                   f"({fp['rate']:.1%}; from {', '.join(fp['basis'])})")
-    lem = f["lemons"]
-    names = ", ".join(f"{n} ({c})" for n, c in lem["nodes"].items()) or "none"
-    out.append(f"{'lemon nodes':<18}{names} (>= {lem['k']} incidents in {lem['days']:g} d)")
-    e = f["ettr"]
-    ettr = f"{e['ettr']:.3f}" if e["ettr"] is not None else "unknown (no MTBF)"
-    out.append(f"{'ETTR':<18}{ettr} for {e['gpus']} GPUs on {e['nodes']} nodes, checkpoint "
-               f"{_h(e['checkpoint_hours'])}, restart {_h(e['restart_hours'])}")
-    out.append(f"{'':<18}model: {e['model']}")
-    out.append(f"{'':<18}after {e['source']}")
-    acted = "; ".join(f"{a}: " + ", ".join(f"{o} {n}" for o, n in by.items())
-                      for a, by in f.get("remedies", {}).items())
-    out.append(f"{'stetho acted':<18}{acted or 'nothing by itself in the window'}")
+        out.append(f"{n} row{'s' if n != 1 else ''} unverified, excluded: {rows['why'][0]}")
+    return out + list(f["notes"])
+
+
+def table(f: dict[str, Any]) -> str:
+    head = header(f)
+    out = [f"stetho stats: {head[0]}", *(f"  {h}" for h in head[1:]), ""]
+    out += [f"{label:<18}{text}" for label, text in lines(f)]
     out.append("")
     out += _group_table(f["groups"])
     return "\n".join(out) + "\n"
