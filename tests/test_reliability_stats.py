@@ -36,7 +36,8 @@ NODES = ["n01", "n02", "n03", "n04"]
 PLAN = {("n01", 3): ("warn", "gpu_xid"),
         ("n01", 5): ("fail", "gpu_xid"), ("n01", 6): ("fail", "gpu_xid"),
         ("n01", 10): ("fail", "ib_port_state"), ("n02", 10): ("fail", "ib_port_state"),
-        ("n03", 15): ("fail", "gpu_xid"), ("n03", 20): ("fail", "gpu_xid"),
+        ("n03", 15): ("fail", "gpu_xid"), ("n03", 19): ("warn", "drift_shift"),
+        ("n03", 20): ("fail", "gpu_xid"),
         ("n03", 25): ("fail", "gpu_xid")}
 TOPOLOGY = ("SwitchName=spine Switches=leafA,leafB\n"
             "SwitchName=leafA Nodes=n[01-02]\nSwitchName=leafB Nodes=n[03-04]\n")
@@ -48,7 +49,8 @@ def t(night: int) -> int:
 
 def results(node: str, night: int) -> list[Result]:
     status, check = PLAN.get((node, night), ("pass", "gpu_xid"))
-    out = [Result(node, check, "gpu0" if check == "gpu_xid" else "mlx5_0:1", status, "")]
+    subject = {"gpu_xid": "gpu0", "drift_shift": "gpu0:temperature_c"}.get(check, "mlx5_0:1")
+    out = [Result(node, check, subject, status, "")]
     other = "ib_port_state" if check == "gpu_xid" else "gpu_xid"
     return out + [Result(node, other, "x", "pass", "")]
 
@@ -147,9 +149,10 @@ def test_every_figure_equals_the_hand_computed_timeline(world: dict[str, Path]) 
     assert mttr["mean"] == pytest.approx((172500 + 5 * 86400) / 6 / 3600)  # 27.99 h
     assert mttr["median"] == pytest.approx(24)
     # detect: n01 warned of gpu_xid on night 3, failed on night 5 (its drain came after):
-    # 48 h; the other five had no warning
+    # 48 h; n03's gpu0 drifted on night 19 and failed gpu_xid on night 20: 24 h; mean 36 h;
+    # the other four had no warning
     ttd = f["time_to_detect_hours"]
-    assert (ttd["n"], ttd["mean"], ttd["without_warning"]) == (1, pytest.approx(48), 5)
+    assert (ttd["n"], ttd["mean"], ttd["without_warning"]) == (2, pytest.approx(36), 4)
     # localize: n03's report 2 h after its first failure
     ttl = f["time_to_localize_hours"]
     assert (ttl["n"], ttl["mean"], ttl["without_report"]) == (1, pytest.approx(2), 5)
@@ -291,3 +294,20 @@ def test_the_run_page_of_stetho_report_shows_the_figures(world: dict[str, Path],
                            timeout=120)
     assert empty.returncode == 0, empty.stderr
     assert 'id="reliability"' not in (run_dir / "index.html").read_text()
+
+
+def test_unusable_inputs_are_named_errors(world: dict[str, Path], tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not sqlite" * 500)
+    p = stats("--db", str(garbage))
+    assert p.returncode == 3 and str(garbage) in p.stderr and "Traceback" not in p.stderr
+    bad_topo = tmp_path / "topo.conf"
+    bad_topo.write_text("Nodes=n01\n")
+    p = stats("--by", "switch", "--topology", str(bad_topo), "--db", str(world["db"]))
+    assert p.returncode == 2 and str(bad_topo) in p.stderr
+    # the key that signed the rows is gone: nothing can be verified, so no figure is given
+    key = world["db"].with_name(world["db"].name + ".key")
+    key.rename(tmp_path / "kept.key")
+    p = stats("--json", "--db", str(world["db"]))
+    assert p.returncode == 3 and p.stdout == ""
+    assert str(key) in p.stderr and "cannot be verified" in p.stderr

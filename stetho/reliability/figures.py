@@ -99,8 +99,8 @@ def _mtbf(node_s: float, n: int, p: Params) -> dict[str, Any]:
 
 def _drain_of(i: Incident, drains: Source, until: int) -> tuple[float, float | None] | None:
     end = i.closed if i.closed is not None else until
-    for node, at, rel in drains.items:
-        if node == i.node and i.opened - DRAIN_SLACK_S <= at <= end:
+    for _, at, rel in drains.of(i.node):
+        if i.opened - DRAIN_SLACK_S <= at <= end:
             return at, rel
     return None
 
@@ -127,8 +127,8 @@ def _ttd(incs: list[Incident], drains: Source) -> dict[str, Any]:
         if i.first_warn is None:
             continue
         seen = float(i.opened)
-        for node, at, _ in drains.items if drains.usable else ():
-            if node == i.node and i.first_warn <= at < seen:
+        for _, at, _ in drains.of(i.node):
+            if i.first_warn <= at < seen:
                 seen = at
         xs.append(seen - i.first_warn)
     return {**_dist(xs), "without_warning": len(incs) - len(xs)}
@@ -136,7 +136,7 @@ def _ttd(incs: list[Incident], drains: Source) -> dict[str, Any]:
 
 def _report_of(i: Incident, kb: Source, until: int) -> Any:
     end = i.closed if i.closed is not None else until
-    hits = [r for r in kb.items if r.node == i.node and i.opened <= r.date.timestamp() <= end]
+    hits = [r for r in kb.of(i.node) if i.opened <= r.date.timestamp() <= end]
     return min(hits, key=lambda r: r.date) if hits else None
 
 

@@ -29,6 +29,17 @@ class Source:
     items: list[Any] = field(default_factory=list)
     absent: str | None = None
     error: str | None = None
+    _by_node: dict[str, list[Any]] | None = field(default=None, repr=False)
+
+    def of(self, node: str) -> list[Any]:
+        """The items about one node (a drain tuple's first field, a report's `node`), in
+        their order: looked up per incident, indexed once."""
+        if self._by_node is None:
+            self._by_node = {}
+            for it in self.items if self.usable else ():
+                key = it[0] if isinstance(it, tuple) else it.node
+                self._by_node.setdefault(key, []).append(it)
+        return self._by_node.get(node, [])
 
     @property
     def usable(self) -> bool:

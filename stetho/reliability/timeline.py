@@ -41,6 +41,7 @@ class Incident:
     closed: int | None
     causes: tuple[str, ...] = ()
     first_warn: int | None = None
+    parts: frozenset[str] = frozenset()  # the failing subjects' devices (gpu0, mlx5_4)
 
 
 @dataclass
@@ -195,17 +196,32 @@ def _incident(node: str, nid: int, opened: tuple[int, int], closed: int | None,
     """The incident opened at `opened`, its cause the checks failing there (decoded here)."""
     run = runs.get(opened[1], "?")
     blob = blobs[(nid, opened[0], opened[1])]
-    causes = tuple(sorted({str(d.get("check")) for d in _decode(node, run, blob)
-                           if d.get("status") == "fail"}))
-    return Incident(node, opened[0], opened[1], run, closed, causes or ("unknown",))
+    failing = [d for d in _decode(node, run, blob) if d.get("status") == "fail"]
+    causes = tuple(sorted({str(d.get("check")) for d in failing}))
+    return Incident(node, opened[0], opened[1], run, closed, causes or ("unknown",),
+                    parts=frozenset(_part(d) for d in failing) - {""})
+
+
+def _part(d: dict[str, object]) -> str:
+    """A result's device: its subject up to a colon (`gpu0:ecc_sbe` -> `gpu0`, `mlx5_4:1` ->
+    `mlx5_4`), which is how a drift result names what it measured."""
+    return str(d.get("subject") or "").split(":", 1)[0]
+
+
+def _early_sign(d: dict[str, object], inc: Incident) -> bool:
+    """A warning of one of the incident's checks, or a drift warning (drift_counter,
+    drift_shift, drift_trend) on one of the devices that then failed."""
+    if d.get("status") != "warn":
+        return False
+    check = str(d.get("check"))
+    return check in inc.causes or (check.startswith("drift_") and _part(d) in inc.parts)
 
 
 def _first_warn(h: History, tl: Timeline, nid: int, node: str, inc: Incident, since: int,
                 warns: list[tuple[int, int]], runs: dict[int, str]) -> int | None:
-    """The earliest warning on the same node and a cause's check since the node's previous
-    incident closed (at most WARN_LOOKBACK_S before), oldest first: decoded only here."""
+    """The earliest early sign (`_early_sign`) on the node since its previous incident
+    closed (at most WARN_LOOKBACK_S before), oldest first: decoded only here."""
     after = max(since, inc.opened - WARN_LOOKBACK_S)
-    causes = set(inc.causes)
     for t, rk in warns:
         if t <= after or t >= inc.opened:
             continue
@@ -215,8 +231,7 @@ def _first_warn(h: History, tl: Timeline, nid: int, node: str, inc: Incident, si
             if len(tl.why) < 5:
                 tl.why.append(why)
             continue
-        if any(d.get("status") == "warn" and d.get("check") in causes
-               for d in _decode(node, runs.get(rk, "?"), blob)):
+        if any(_early_sign(d, inc) for d in _decode(node, runs.get(rk, "?"), blob)):
             return t
     return None
 
