@@ -311,3 +311,18 @@ def test_unusable_inputs_are_named_errors(world: dict[str, Path], tmp_path: Path
     p = stats("--json", "--db", str(world["db"]))
     assert p.returncode == 3 and p.stdout == ""
     assert str(key) in p.stderr and "cannot be verified" in p.stderr
+
+
+def test_a_lone_failure_edited_into_a_pass_is_caught_not_believed(
+        world: dict[str, Path]) -> None:
+    # n02's only failure (night 10) made a pass: its neighbours pass too, so no state change
+    # is left to see; the row's MAC still gives it away
+    con = sqlite3.connect(world["db"])
+    con.execute("UPDATE node_runs SET fail = 0, pass = pass + 1 WHERE time = ? AND node_id = "
+                "(SELECT id FROM nodes WHERE name = 'n02')", (t(10),))
+    con.commit()
+    con.close()
+    f = json.loads(stats("--json", "--db", str(world["db"])).stdout)
+    assert f["rows"]["excluded"] == 2  # n04's night 12 and n02's night 10
+    assert any("n02" in why for why in f["rows"]["why"])
+    assert f["incidents"] == 5  # n02's incident rests on an excluded row: not counted
