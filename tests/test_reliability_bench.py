@@ -22,4 +22,4 @@ def test_the_bench_runs_in_a_tiny_mode_and_prints_its_figures(tmp_path: Path) ->
     assert "history: 72 node_runs rows" in p.stdout
     assert re.search(r"stetho stats --since 13d: median \d+\.\d\d s .* goal <= 10 s", p.stdout)
     assert re.search(r"floor \(one scan .*\): median \d+\.\d\d s", p.stdout)
-    assert re.search(r"ratio stats / floor: \d+\.\d\d", p.stdout)
+    assert re.search(r"ratio stats / floor: \d+\.\d\d wall, \d+\.\d\d CPU", p.stdout)

@@ -221,10 +221,7 @@ def _first_warn(h: History, tl: Timeline, nid: int, node: str, inc: Incident, si
         if t <= after or t >= inc.opened:
             continue
         blob, why = _verified(h, nid, node, runs, t, rk)
-        if why is not None:
-            tl.excluded += 1
-            if len(tl.why) < 5:
-                tl.why.append(why)
+        if why is not None:  # verified in the scan, changed since: not used (counted there)
             continue
         if any(_early_sign(d, inc) for d in _decode(node, runs.get(rk, "?"), blob)):
             return t
