@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,10 @@ class Params:
     by: str = "cause"
 
 
+def _utc(t: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
 def _hours(x: float) -> float:
     return round(x / H, 6)
 
@@ -66,8 +71,8 @@ def compute(tl: Timeline, drains: Source, kb: Source, ovr: Source, p: Params,
     incs = sorted(tl.incidents, key=lambda i: (i.opened, i.node))
     node_s = sum(last - first for first, last in tl.spans.values())
     out: dict[str, Any] = {
-        "window": {"since": tl.since, "until": tl.until, "days": round((tl.until - tl.since)
-                                                                       / 86400, 3)},
+        "window": {"since": tl.since, "until": tl.until, "since_utc": _utc(tl.since),
+                   "until_utc": _utc(tl.until), "days": round((tl.until - tl.since) / 86400, 3)},
         "rows": {"read": tl.rows, "excluded": tl.excluded, "why": tl.why},
         "sources": {s.name: s.to_json() for s in (drains, kb, ovr)},
         "notes": [s.absent or s.error for s in (drains, kb, ovr) if not s.usable],
