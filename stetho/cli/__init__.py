@@ -36,6 +36,7 @@ COMMANDS = {
     "export": "stetho.cli.export:export",
     "localize": "stetho.cli.localize:localize",
     "job": "stetho.cli.job:job",
+    "stats": "stetho.cli.stats:stats",
 }
 
 

@@ -58,11 +58,11 @@ def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None
             click.echo(f"  note: {note}", err=True)
     if not written:
         click.echo("no failing node in this run: nothing to diagnose")
-    click.echo(f"run page: {_run_page(folder, results, written, meta, cfg.kb_repo)}")
+    click.echo(f"run page: {_run_page(folder, results, written, meta, cfg.kb_repo, cfg.db)}")
 
 
 def _run_page(folder: Path, results: list[Result], written: list[tuple[Diagnosis, Path]],
-              meta: dict[str, Any], kb_repo: str | None) -> Path:
+              meta: dict[str, Any], kb_repo: str | None, db: Path) -> Path:
     """RUN_DIR/index.html: the grid, the reports linked, the busbw chart and, with a
     knowledge base, how often each rule was right on resolved reports (`kb accuracy`)."""
     from stetho.cli.kb_loop import accuracy_or_why
@@ -73,8 +73,29 @@ def _run_page(folder: Path, results: list[Result], written: list[tuple[Diagnosis
     links = runpage.relative_reports(linked, folder)
     page = runpage.render(results, title=f"run {meta.get('run_id', folder.name)}",
                           reports=links, busbw=runpage.busbw_from(results),
-                          accuracy=accuracy_or_why(kb_repo))
+                          accuracy=accuracy_or_why(kb_repo),
+                          reliability=_reliability(db, kb_repo))
     return runpage.write(folder, page)
+
+
+def _reliability(db: Path, kb_repo: str | None) -> dict[str, Any] | None:
+    """The fleet's figures over the last 90 days (`stetho stats`' defaults) for the page,
+    where a history database is configured; why not, where they could not be computed."""
+    from stetho import config
+    from stetho.errors import StethoError
+    from stetho.reliability import figures, gather, render
+
+    if not db.exists():
+        return None
+    cfg = config.active()
+    try:
+        got = gather.stats(db, 90 * 86400, figures.Params(), kb=kb_repo,
+                           ledger=cfg.drain_ledger or db.parent / "drain-ledger.db",
+                           ledger_given=cfg.drain_ledger is not None,
+                           override_repo=cfg.override_repo, topology=None)
+    except StethoError as exc:
+        return {"error": str(exc)}
+    return {"error": None, "header": render.header(got), "lines": render.lines(got)}
 
 
 def _reports_in(folder: Path, nodes: set[str]) -> dict[str, Path]:
