@@ -35,6 +35,7 @@ COMMANDS = {
     "sim": "stetho.cli.sim:sim",
     "export": "stetho.cli.export:export",
     "localize": "stetho.cli.localize:localize",
+    "impact": "stetho.cli.impact:impact",
 }
 
 
@@ -64,6 +65,7 @@ def cli() -> None:
     stetho remedy runs/<id>              what stetho would fix by itself (--act: do it)
     stetho sim build OUT --nodes 4       build simulated H100 nodes to try it on
     stetho localize -i inventory.yml --dry-run   find the bad node, link or switch
+    stetho impact leafA --topology topology.conf   the running jobs a part would hit
     """
 
 
