@@ -27,10 +27,11 @@ def impact(part: str, topology_spec: str | None, profile_name: str | None,
     cannot answer (the blast radius is then unknown, never "no jobs").
     """
     from stetho import config
+    from stetho.cli.common import settings
     from stetho.jobs import blast, parts, squeue
     from stetho.localize.setup import slurm_topology_text
 
-    cfg = config.active()
+    cfg = settings()
     env = config.child_environment()
     topo = parts.load_topology(topology_spec, slurm_topology_text)
     where = parts.resolve(part, topo, lambda: _known(env, part))

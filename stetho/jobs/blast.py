@@ -2,9 +2,10 @@
 GPUs a fault (or a drain) there takes from them; and switch incidents, several nodes under one
 leaf failing together, told as the one switch they share.
 
-Everything here is pure: the jobs come from `stetho.jobs.squeue.running`, the nodes from
-`stetho.jobs.parts.resolve`. A GPU count Slurm does not give comes from the node profile, else
-it is unknown and said so: a total over an unknown count is never a number.
+Pure but for `drain_radius`, which asks squeue: the jobs come from
+`stetho.jobs.squeue.running`, the nodes from `stetho.jobs.parts.resolve`. A GPU count Slurm
+does not give comes from the node profile, else it is unknown and said so: a total over an
+unknown count is never a number.
 """
 
 from __future__ import annotations
@@ -159,3 +160,16 @@ def switch_incidents(topo: Topology, failing: Iterable[str], evaluated: Iterable
             out.append(SwitchIncident(leaf, down, tuple(members),
                                       len(topo.leaf_members(leaf))))
     return out
+
+
+def drain_radius(nodes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """`drain_phrases` over the jobs squeue reports now; squeue unable to answer says that for
+    each node (the radius is unknown, never "no running job")."""
+    from stetho.jobs.squeue import SqueueError, running
+
+    try:
+        jobs = running(env)
+    except SqueueError as exc:
+        return {n: f"blast radius of draining {n} could not be evaluated: {exc}"
+                for n in nodes}
+    return drain_phrases(nodes, jobs)
