@@ -96,11 +96,11 @@ def render(impact: Impact) -> str:
         lines.append(f"no running jobs on {compress(list(p.nodes))}")
         return "\n".join(lines) + "\n"
     lines.append(f"{'JOB':<12} {'USER':<12} {'PARTITION':<12} {'NODES':>6} {'AFFECTED':>8} "
-                 f"{'GPUS':>6}  NAME")
+                 f"{'GPUS':>7}  NAME")
     for j in impact.jobs:
         gpus = str(j.gpus) if j.gpus is not None else "unknown"
         lines.append(f"{j.job.job_id:<12} {j.job.user:<12} {j.job.partition:<12} "
-                     f"{len(j.job.nodes):>6} {len(j.affected):>8} {gpus:>6}  {j.job.name}")
+                     f"{len(j.job.nodes):>6} {len(j.affected):>8} {gpus:>7}  {j.job.name}")
     users = sorted({j.job.user for j in impact.jobs})
     total = impact.gpus
     gpus = f"{total} GPUs" if total is not None else (
