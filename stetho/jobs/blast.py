@@ -32,7 +32,8 @@ class JobImpact:
     def phrase(self) -> str:
         """'job 1234 (alice, gpu, 64 nodes)'"""
         j = self.job
-        return f"job {j.job_id} ({j.user}, {j.partition}, {len(j.nodes)} nodes)"
+        n = len(j.nodes)
+        return f"job {j.job_id} ({j.user}, {j.partition}, {n} node{'s' * (n != 1)})"
 
     def to_json(self) -> dict[str, object]:
         return {**self.job.to_json(), "affected_nodes": len(self.affected),
