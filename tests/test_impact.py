@@ -138,6 +138,14 @@ def _stetho(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
                           text=True, timeout=120, env={**os.environ, **(env or {})})
 
 
+def _no_cluster(tmp_path: Path) -> dict[str, str]:
+    """A slurm.conf that names no cluster: the real squeue and scontrol refuse it at once (a
+    missing one sends them looking for a controller in DNS for a minute)."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("")
+    return {"SLURM_CONF": str(conf)}
+
+
 def test_impact_refuses_an_unknown_part_with_the_known_switches(tmp_path: Path) -> None:
     f = tmp_path / "topology.conf"
     f.write_text(TOPOLOGY)
@@ -152,7 +160,7 @@ def test_impact_with_squeue_unable_to_answer_is_exit_3_never_no_jobs(tmp_path: P
     f = tmp_path / "topology.conf"
     f.write_text(TOPOLOGY)
     r = _stetho("impact", "leafA", "--topology", str(f),
-                env={"SLURM_CONF": str(tmp_path / "missing.conf")})
+                env=_no_cluster(tmp_path))
     assert r.returncode == 3, r.stdout + r.stderr
     assert "could not evaluate the blast radius of leafA" in r.stderr
     assert "no running jobs" not in r.stdout + r.stderr
@@ -210,3 +218,22 @@ def test_gate_without_a_topology_keeps_one_line_per_node(tmp_path: Path) -> None
     assert r.returncode == 1
     assert [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("BLOCK ")] == nodes
     assert "SWITCH" not in r.stdout
+
+
+def test_a_drain_whose_jobs_cannot_be_read_says_so_never_no_job(tmp_path: Path) -> None:
+    """A dry-run drain with no Slurm to ask: the drain's blast radius is unknown, and the
+    line and JSON say it could not be evaluated."""
+    db = tmp_path / "h.db"
+    _history(db, {"n01"}, ["n01"])
+    policy = tmp_path / "p.yml"
+    policy.write_text("policy: p\nfreshness: 6h\nchecks: [cpu_governor]\nblock_on: [fail]\n"
+                      f"scheduler:\n  drain: true\n  circuit: {{ledger: {tmp_path / 'l.db'}}}\n")
+    out = tmp_path / "gate.json"
+    r = _stetho("gate", "--policy", str(policy), "--nodes", "n01", "--db", str(db),
+                "--no-reports", "--out", str(tmp_path / "runs"), "--json", str(out),
+                env=_no_cluster(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("BLAST ")]
+    assert line.startswith("BLAST blast radius of draining n01 could not be evaluated: ")
+    assert "no running job" not in r.stdout
+    assert "could not be evaluated" in json.loads(out.read_text())["blast_radius"]["n01"]
