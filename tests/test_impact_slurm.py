@@ -36,11 +36,15 @@ class Running:
     cluster: sc.Cluster
     topology: Path
     ids: dict[str, str]  # key -> Slurm job id
+    scratch: Path
 
     def stetho(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "stetho", *args],
-                              env=self.cluster.full_env(), capture_output=True, text=True,
-                              timeout=180)
+        """stetho with the cluster's SLURM_CONF, no profile and an empty history of its own:
+        a GPU count comes only from what a test gives."""
+        env = {k: v for k, v in self.cluster.full_env({"STETHO_DB": str(
+            self.scratch / "empty.db")}).items() if k != "STETHO_PROFILE"}
+        return subprocess.run([sys.executable, "-m", "stetho", *args], env=env,
+                              capture_output=True, text=True, timeout=180)
 
 
 def _squeue_states(c: sc.Cluster, ids: list[str]) -> dict[str, str]:
@@ -68,7 +72,7 @@ def running(slurm_cluster: sc.Cluster, tmp_path: Path) -> Iterator[Running]:
         sc.wait_for(lambda: set(_squeue_states(c, list(ids.values())).values()) == {"RUNNING"}
                     and len(_squeue_states(c, list(ids.values()))) == len(ids),
                     120, "the three jobs RUNNING", c)
-        yield Running(c, topo, ids)
+        yield Running(c, topo, ids, tmp_path)
     finally:
         if ids:
             subprocess.run(["scancel", *ids.values()], env=c.full_env(), timeout=30,
@@ -98,7 +102,7 @@ def test_impact_of_a_leaf_names_its_jobs_and_not_the_other_leafs(running: Runnin
     assert "total: 2 running jobs of 1 user (root)" in text.stdout
 
 
-def test_impact_of_a_node_and_of_its_port(running: Running) -> None:
+def test_impact_of_a_node_and_of_its_port(running: Running, tmp_path: Path) -> None:
     ids = running.ids
     for part in ("n03", "n03:mlx5_0/1"):
         doc = json.loads(running.stetho("impact", part, "--json").stdout)
@@ -109,6 +113,17 @@ def test_impact_of_a_node_and_of_its_port(running: Running) -> None:
     doc = json.loads(running.stetho("impact", "n[01-02]", "--profile", "h100-sxm-8gpu",
                                     "--json").stdout)
     assert [(j["job"], j["gpus_affected"]) for j in doc["jobs"]] == [(ids["a"], 16)]
+    # without --profile, each node's own as history pins it: n01's (8 GPUs), n02 none
+    db = tmp_path / "h.db"
+    with History(db) as h:
+        h.record("r-pin", "sweep", [NodeRun("n01", "h100-sxm-8gpu", [
+            Result("n01", "cpu_governor", "", "pass", "performance")], [])],
+            when=time.time() - 60)
+    doc = json.loads(running.stetho("impact", "n01", "--db", str(db), "--json").stdout)
+    assert [(j["job"], j["gpus_affected"], j["gpu_source"]) for j in doc["jobs"]] == [
+        (ids["a"], 8, "profile")]
+    doc = json.loads(running.stetho("impact", "n[01-02]", "--db", str(db), "--json").stdout)
+    assert doc["gpus_affected"] is None  # n02 has no profile: the total is unknown
 
 
 def test_impact_of_an_unknown_part_or_a_slurm_without_topology_is_exit_2(
