@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from stetho.gate.breaker import Trip
     from stetho.gate.slurm import Action
     from stetho.jobs.blast import SwitchIncident
-    from stetho.localize.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -151,6 +150,8 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         from stetho.errors import ConfigError
 
         raise ConfigError("give exactly one of --nodes and --local")
+    from stetho import config
+    from stetho.jobs.blast import at_gate
     from stetho.jobs.parts import load_topology
     from stetho.localize.setup import slurm_topology_text
 
@@ -193,25 +194,15 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         outcome.actions, outcome.circuit, outcome.hook_exit = prolog_on_own_node(
             names[0], decision, policy.circuit, now, db=db)
-    _radius(outcome, topo, asked=not req.local)
+    # what the drains hit (not in a node's own hook: it must not wait on squeue), and the
+    # leaves failing together
+    outcome.blast, outcome.incidents = at_gate(
+        [a.node for a in outcome.actions if a.kind == "drain" and not req.local],
+        decision.blocked_nodes, names, topo, config.child_environment())
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
     _outputs(outcome, req, now, time.monotonic() - clock)
     return outcome
-
-
-def _radius(outcome: GateOutcome, topo: Topology | None, asked: bool) -> None:
-    """What the drains would hit (running jobs, from squeue; not in a node's own hook, which
-    must not wait on the controller) and, given a topology, the leaves failing together."""
-    from stetho import config
-    from stetho.jobs import blast
-
-    drained = [a.node for a in outcome.actions if a.kind == "drain"]
-    if drained and asked:
-        outcome.blast = blast.drain_radius(drained, config.child_environment())
-    if topo is not None:
-        outcome.incidents = blast.switch_incidents(topo, outcome.decision.blocked_nodes,
-                                                   outcome.names)
 
 
 def _outputs(outcome: GateOutcome, req: GateRequest, started: float, took: float) -> None:

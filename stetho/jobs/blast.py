@@ -174,3 +174,12 @@ def drain_radius(nodes: Sequence[str], env: Mapping[str, str]) -> dict[str, str]
         return {n: f"blast radius of draining {n} could not be evaluated: {exc}"
                 for n in nodes}
     return drain_phrases(nodes, jobs)
+
+
+def at_gate(drains: Sequence[str], blocked: Iterable[str], evaluated: Iterable[str],
+            topo: Topology | None, env: Mapping[str, str]
+            ) -> tuple[dict[str, str], list[SwitchIncident]]:
+    """The gate's two views: each drain's blast radius (squeue asked only when it drains),
+    and, given a topology, its switch incidents."""
+    return (drain_radius(drains, env) if drains else {},
+            switch_incidents(topo, blocked, evaluated) if topo is not None else [])
