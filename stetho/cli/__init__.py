@@ -37,6 +37,7 @@ COMMANDS = {
     "localize": "stetho.cli.localize:localize",
     "job": "stetho.cli.job:job",
     "stats": "stetho.cli.stats:stats",
+    "impact": "stetho.cli.impact:impact",
 }
 
 
@@ -67,6 +68,7 @@ def cli() -> None:
     stetho sim build OUT --nodes 4       build simulated H100 nodes to try it on
     stetho localize -i inventory.yml --dry-run   find the bad node, link or switch
     stetho job 1234 --topology topology.conf     what hardware touched a Slurm job
+    stetho impact leafA --topology topology.conf   the running jobs a part would hit
     """
 
 

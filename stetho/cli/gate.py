@@ -46,12 +46,15 @@ from stetho.cli.common import Progress, db_option, settings, write
               help="Also write the node_exporter textfile stetho-gate.prom into this folder "
               "(every result and stetho_gate_blocked per node) [default: STETHO_TEXTFILE_DIR, "
               "the config file's `textfile_dir`].")
+@click.option("--topology", "topology_spec", metavar="FILE|slurm",
+              help="The fabric's tree (a topology.conf FILE, or `slurm`: scontrol show "
+              "topology): nodes failing together under one leaf are one switch incident.")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
 def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
          job: str | None, profile_name: str | None, node: str | None, junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
          act: bool, reports: bool, quiet: bool, slurm_mode: str | None,
-         textfile: Path | None) -> None:
+         textfile: Path | None, topology_spec: str | None) -> None:
     """Go (0) or blocked (1) for a job or release on these nodes, by a gate policy.
 
     Fresh results come from the history database; the rest are checked live. Exit 3 when
@@ -72,7 +75,7 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
             override_repo=cfg.override_repo, slurm=slurm_mode,
             textfile_dir=textfile or cfg.textfile_dir,
             # a hook runs on every node every few minutes: its folders only when asked for
-            folder=slurm_mode is None or _given("out")), db=cfg.db,
+            folder=slurm_mode is None or _given("out"), topology=topology_spec), db=cfg.db,
             progress=progress.update, steps=progress.step)
     finally:
         progress.close()

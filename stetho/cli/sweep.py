@@ -40,11 +40,15 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width, unw
               "each rule's precision, recall and the no-fault-found rate (stetho_kb_*). A path "
               "ending in .prom is that file [default: STETHO_TEXTFILE_DIR, the config file's "
               "`textfile_dir`].")
+@click.option("--topology", "topology_spec", metavar="FILE|slurm",
+              help="The fabric's tree (a topology.conf FILE, or `slurm`): nodes failing "
+              "together under one leaf are also shown as one switch incident.")
 @click.option("--quiet", "-q", is_flag=True,
               help="The summary line instead of the table; no progress on stderr.")
 def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int | None,
           bench_suite: str | None, out: str, problems_only: bool, db: str | None,
-          no_history: bool, kb_repo: str | None, textfile: Path | None, quiet: bool) -> None:
+          no_history: bool, kb_repo: str | None, textfile: Path | None, quiet: bool,
+          topology_spec: str | None) -> None:
     """Run `stetho check --local` on every inventory host through Ansible.
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
@@ -55,9 +59,12 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
     """
     from stetho.errors import Interrupted
     from stetho.fleet import sweep as sweep_mod
+    from stetho.jobs.parts import load_topology
+    from stetho.localize.setup import slurm_topology_text
     from stetho.sinks import table
 
     cfg = settings(db=db, kb_repo=kb_repo)
+    topo = load_topology(topology_spec, slurm_topology_text)  # a bad file: before the sweep
     progress = Progress(quiet=quiet)
     stop = _StopOnSignal()
     opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
@@ -88,6 +95,15 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
         show = ("fail", "error", "warn") if problems_only else table.ALL
         click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
                                 color=sys.stdout.isatty(), show=show), nl=False)
+    if topo is not None:
+        from stetho.jobs.blast import switch_incidents
+
+        checks: dict[str, set[str]] = {}
+        for r in result.results:
+            if r.status == "fail":
+                checks.setdefault(r.node, set()).add(r.check)
+        for incident in switch_incidents(topo, checks, result.hosts):
+            click.echo(incident.line(checks))
     busy = sorted(h for h, st in result.hosts.items() if st.busy and not st.busy.idle)
     if busy:
         click.echo(f"{len(busy)} of {len(result.hosts)} nodes busy: nothing invasive ran there "

@@ -15,7 +15,8 @@ never changing the run's verdict.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,10 @@ def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: An
 def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
                      out: Path, db: Path | None = None, gate: str = "",
                      nodes: list[str] | None = None, kb_repo: str | None = None,
-                     alert: bool = True) -> list[tuple[Diagnosis, Path]]:
-    """Diagnose and write a report for each failing node (or the given ones)."""
+                     alert: bool = True, blast: Mapping[str, str] | None = None
+                     ) -> list[tuple[Diagnosis, Path]]:
+    """Diagnose and write a report for each failing node (or the given ones). `blast`: node
+    -> the running jobs its drain hits, for the report's "Blast radius" line."""
     from stetho.diagnosis import engine, report
 
     history = None
@@ -136,6 +139,8 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
                                 notes=notes if ctx.facts is None else ())
             if ctx.node in watch and d.top is None:
                 continue  # warnings with no cause behind them: nothing to report
+            if blast and ctx.node in blast:
+                d = replace(d, extra={**d.extra, "blast_radius": blast[ctx.node]})
             path = report.write(d, out)
             if earlier is not None:
                 d = _with_history(d, path, earlier, history, rules)

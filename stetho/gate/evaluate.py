@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from stetho.diagnosis.model import Diagnosis
     from stetho.gate.breaker import Trip
     from stetho.gate.slurm import Action
+    from stetho.jobs.blast import SwitchIncident
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class GateRequest:
     textfile_dir: Path | None = None
     #: write the gate's run folder OUT/gate-<id>/ (results.json, index.html, reports)
     folder: bool = True
+    #: topology.conf FILE or `slurm`: leaves with several failing nodes become switch incidents
+    topology: str | None = None
 
 
 @dataclass
@@ -75,11 +78,16 @@ class GateOutcome:
     textfile: Path | None = None
     #: an output that could not be written: the verdict stands, the CLI warns
     output_problems: list[str] = field(default_factory=list)
+    #: blocked node -> "draining gpu042 affects job 1234 (alice, gpu, 64 nodes)" (squeue)
+    blast: dict[str, str] = field(default_factory=dict)
+    incidents: list[SwitchIncident] = field(default_factory=list)
 
     def action_lines(self) -> list[str]:
-        """One line per scheduler action, saying whether it happened or was only a dry run."""
+        """One line per scheduler action, saying whether it happened or was only a dry run,
+        then the blast radius of each drain."""
         label = "SCHEDULER" if self.acted else "DRY RUN"
-        return [f"{label} {a.kind} {a.node}: {a.message}" for a in self.actions]
+        return ([f"{label} {a.kind} {a.node}: {a.message}" for a in self.actions]
+                + [f"BLAST {self.blast[n]}" for n in sorted(self.blast)])
 
     @property
     def exit_code(self) -> int:
@@ -90,8 +98,15 @@ class GateOutcome:
         return 3 if self.circuit is not None else self.decision.exit_code
 
     def lines(self) -> list[str]:
-        """One line per blocking result, override and ignored override."""
-        return lines(self.decision)
+        """One line per blocking result, override and ignored override; the nodes of a
+        switch incident as its one line."""
+        folded = {n for i in self.incidents for n in i.failing}
+        checks: dict[str, set[str]] = {}
+        for r in self.decision.blocking:
+            checks.setdefault(r.node, set()).add(r.check)
+        return [i.line(checks) for i in self.incidents] + [
+            ln for ln in lines(self.decision)
+            if not (ln.startswith("BLOCK ") and ln[6:].split(" ")[0].split("/")[0] in folded)]
 
     def summary(self) -> str:
         line = summary_line(self.decision, self.names)
@@ -116,6 +131,8 @@ class GateOutcome:
         doc["could_not_evaluate"] = self.decision.unevaluated
         doc["profiles"] = self.decision.profiles
         doc["history_unavailable"] = self.decision.history_unavailable
+        doc["blast_radius"] = self.blast
+        doc["switch_incidents"] = [i.to_json() for i in self.incidents]
         doc["exit_code"] = self.exit_code
         return doc
 
@@ -133,7 +150,13 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         from stetho.errors import ConfigError
 
         raise ConfigError("give exactly one of --nodes and --local")
+    from stetho import config
+    from stetho.jobs.blast import at_gate
+    from stetho.jobs.parts import load_topology
+    from stetho.localize.setup import slurm_topology_text
+
     policy = policies.load(req.policy)
+    topo = load_topology(req.topology, slurm_topology_text)  # a bad file: before any check
     now = time.time() if now is None else now
     clock = time.monotonic()
     if req.slurm is not None and not req.local:
@@ -171,6 +194,11 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         outcome.actions, outcome.circuit, outcome.hook_exit = prolog_on_own_node(
             names[0], decision, policy.circuit, now, db=db)
+    # what the drains hit (not in a node's own hook: it must not wait on squeue), and the
+    # leaves failing together
+    outcome.blast, outcome.incidents = at_gate(
+        [a.node for a in outcome.actions if a.kind == "drain" and not req.local],
+        decision.blocked_nodes, names, topo, config.child_environment())
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
     _outputs(outcome, req, now, time.monotonic() - clock)
@@ -398,7 +426,7 @@ def _reports(outcome: GateOutcome, req: GateRequest, db: Path) -> list[tuple[Dia
         return runs.diagnose_results(
             outcome.decision.results, run_dir=None, run=f"gate-{gate_id}",
             out=req.out / f"gate-{gate_id}" / "reports", db=history, gate=outcome.summary(),
-            nodes=outcome.decision.blocked_nodes)
+            nodes=outcome.decision.blocked_nodes, blast=outcome.blast)
 
     if outcome.decision.history_unavailable:
         return diagnose(None)
