@@ -66,9 +66,9 @@ def _drains(nodes: list[str], since: float, until: float, db: Path, now: float
 @click.command()
 @click.argument("job_id", metavar="JOBID")
 @db_option
-@click.option("--topology", type=click.Path(dir_okay=False),
-              help="Slurm topology.conf (tree): the job's leaf switches, and failures of "
-              "other nodes under them.")
+@click.option("--topology", metavar="FILE|slurm",
+              help="The fabric's tree: a Slurm topology.conf FILE, or `slurm` (scontrol show "
+              "topology): the job's leaf switches, and failures of other nodes under them.")
 @click.option("--margin", default="1h", show_default=True,
               help="History read from this long before the job started (30m, 1h, 1d).")
 @click.option("--steps", type=click.Path(dir_okay=False),
@@ -84,8 +84,8 @@ def job(job_id: str, db: str | None, topology: str | None, margin: str, steps: s
 
     from stetho import config
     from stetho.history.store import History, parse_since
-    from stetho.jobs import sacct, screen, stragglers, timeline
-    from stetho.localize.topology import from_slurm
+    from stetho.jobs import parts, sacct, screen, stragglers, timeline
+    from stetho.localize.setup import slurm_topology_text
 
     cfg = settings(db=db)
     try:
@@ -95,12 +95,8 @@ def job(job_id: str, db: str | None, topology: str | None, margin: str, steps: s
                           ) from None
     if nccl_log and not steps:
         raise ConfigError("--nccl-log maps the ranks of --steps to hosts: give --steps too")
-    topo = None
-    if topology:
-        try:
-            topo = from_slurm(_read(topology, "--topology"))
-        except ConfigError as exc:
-            raise ConfigError(f"--topology {topology}: {exc}") from None
+    # one reader for every command's --topology (impact and the gate take the same forms)
+    topo = parts.load_topology(topology, slurm_topology_text)
     per_rank = stragglers.parse_steps(_read(steps, "--steps"), steps) if steps else None
     places = (stragglers.parse_nccl_ranks(_read(nccl_log, "--nccl-log"), nccl_log)
               if nccl_log else None)
