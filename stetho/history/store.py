@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from stetho.errors import ConfigError
+from stetho.history import chain
 from stetho.history.errors import HistoryCorrupt as HistoryCorrupt
 from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
@@ -40,7 +41,7 @@ from stetho.history.integrity import ROW, RowCheck
 from stetho.history.latest import NodeLatest
 from stetho.results import Result, known_status
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: version -> statements bringing the previous version to it. Append, never edit.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -78,6 +79,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: (  # each node's row signed (stetho.history.integrity); older rows stay unsigned
         "ALTER TABLE node_runs ADD COLUMN mac TEXT",
         "INSERT OR REPLACE INTO meta VALUES ('signed_after_run_key', "
+        "(SELECT coalesce(max(key), 0) FROM runs))",
+    ),
+    4: (  # each node's rows a hash chain, sealed, covering its metrics (stetho.history.chain)
+        "ALTER TABLE node_runs ADD COLUMN seq INTEGER",
+        "ALTER TABLE node_runs ADD COLUMN prev TEXT",
+        "ALTER TABLE node_runs ADD COLUMN metrics_digest TEXT",
+        "CREATE INDEX node_runs_seq ON node_runs(node_id, seq)",
+        "INSERT OR REPLACE INTO meta VALUES ('chained_after_run_key', "
         "(SELECT coalesce(max(key), 0) FROM runs))",
     ),
 }
@@ -135,6 +144,7 @@ class History:
         self._db: Any = None
         self._node_ids: dict[str, int] = {}
         self.rows = RowCheck(self.conn, self.path)  # signs and verifies node_runs rows
+        self.seals = chain.SealReader(self.path)  # each node's newest row (stetho.history.chain)
         try:
             self._migrate()
         except HistoryError:
@@ -233,7 +243,8 @@ class History:
         key = self.rows.key(create=True)
         assert key is not None
         all_results = [r for n in nodes for r in n.results]
-        with self.transaction():
+        nodes = list({n.node: n for n in nodes}.values())  # one row per node: the last wins
+        with chain.locked(self.path, shared=False), self.transaction():
             cur = self.conn.execute(
                 "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
                 "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -244,26 +255,54 @@ class History:
             run_key = int(cur.lastrowid or 0)
             ids = self._ensure_nodes([n.node for n in nodes])
             series = self._ensure_series(ids, nodes)
-            metric_rows = []
+            metric_rows = [(ids[n.node], t, run_key, series[(ids[n.node], m[0], m[1], m[2])],
+                            m[3]) for n in nodes for m in n.metrics]
+            self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
+                                  metric_rows)
+            digests = self._digests(run_key, t, sorted(ids.values()))
+            heads = dict(self._seal_to_extend(key).heads)
             node_rows = []
             for n in nodes:
                 nid = ids[n.node]
-                for check, subject, metric, value, _unit in n.metrics:
-                    metric_rows.append((nid, t, run_key, series[(nid, check, subject, metric)],
-                                        value))
                 c = counts(n.results)
                 blob = zlib.compress(json.dumps([r.to_json() for r in n.results],
                                                 default=str).encode(), 6)
                 code = code_of(n.results)
                 tally = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
-                node_rows.append((run_key, nid, t, n.profile, code, *tally, blob,
-                                  integrity.mac(key, n.node, run_id, t, n.profile, code, tally,
-                                                blob)))
-            self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
-                                  metric_rows)
-            self.conn.executemany("INSERT OR REPLACE INTO node_runs VALUES "
-                                  "(?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+                seq, prev = heads.get(n.node, (0, ""))
+                link = (seq + 1, prev, digests.get(nid) or chain.digest([]))
+                sig = integrity.mac(key, n.node, run_id, t, n.profile, code, tally, blob, link)
+                node_rows.append((run_key, nid, t, n.profile, code, *tally, blob, sig, *link))
+                heads[n.node] = (seq + 1, sig)
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO node_runs (run_key, node_id, time, profile, exit_code, "
+                "fail, error, warn, skip, pass, results, mac, seq, prev, metrics_digest) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+            chain.write(self.path, key, heads)  # before the commit: a crash leaves it ahead
+            self.seals.remember(heads)
         return run_key
+
+    def _digests(self, run_key: int, t: int, node_ids: list[int]) -> dict[int, str]:
+        """Per node the digest of its metrics of this run, as the database now holds them."""
+        found: dict[int, list[tuple[Any, ...]]] = {}
+        for chunk in _chunks(node_ids, 500):
+            for nid, _rk, *rest in self.conn.execute(
+                    chain.METRICS + f"WHERE m.node_id IN ({','.join('?' * len(chunk))}) "
+                    "AND m.time = ? AND m.run_key = ?", [*chunk, t, run_key]):
+                found.setdefault(nid, []).append(tuple(rest))
+        return {nid: chain.digest(rows) for nid, rows in found.items()}
+
+    def _seal_to_extend(self, key: bytes) -> chain.Seal:
+        """The seal a write extends; none where the database holds chained rows is refused
+        (starting a new one would launder whatever happened to the old)."""
+        seal = self.seals.read(key)
+        if not seal.present and chain.has_chained_rows(self.conn):
+            raise HistoryKeyError(
+                f"history seal {chain.seal_path(self.path)} is missing while {self.path} holds "
+                "chained rows; this run was not recorded: restore the seal from the backup "
+                "taken with the database (or `stetho history reseal --launder`, which believes "
+                "the rows as they stand)")
+        return seal
 
     def _ensure_nodes(self, names: list[str]) -> dict[str, int]:
         missing = [n for n in names if n not in self._node_ids]
@@ -329,53 +368,133 @@ class History:
         if nid is None or not series_ids:
             return out
         until_t = int(until) if until is not None else 2**62
-        runs: dict[int, str] = {}
-        for sid, t, value, run_key in self.conn.execute(
-                "SELECT series_id, time, value, run_key FROM metrics "
-                "WHERE node_id = ? AND time >= ? AND time <= ? ORDER BY time",
-                (nid, int(since), until_t)):
-            if sid in out:
-                if run_key not in runs:
-                    runs[run_key] = self._run_id(run_key)
-                out[sid].append(Sample(t, value, runs[run_key]))
+        with chain.locked(self.path, shared=True):
+            signed = {k: (run, row[9]) for run, k, _t, row in
+                      self._chained_rows(node, nid, int(since), until_t)}
+            found: dict[int, list[tuple[Any, ...]]] = {k: [] for k in signed}
+            rows = self.conn.execute(
+                "SELECT m.series_id, m.time, m.value, m.run_key, s.check_name, s.subject, "
+                "s.metric FROM metrics m JOIN series s ON s.id = m.series_id "
+                "WHERE m.node_id = ? AND m.time >= ? AND m.time <= ? ORDER BY m.time",
+                (nid, int(since), until_t)).fetchall()
+        for _sid, _t, value, run_key, check, subject, metric in rows:
+            if run_key in found:
+                found[run_key].append((check, subject, metric, value))
+            elif run_key > self.rows.chained_after():
+                raise HistoryCorrupt(f"metrics of node {node} in run key {run_key} have no "
+                                     "signed row of that run (the row was deleted, or the "
+                                     "metrics moved): restore the database from its backup")
+        for run_key, (run, stored) in signed.items():
+            if not isinstance(stored, str) or chain.digest(found[run_key]) != stored:
+                raise HistoryCorrupt(f"metrics of node {node} in run {run} failed their "
+                                     "integrity check: they are not what stetho wrote (the "
+                                     "database was edited): restore it from its backup")
+        for sid, t, value, run_key, *_ in rows:  # unverified (pre-chain) runs read as absent
+            if sid in out and run_key in signed:
+                out[sid].append(Sample(t, value, signed[run_key][0]))
         return out
 
-    def _run_id(self, key: int) -> str:
-        row = self.conn.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
-        return str(row[0]) if row else "?"
+    def _chained_rows(self, node: str, nid: int, since: int, until: int
+                      ) -> list[tuple[str, int, int, tuple[Any, ...]]]:
+        """A node's chained rows between since and until, newest first, as (run, run key,
+        time, ROW), each verified: its signature, and the chain from the seal's head down to
+        the row before the oldest of them unbroken (so none between, nor the one just before,
+        was deleted). Rows from before the chain are left out, as unverified. A named
+        HistoryCorrupt where one cannot be believed."""
+        out = []
+        for run, run_key, t, *row in self.conn.execute(
+                f"SELECT r.id, nr.run_key, nr.time, {ROW} FROM node_runs nr "
+                "JOIN runs r ON r.key = nr.run_key WHERE nr.node_id = ? AND nr.time >= ? "
+                "AND nr.time <= ? ORDER BY nr.time DESC, nr.run_key DESC", (nid, since, until)):
+            why = self.rows.untrusted(node, str(run), int(run_key), int(t), tuple(row))
+            if why:
+                raise HistoryCorrupt(why)
+            if why is None and row[7] is not None:
+                out.append((str(run), int(run_key), int(t), tuple(row)))
+        low = min((row[7] for *_, row in out), default=None)
+        walked = self._walk(node, nid, None if low is None else max(int(low) - 1, 1))
+        for run, _k, _t, row in out:
+            if walked.get(row[7]) != row[-1]:
+                raise HistoryCorrupt(f"history of node {node} has two rows at seq {row[7]} "
+                                     f"(run {run} is not the one its chain links to)")
+        return out
+
+    def _walk(self, node: str, nid: int, down_to: int | None) -> dict[int, str]:
+        """A node's chain from its newest row (which must be the seal's head) down to seq
+        `down_to` (None: the head alone), each row's signature and link checked: seq -> MAC.
+        A named HistoryCorrupt where it is broken."""
+        rows = self.conn.execute(
+            f"SELECT r.id, nr.run_key, nr.time, {ROW} FROM node_runs nr "
+            "JOIN runs r ON r.key = nr.run_key WHERE nr.node_id = ? AND nr.seq IS NOT NULL "
+            "AND nr.seq >= ? ORDER BY nr.seq DESC" + (" LIMIT 1" if down_to is None else ""),
+            (nid, down_to or 0))
+        newer: chain.Link | None = None
+        out: dict[int, str] = {}
+        for run, run_key, t, *row in rows:
+            link = (row[7], row[8], row[-1])
+            why = self.rows.untrusted(node, str(run), int(run_key), int(t), tuple(row))
+            if why == "":
+                why = f"history row for node {node} (run {run}) failed its integrity check: " \
+                    "it is chained but has no signature"
+            why = why or (chain.rolled_back(node, self._seal(), link) if newer is None
+                          else chain.broken(node, newer, link))
+            if why:
+                raise HistoryCorrupt(why)
+            out[int(row[7])] = str(row[-1])
+            newer = link
+        why = chain.rolled_back(node, self._seal(), (None, None, None)) if newer is None else \
+            None if down_to is None or newer[0] == down_to else \
+            f"history of node {node} has rows missing: seq {newer[0]} is the oldest the " \
+            f"database holds, where seq {down_to} was read with it (rows were deleted; " \
+            "restore the database from its backup)"
+        if why:
+            raise HistoryCorrupt(why)
+        return out
+
+    def _seal(self) -> chain.Seal:
+        return self.seals.read(self.rows.key(create=False))
 
     def clean_runs(self, node: str) -> list[int]:
-        """The times of a node's runs with passing checks and none failing or in error."""
-        rows = self.conn.execute(
-            "SELECT nr.time FROM node_runs nr JOIN nodes n ON n.id = nr.node_id "
-            "WHERE n.name = ? AND nr.fail = 0 AND nr.error = 0 AND nr.pass > 0 "
-            "ORDER BY nr.time", (node,))
-        return [int(t) for (t,) in rows]
+        """The times of a node's runs with passing checks and none failing or in error, each
+        verified (stetho.history.chain); rows from before the chain are unverified, left out."""
+        nid = self.node_id(node)
+        if nid is None:
+            return []
+        with chain.locked(self.path, shared=True):
+            rows = self._chained_rows(node, nid, 0, 2**62)
+        return sorted({t for _run, _k, t, row in rows if row[2] == 0 and row[3] == 0
+                       and (row[6] or 0) > 0})
 
     def latest_results(self, nodes: list[str], max_age_s: float, now: float | None = None
                        ) -> dict[str, tuple[int, str, list[Result]]]:
         """Each node's newest results no older than max_age_s: node -> (time, run, results)."""
         now = now if now is not None else time.time()
         out: dict[str, tuple[int, str, list[Result]]] = {}
-        for chunk in _chunks(nodes, 500):
-            q = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
-                "JOIN node_runs nr ON nr.node_id = n.id "
-                "JOIN runs r ON r.key = nr.run_key "
-                f"WHERE n.name IN ({q}) AND nr.time >= ? "
-                "AND nr.time = (SELECT max(time) FROM node_runs WHERE node_id = n.id) ",
-                [*chunk, int(now - max_age_s)])
-            for name, t, run, run_key, *row in rows:
-                why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
-                if why is not None:
-                    if why:
-                        raise HistoryCorrupt(why)
-                    continue
-                blob = row[-2]
-                results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
-                out[name] = (int(t), str(run), results)
+        with chain.locked(self.path, shared=True):
+            for chunk in _chunks(nodes, 500):
+                self._newest_chunk(out, chunk, max_age_s, now)
         return out
+
+    def _newest_chunk(self, out: dict[str, tuple[int, str, list[Result]]], chunk: list[str],
+                      max_age_s: float, now: float) -> None:
+        q = ",".join("?" * len(chunk))
+        rows = self.conn.execute(
+            f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
+            "JOIN node_runs nr ON nr.node_id = n.id "
+            "JOIN runs r ON r.key = nr.run_key "
+            f"WHERE n.name IN ({q}) AND nr.time >= ? "
+            "AND nr.time = (SELECT max(time) FROM node_runs WHERE node_id = n.id) ",
+            [*chunk, int(now - max_age_s)])
+        for name, t, run, run_key, *row in rows:
+            why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
+            if why == "":
+                continue
+            if why:
+                raise HistoryCorrupt(why)
+            self._walk(name, self.node_id(name) or 0, row[7])
+            blob = row[-2]
+            results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
+            out[name] = (int(t), str(run), results)
 
     def latest_per_check(self, nodes: list[str], max_age_s: float, now: float | None = None,
                          checks: frozenset[str] | None = None) -> dict[str, NodeLatest]:
@@ -387,28 +506,45 @@ class History:
         taken only from the node's newest run: a later run that checked it clears them."""
         now = now if now is not None else time.time()
         out: dict[str, NodeLatest] = {}
-        for chunk in _chunks(nodes, 500):
-            q = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
-                "JOIN node_runs nr ON nr.node_id = n.id "
-                "JOIN runs r ON r.key = nr.run_key "
-                f"WHERE n.name IN ({q}) AND nr.time >= ? AND nr.time <= ? "
-                "ORDER BY n.name, nr.time DESC, nr.run_key DESC",
-                [*chunk, int(now - max_age_s), int(now) + FUTURE_TOLERANCE_S])
-            for name, t, run, run_key, *row in rows:
-                latest = out.setdefault(name, NodeLatest(name))
-                if latest.distrusted or (checks is not None and checks <= latest.checks.keys()):
-                    continue
-                why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
-                if why == "":  # written before rows were signed: unverified, as if stale
-                    continue
-                if why:
-                    latest.distrusted = why
-                    continue
-                latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks),
-                           str(row[0] or ""))
+        with chain.locked(self.path, shared=True):
+            for chunk in _chunks(nodes, 500):
+                self._latest_chunk(out, chunk, max_age_s, now, checks)
         return out
+
+    def _latest_chunk(self, out: dict[str, NodeLatest], chunk: list[str], max_age_s: float,
+                      now: float, checks: frozenset[str] | None) -> None:
+        """latest_per_check for up to 500 nodes: each row's signature, then the node's chain
+        from the seal's head down to the oldest row read (a node whose rows fail is distrusted:
+        could not evaluate, every other node judged)."""
+        used: dict[str, int] = {}  # node -> the lowest seq read (1 where a pre-chain row was)
+        q = ",".join("?" * len(chunk))
+        rows = self.conn.execute(
+            f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
+            "JOIN node_runs nr ON nr.node_id = n.id "
+            "JOIN runs r ON r.key = nr.run_key "
+            f"WHERE n.name IN ({q}) AND nr.time >= ? AND nr.time <= ? "
+            "ORDER BY n.name, nr.time DESC, nr.run_key DESC",
+            [*chunk, int(now - max_age_s), int(now) + FUTURE_TOLERANCE_S])
+        for name, t, run, run_key, *row in rows:
+            latest = out.setdefault(name, NodeLatest(name))
+            if latest.distrusted or (checks is not None and checks <= latest.checks.keys()):
+                continue
+            why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
+            if why == "":  # written before rows were signed: unverified, as if stale
+                continue
+            if why:
+                latest.distrusted = why
+                continue
+            used[name] = min(used.get(name, 2**62), int(row[7]) if row[7] is not None else 1)
+            latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks),
+                       str(row[0] or ""))
+        for name, low in used.items():  # the rows used, and every row between, still there
+            if out[name].distrusted:
+                continue
+            try:
+                self._walk(name, self._node_ids.get(name) or self.node_id(name) or 0, low)
+            except HistoryCorrupt as exc:
+                out[name].distrusted = str(exc)
 
     @staticmethod
     def _decode(node: str, run: str, blob: bytes, known: Container[str] = ()) -> list[Result]:
