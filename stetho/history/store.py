@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from stetho.errors import ConfigError
-from stetho.history import chain
+from stetho.history import chain, integrity
 from stetho.history.errors import HistoryCorrupt as HistoryCorrupt
 from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
@@ -234,7 +234,6 @@ class History:
                command: str = "", run_dir: str = "") -> int:
         """Write one run, all of it or nothing. Returns the run's key."""
         from stetho import __version__
-        from stetho.history import integrity
         from stetho.results import counts
         from stetho.results import exit_code as code_of
 
@@ -419,10 +418,11 @@ class History:
                                      f"(run {run} is not the one its chain links to)")
         return out
 
-    def _walk(self, node: str, nid: int, down_to: int | None) -> dict[int, str]:
-        """A node's chain from its newest row (which must be the seal's head) down to seq
-        `down_to` (None: the head alone), each row's signature and link checked: seq -> MAC.
-        A named HistoryCorrupt where it is broken."""
+    def _walk(self, node: str, nid: int, down_to: int | None, sealed: bool = True
+              ) -> dict[int, str]:
+        """A node's chain from its newest row (which must be the seal's head, unless not
+        `sealed`) down to seq `down_to` (None: the head alone), each row's signature and link
+        checked: seq -> MAC. A named HistoryCorrupt where it is broken."""
         rows = self.conn.execute(
             f"SELECT r.id, nr.run_key, nr.time, {ROW} FROM node_runs nr "
             "JOIN runs r ON r.key = nr.run_key WHERE nr.node_id = ? AND nr.seq IS NOT NULL "
@@ -436,13 +436,14 @@ class History:
             if why == "":
                 why = f"history row for node {node} (run {run}) failed its integrity check: " \
                     "it is chained but has no signature"
-            why = why or (chain.rolled_back(node, self._seal(), link) if newer is None
-                          else chain.broken(node, newer, link))
+            why = why or (chain.rolled_back(node, self._seal(), link) if newer is None and sealed
+                          else chain.broken(node, newer, link) if newer else None)
             if why:
                 raise HistoryCorrupt(why)
             out[int(row[7])] = str(row[-1])
             newer = link
-        why = chain.rolled_back(node, self._seal(), (None, None, None)) if newer is None else \
+        why = (chain.rolled_back(node, self._seal(), (None, None, None)) if sealed else None) \
+            if newer is None else \
             None if down_to is None or newer[0] == down_to else \
             f"history of node {node} has rows missing: seq {newer[0]} is the oldest the " \
             f"database holds, where seq {down_to} was read with it (rows were deleted; " \
@@ -450,6 +451,26 @@ class History:
         if why:
             raise HistoryCorrupt(why)
         return out
+
+    def reseal(self) -> int:
+        """A new seal naming each node's newest row as the database holds it now; every chain
+        verified down to its first row (signatures and links), so edited rows and deleted
+        middle rows are still refused, but deleted newest rows are believed gone: laundering,
+        for an operator who knows what happened. Returns the number of nodes sealed."""
+        key = self.rows.key(create=False)
+        if key is None:
+            raise HistoryKeyError(f"history key {integrity.key_path(self.path)} is missing: "
+                                  "nothing can be verified, so nothing is sealed")
+        with chain.locked(self.path, shared=False):
+            heads: dict[str, tuple[int, str]] = {}
+            for nid, name in self.conn.execute(
+                    "SELECT id, name FROM nodes WHERE id IN (SELECT node_id FROM node_runs "
+                    "WHERE seq IS NOT NULL) ORDER BY name").fetchall():
+                walked = self._walk(str(name), int(nid), 1, sealed=False)
+                heads[str(name)] = (max(walked), walked[max(walked)])
+            chain.write(self.path, key, heads)
+            self.seals.remember(heads)
+        return len(heads)
 
     def _seal(self) -> chain.Seal:
         return self.seals.read(self.rows.key(create=False))
