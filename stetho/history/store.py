@@ -418,29 +418,35 @@ class History:
                                      f"(run {run} is not the one its chain links to)")
         return out
 
-    def _walk(self, node: str, nid: int, down_to: int | None, sealed: bool = True
-              ) -> dict[int, str]:
+    def _walk(self, node: str, nid: int, down_to: int | None, sealed: bool = True,
+              known: frozenset[tuple[int, int]] = frozenset()) -> dict[int, str]:
         """A node's chain from its newest row (which must be the seal's head, unless not
         `sealed`) down to seq `down_to` (None: the head alone), each row's signature and link
-        checked: seq -> MAC. A named HistoryCorrupt where it is broken."""
+        checked: seq -> MAC. `known`: (run key, time) of rows verified in this same snapshot
+        (their results are not read again). A named HistoryCorrupt where it is broken."""
         rows = self.conn.execute(
-            f"SELECT r.id, nr.run_key, nr.time, {ROW} FROM node_runs nr "
-            "JOIN runs r ON r.key = nr.run_key WHERE nr.node_id = ? AND nr.seq IS NOT NULL "
-            "AND nr.seq >= ? ORDER BY nr.seq DESC" + (" LIMIT 1" if down_to is None else ""),
-            (nid, down_to or 0))
+            "SELECT nr.run_key, nr.time, nr.seq, nr.prev, nr.mac FROM node_runs nr "
+            "WHERE nr.node_id = ? AND nr.seq IS NOT NULL AND nr.seq >= ? ORDER BY nr.seq DESC"
+            + (" LIMIT 1" if down_to is None else ""), (nid, down_to or 0)).fetchall()
         newer: chain.Link | None = None
         out: dict[int, str] = {}
-        for run, run_key, t, *row in rows:
-            link = (row[7], row[8], row[-1])
-            why = self.rows.untrusted(node, str(run), int(run_key), int(t), tuple(row))
+        for run_key, t, *cols in rows:
+            link = (cols[0], cols[1], cols[2])
+            why: str | None = None
+            if (run_key, t) not in known:
+                run, *row = self.conn.execute(
+                    f"SELECT r.id, {ROW} FROM node_runs nr JOIN runs r ON r.key = nr.run_key "
+                    "WHERE nr.node_id = ? AND nr.time = ? AND nr.run_key = ?",
+                    (nid, t, run_key)).fetchone()
+                why = self.rows.untrusted(node, str(run), int(run_key), int(t), tuple(row))
             if why == "":
-                why = f"history row for node {node} (run {run}) failed its integrity check: " \
-                    "it is chained but has no signature"
+                why = f"history row for node {node} (run key {run_key}) failed its " \
+                    "integrity check: it is chained but has no signature"
             why = why or (chain.rolled_back(node, self._seal(), link) if newer is None and sealed
                           else chain.broken(node, newer, link) if newer else None)
             if why:
                 raise HistoryCorrupt(why)
-            out[int(row[7])] = str(row[-1])
+            out[int(link[0])] = str(link[2])
             newer = link
         why = (chain.rolled_back(node, self._seal(), (None, None, None)) if sealed else None) \
             if newer is None else \
@@ -538,6 +544,7 @@ class History:
         from the seal's head down to the oldest row read (a node whose rows fail is distrusted:
         could not evaluate, every other node judged)."""
         used: dict[str, int] = {}  # node -> the lowest seq read (1 where a pre-chain row was)
+        known: dict[str, set[tuple[int, int]]] = {}  # node -> rows verified here
         q = ",".join("?" * len(chunk))
         rows = self.conn.execute(
             f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
@@ -557,13 +564,15 @@ class History:
                 latest.distrusted = why
                 continue
             used[name] = min(used.get(name, 2**62), int(row[7]) if row[7] is not None else 1)
+            known.setdefault(name, set()).add((run_key, t))
             latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks),
                        str(row[0] or ""))
         for name, low in used.items():  # the rows used, and every row between, still there
             if out[name].distrusted:
                 continue
             try:
-                self._walk(name, self._node_ids.get(name) or self.node_id(name) or 0, low)
+                self._walk(name, self._node_ids.get(name) or self.node_id(name) or 0, low,
+                           known=frozenset(known[name]))
             except HistoryCorrupt as exc:
                 out[name].distrusted = str(exc)
 
