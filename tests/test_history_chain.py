@@ -308,3 +308,27 @@ def test_the_chain_starts_at_the_upgrade_and_covers_what_follows(tmp_path):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "history of node nA was rolled back or its newest rows deleted (seal says seq 1, " \
         "the database's newest row is from before the chain)" in _summary(proc)
+
+
+@pytest.mark.parametrize("tamper", ["untouched", "edited to generic", "deleted"])
+def test_the_profile_pin_cannot_be_moved_by_editing_or_deleting_rows(tmp_path, tamper):
+    """nA was last recorded as an H100 two days ago; its fresh pass was judged as generic,
+    so it cannot be evaluated. Making the old row name generic, or deleting it, would leave
+    no pin, and the generic pass would count: the seal keeps the pin."""
+    db = tmp_path / "h.db"
+    with History(db) as h:
+        h.record("old", "check", [NodeRun("nA", PROFILE, [
+            Result("nA", "gpu_count", "", "pass", "8 GPUs")], [])], when=time.time() - 2 * 86400)
+        h.record("new", "check", [NodeRun("nA", "generic", [
+            Result("nA", "gpu_count", "", "pass", "8 GPUs")], [])], when=time.time() - 60)
+    with sqlite3.connect(db) as c:
+        if tamper == "edited to generic":
+            c.execute("UPDATE node_runs SET profile = 'generic' WHERE profile = ?", (PROFILE,))
+        elif tamper == "deleted":
+            c.execute("DELETE FROM node_runs WHERE profile = ?", (PROFILE,))
+    policy = tmp_path / "p.yml"
+    policy.write_text("policy: p\nchecks: [gpu_count]\nblock_on: [fail]\nfreshness: 6h\n")
+    proc, errors = _errors("gate", "--policy", str(policy), "--nodes", "nA", "--db", str(db))
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # never GO
+    assert errors == {"nA": [f"gate: judged as generic, pinned {PROFILE} (last recorded with "
+                             "it in run old): gpu_count"]}

@@ -60,15 +60,19 @@ METRICS = ("SELECT m.node_id, m.run_key, s.check_name, s.subject, s.metric, m.va
 
 @dataclass
 class Seal:
-    """Each node's newest chained row: node -> (seq, mac). `present`: the file exists."""
+    """Each node's newest chained row: node -> (seq, mac); and the profile it was last
+    recorded with, `generic` and none left out (what the gate pins it to, stetho.gate.pinning):
+    node -> (profile, run). `present`: the file exists."""
 
     heads: dict[str, tuple[int, str]] = field(default_factory=dict)
     present: bool = False
     path: str = ""
+    pins: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-def _signature(key: bytes, heads: dict[str, tuple[int, str]]) -> str:
-    body = json.dumps([FORMAT, sorted([n, s, m] for n, (s, m) in heads.items())],
+def _signature(key: bytes, seal: Seal) -> str:
+    body = json.dumps([FORMAT, sorted([n, s, m] for n, (s, m) in seal.heads.items()),
+                       sorted([n, p, r] for n, (p, r) in seal.pins.items())],
                       separators=(",", ":")).encode()
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
@@ -85,20 +89,24 @@ def parse(path: Path, data: bytes, key: bytes | None) -> Seal:
         doc = json.loads(data)
         assert isinstance(doc, dict) and doc.get("format") == FORMAT
         heads = {str(n): (int(s), str(m)) for n, (s, m) in doc["heads"].items()}
+        pins = {str(n): (str(p), str(r)) for n, (p, r) in doc["pins"].items()}
         stored = str(doc["mac"])
     except (ValueError, TypeError, KeyError, AssertionError, AttributeError):
         raise HistoryKeyError(bad + "not a seal stetho wrote (unreadable)" + fix) from None
     if key is None:
         raise HistoryKeyError(bad + "the key that signed it is missing" + fix)
-    if not hmac.compare_digest(_signature(key, heads), stored):
+    seal = Seal(heads, True, str(path), pins)
+    if not hmac.compare_digest(_signature(key, seal), stored):
         raise HistoryKeyError(bad + "its signature does not match (it was edited or made "
                               "without the key)" + fix)
-    return Seal(heads, True, str(path))
+    return seal
 
 
-def dump(key: bytes, heads: dict[str, tuple[int, str]]) -> bytes:
-    return json.dumps({"format": FORMAT, "heads": {n: list(h) for n, h in sorted(heads.items())},
-                       "mac": _signature(key, heads)}, separators=(",", ":")).encode()
+def dump(key: bytes, seal: Seal) -> bytes:
+    return json.dumps({"format": FORMAT,
+                       "heads": {n: list(h) for n, h in sorted(seal.heads.items())},
+                       "pins": {n: list(p) for n, p in sorted(seal.pins.items())},
+                       "mac": _signature(key, seal)}, separators=(",", ":")).encode()
 
 
 @contextmanager
@@ -123,14 +131,14 @@ def locked(db: Path, shared: bool, timeout_s: float = 60.0) -> Iterator[None]:
         held.__exit__(None, None, None)
 
 
-def write(db: Path, key: bytes, heads: dict[str, tuple[int, str]]) -> None:
+def write(db: Path, key: bytes, seal: Seal) -> None:
     """Replace the seal atomically (unpredictable temp name in its folder, 0600, fsync)."""
     from stetho.core import atomic
 
     if str(db) == ":memory:":
         return
     try:
-        atomic.write(seal_path(db), dump(key, heads), mode=0o600, fsync=True)
+        atomic.write(seal_path(db), dump(key, seal), mode=0o600, fsync=True)
     except OSError as exc:
         raise HistoryKeyError(f"history seal {seal_path(db)}: cannot write it "
                               f"({exc.strerror or exc})") from None
@@ -220,7 +228,7 @@ class SealReader:
         self._seen = stamp
         return self._seal
 
-    def remember(self, heads: dict[str, tuple[int, str]]) -> None:
+    def remember(self, seal: Seal) -> None:
         """What this process just wrote (an in-memory database keeps its seal here)."""
-        self._seal = Seal(dict(heads), True, str(seal_path(self.db)))
+        self._seal = Seal(seal.heads, True, str(seal_path(self.db)), seal.pins)
         self._seen = None

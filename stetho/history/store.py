@@ -39,6 +39,7 @@ from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
 from stetho.history.integrity import ROW, RowCheck
 from stetho.history.latest import NodeLatest
+from stetho.profiles import DEFAULT_PROFILE
 from stetho.results import Result, known_status
 
 SCHEMA_VERSION = 4
@@ -259,7 +260,8 @@ class History:
             self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
                                   metric_rows)
             digests = self._digests(run_key, t, sorted(ids.values()))
-            heads = dict(self._seal_to_extend(key).heads)
+            sealed = self._seal_to_extend(key)
+            new = chain.Seal(dict(sealed.heads), True, sealed.path, dict(sealed.pins))
             node_rows = []
             for n in nodes:
                 nid = ids[n.node]
@@ -268,17 +270,19 @@ class History:
                                                 default=str).encode(), 6)
                 code = code_of(n.results)
                 tally = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
-                seq, prev = heads.get(n.node, (0, ""))
+                seq, prev = new.heads.get(n.node, (0, ""))
                 link = (seq + 1, prev, digests.get(nid) or chain.digest([]))
                 sig = integrity.mac(key, n.node, run_id, t, n.profile, code, tally, blob, link)
                 node_rows.append((run_key, nid, t, n.profile, code, *tally, blob, sig, *link))
-                heads[n.node] = (seq + 1, sig)
+                new.heads[n.node] = (seq + 1, sig)
+                if n.profile and n.profile != DEFAULT_PROFILE:
+                    new.pins[n.node] = (n.profile, run_id)
             self.conn.executemany(
                 "INSERT OR REPLACE INTO node_runs (run_key, node_id, time, profile, exit_code, "
                 "fail, error, warn, skip, pass, results, mac, seq, prev, metrics_digest) VALUES "
                 "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
-            chain.write(self.path, key, heads)  # before the commit: a crash leaves it ahead
-            self.seals.remember(heads)
+            chain.write(self.path, key, new)  # before the commit: a crash leaves it ahead
+            self.seals.remember(new)
         return run_key
 
     def _digests(self, run_key: int, t: int, node_ids: list[int]) -> dict[int, str]:
@@ -468,15 +472,40 @@ class History:
             raise HistoryKeyError(f"history key {integrity.key_path(self.path)} is missing: "
                                   "nothing can be verified, so nothing is sealed")
         with chain.locked(self.path, shared=False):
-            heads: dict[str, tuple[int, str]] = {}
+            new = chain.Seal(present=True)
             for nid, name in self.conn.execute(
                     "SELECT id, name FROM nodes WHERE id IN (SELECT node_id FROM node_runs "
                     "WHERE seq IS NOT NULL) ORDER BY name").fetchall():
                 walked = self._walk(str(name), int(nid), 1, sealed=False)
-                heads[str(name)] = (max(walked), walked[max(walked)])
-            chain.write(self.path, key, heads)
-            self.seals.remember(heads)
-        return len(heads)
+                new.heads[str(name)] = (max(walked), walked[max(walked)])
+                pin = self.conn.execute(  # from the rows just verified
+                    "SELECT nr.profile, r.id FROM node_runs nr JOIN runs r ON r.key = "
+                    "nr.run_key WHERE nr.node_id = ? AND nr.seq IS NOT NULL AND nr.profile "
+                    "NOT IN ('', ?) ORDER BY nr.seq DESC LIMIT 1",
+                    (nid, DEFAULT_PROFILE)).fetchone()
+                if pin:
+                    new.pins[str(name)] = (str(pin[0]), str(pin[1]))
+            chain.write(self.path, key, new)
+            self.seals.remember(new)
+        return len(new.heads)
+
+    def pinned_profiles(self, nodes: list[str], unpinned: frozenset[str] = frozenset()
+                        ) -> dict[str, tuple[str, str, str | None]]:
+        """Each node's pin: the seal's (the profile its newest chained row other than `generic`
+        was recorded with, signed: a row edited or deleted cannot move it), else as
+        stetho.history.latest.pinned_profiles finds it in rows from before the chain, each
+        row's signature checked: node -> (profile, run, why it cannot be believed or None)."""
+        from stetho.history.latest import pinned_profiles
+
+        with chain.locked(self.path, shared=True):
+            seal = self._seal()
+            out: dict[str, tuple[str, str, str | None]] = {
+                n: (seal.pins[n][0], seal.pins[n][1], None) for n in nodes
+                if n in seal.pins and seal.pins[n][0] not in unpinned}
+            rest = [n for n in nodes if n not in seal.pins]
+            out.update(pinned_profiles(self.conn, rest, unpinned, self.rows.untrusted,
+                                       pre_chain=True))
+        return out
 
     def _seal(self) -> chain.Seal:
         return self.seals.read(self.rows.key(create=False))
