@@ -25,17 +25,15 @@ from stetho.errors import EvaluationError, StethoError
 
 
 @contextmanager
-def hold(path: Path, what: str, timeout_s: float, shared: bool = False) -> Iterator[None]:
-    """An exclusive advisory lock on `path` for the block (`shared`: one many readers hold
-    together, while no writer does); waits up to `timeout_s`, then a StethoError naming `what`
-    and the lock file."""
+def hold(path: Path, what: str, timeout_s: float) -> Iterator[None]:
+    """An exclusive advisory lock on `path` for the block; waits up to `timeout_s`, then a
+    StethoError naming `what` and the lock file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                fcntl.flock(f.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-                            | fcntl.LOCK_NB)
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:

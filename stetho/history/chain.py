@@ -19,11 +19,13 @@ seal and put it back with the old database. Keep that folder writable by the con
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -112,7 +114,9 @@ def dump(key: bytes, seal: Seal) -> bytes:
 @contextmanager
 def locked(db: Path, shared: bool, timeout_s: float = 60.0) -> Iterator[None]:
     """The seal's lock: a writer holds it from reading the seal to the commit; a reader while
-    it reads the seal and its rows, so it never sees one half of another's write."""
+    it reads the seal and its rows, so it never sees one half of another's write. A reader
+    opens the lock file read-only and never creates it (a gate may read a history it cannot
+    write); where no write has made it yet there is nothing to wait for."""
     from stetho.core import locks
     from stetho.errors import StethoError
     from stetho.history.errors import HistoryError
@@ -120,15 +124,40 @@ def locked(db: Path, shared: bool, timeout_s: float = 60.0) -> Iterator[None]:
     if str(db) == ":memory:":
         yield
         return
-    held = locks.hold(lock_path(db), f"the history seal of {db}", timeout_s, shared=shared)
+    path = lock_path(db)
+    if not shared:
+        held = locks.hold(path, f"the history seal of {db}", timeout_s)
+        try:
+            held.__enter__()
+        except StethoError as exc:
+            raise HistoryError(str(exc)) from None
+        try:
+            yield
+        finally:
+            held.__exit__(None, None, None)
+        return
     try:
-        held.__enter__()
-    except StethoError as exc:
-        raise HistoryError(str(exc)) from None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield
+        return
+    except OSError as exc:
+        raise HistoryError(f"history seal lock {path}: cannot open it ({exc.strerror or exc})"
+                           ) from None
     try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise HistoryError(f"a history write has held {path} for {timeout_s:.0f}s"
+                                       ) from None
+                time.sleep(0.01)
         yield
     finally:
-        held.__exit__(None, None, None)
+        os.close(fd)
 
 
 def write(db: Path, key: bytes, seal: Seal) -> None:

@@ -518,8 +518,8 @@ class History:
             return []
         with chain.locked(self.path, shared=True):
             rows = self._chained_rows(node, nid, 0, 2**62)
-        return sorted({t for _run, _k, t, row in rows if row[2] == 0 and row[3] == 0
-                       and (row[6] or 0) > 0})
+        return sorted(t for _run, _k, t, row in rows if row[2] == 0 and row[3] == 0
+                      and (row[6] or 0) > 0)
 
     def latest_results(self, nodes: list[str], max_age_s: float, now: float | None = None
                        ) -> dict[str, tuple[int, str, list[Result]]]:
