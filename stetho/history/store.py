@@ -13,7 +13,9 @@ time, so one sweep appends one contiguous run of rows per node (a few MB per swe
 per series), and a node's last 30 days is one range scan. `series` names check, subject,
 metric and unit once per node; the view `metrics_long` gives the long form (run, time, node,
 check, subject, metric, value, unit). Per-node results are kept as one compressed JSON document per
-node and run, with their status counts beside it, signed (stetho.history.integrity).
+node and run, with their status counts beside it, signed (stetho.history.integrity) and
+chained per node under a seal (stetho.history.chain), read back verified
+(stetho.history.chained).
 
 Long because the schema, its migrations and the statements that write and read it must change
 together: one file, so that a column is never written in one shape and read in another.
@@ -34,6 +36,7 @@ from typing import Any
 
 from stetho.errors import ConfigError
 from stetho.history import chain, integrity
+from stetho.history.chained import ChainedRows
 from stetho.history.errors import HistoryCorrupt as HistoryCorrupt
 from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
@@ -146,6 +149,7 @@ class History:
         self._node_ids: dict[str, int] = {}
         self.rows = RowCheck(self.conn, self.path)  # signs and verifies node_runs rows
         self.seals = chain.SealReader(self.path)  # each node's newest row (stetho.history.chain)
+        self.chained = ChainedRows(self.conn, self.rows, self.seals)  # and reads them verified
         try:
             self._migrate()
         except HistoryError:
@@ -259,8 +263,8 @@ class History:
                             m[3]) for n in nodes for m in n.metrics]
             self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
                                   metric_rows)
-            digests = self._digests(run_key, t, sorted(ids.values()))
-            sealed = self._seal_to_extend(key)
+            digests = self.chained.digests(run_key, t, sorted(ids.values()))
+            sealed = self.chained.to_extend(key)
             new = chain.Seal(dict(sealed.heads), True, sealed.path, dict(sealed.pins))
             node_rows = []
             for n in nodes:
@@ -284,28 +288,6 @@ class History:
             chain.write(self.path, key, new)  # before the commit: a crash leaves it ahead
             self.seals.remember(new)
         return run_key
-
-    def _digests(self, run_key: int, t: int, node_ids: list[int]) -> dict[int, str]:
-        """Per node the digest of its metrics of this run, as the database now holds them."""
-        found: dict[int, list[tuple[Any, ...]]] = {}
-        for chunk in _chunks(node_ids, 500):
-            for nid, _rk, *rest in self.conn.execute(
-                    chain.METRICS + f"WHERE m.node_id IN ({','.join('?' * len(chunk))}) "
-                    "AND m.time = ? AND m.run_key = ?", [*chunk, t, run_key]):
-                found.setdefault(nid, []).append(tuple(rest))
-        return {nid: chain.digest(rows) for nid, rows in found.items()}
-
-    def _seal_to_extend(self, key: bytes) -> chain.Seal:
-        """The seal a write extends; none where the database holds chained rows is refused
-        (starting a new one would launder whatever happened to the old)."""
-        seal = self.seals.read(key)
-        if not seal.present and chain.has_chained_rows(self.conn):
-            raise HistoryKeyError(
-                f"history seal {chain.seal_path(self.path)} is missing while {self.path} holds "
-                "chained rows; this run was not recorded: restore the seal from the backup "
-                "taken with the database (or `stetho history reseal --launder`, which believes "
-                "the rows as they stand)")
-        return seal
 
     def _ensure_nodes(self, names: list[str]) -> dict[str, int]:
         missing = [n for n in names if n not in self._node_ids]
@@ -373,7 +355,7 @@ class History:
         until_t = int(until) if until is not None else 2**62
         with chain.locked(self.path, shared=True):
             signed = {k: (run, row[9]) for run, k, _t, row in
-                      self._chained_rows(node, nid, int(since), until_t)}
+                      self.chained.window(node, nid, int(since), until_t)}
             found: dict[int, list[tuple[Any, ...]]] = {k: [] for k in signed}
             rows = self.conn.execute(
                 "SELECT m.series_id, m.time, m.value, m.run_key, s.check_name, s.subject, "
@@ -397,118 +379,15 @@ class History:
                 out[sid].append(Sample(t, value, signed[run_key][0]))
         return out
 
-    def _chained_rows(self, node: str, nid: int, since: int, until: int
-                      ) -> list[tuple[str, int, int, tuple[Any, ...]]]:
-        """A node's chained rows between since and until, newest first, as (run, run key,
-        time, ROW), each verified: its signature, and the chain from the seal's head down to
-        the row before the oldest of them unbroken (so none between, nor the one just before,
-        was deleted). Rows from before the chain are left out, as unverified. A named
-        HistoryCorrupt where one cannot be believed."""
-        out = []
-        for run, run_key, t, *row in self.conn.execute(
-                f"SELECT r.id, nr.run_key, nr.time, {ROW} FROM node_runs nr "
-                "JOIN runs r ON r.key = nr.run_key WHERE nr.node_id = ? AND nr.time >= ? "
-                "AND nr.time <= ? ORDER BY nr.time DESC, nr.run_key DESC", (nid, since, until)):
-            why = self.rows.untrusted(node, str(run), int(run_key), int(t), tuple(row))
-            if why:
-                raise HistoryCorrupt(why)
-            if why is None and row[7] is not None:
-                out.append((str(run), int(run_key), int(t), tuple(row)))
-        low = min((row[7] for *_, row in out), default=None)
-        walked = self._walk(node, nid, None if low is None else max(int(low) - 1, 1))
-        for run, _k, _t, row in out:
-            if walked.get(row[7]) != row[-1]:
-                raise HistoryCorrupt(f"history of node {node} has two rows at seq {row[7]} "
-                                     f"(run {run} is not the one its chain links to)")
-        return out
-
-    def _walk(self, node: str, nid: int, down_to: int | None, sealed: bool = True,
-              known: frozenset[tuple[int, int]] = frozenset()) -> dict[int, str]:
-        """A node's chain from its newest row (which must be the seal's head, unless not
-        `sealed`) down to seq `down_to` (None: the head alone), each row's signature and link
-        checked: seq -> MAC. `known`: (run key, time) of rows verified in this same snapshot
-        (their results are not read again). A named HistoryCorrupt where it is broken."""
-        rows = self.conn.execute(
-            "SELECT nr.run_key, nr.time, nr.seq, nr.prev, nr.mac FROM node_runs nr "
-            "WHERE nr.node_id = ? AND nr.seq IS NOT NULL AND nr.seq >= ? ORDER BY nr.seq DESC"
-            + (" LIMIT 1" if down_to is None else ""), (nid, down_to or 0)).fetchall()
-        newer: chain.Link | None = None
-        out: dict[int, str] = {}
-        for run_key, t, *cols in rows:
-            link = (cols[0], cols[1], cols[2])
-            why: str | None = None
-            if (run_key, t) not in known:
-                run, *row = self.conn.execute(
-                    f"SELECT r.id, {ROW} FROM node_runs nr JOIN runs r ON r.key = nr.run_key "
-                    "WHERE nr.node_id = ? AND nr.time = ? AND nr.run_key = ?",
-                    (nid, t, run_key)).fetchone()
-                why = self.rows.untrusted(node, str(run), int(run_key), int(t), tuple(row))
-            if why == "":
-                why = f"history row for node {node} (run key {run_key}) failed its " \
-                    "integrity check: it is chained but has no signature"
-            why = why or (chain.rolled_back(node, self._seal(), link) if newer is None and sealed
-                          else chain.broken(node, newer, link) if newer else None)
-            if why:
-                raise HistoryCorrupt(why)
-            out[int(link[0])] = str(link[2])
-            newer = link
-        why = (chain.rolled_back(node, self._seal(), (None, None, None)) if sealed else None) \
-            if newer is None else \
-            None if down_to is None or newer[0] == down_to else \
-            f"history of node {node} has rows missing: seq {newer[0]} is the oldest the " \
-            f"database holds, where seq {down_to} was read with it (rows were deleted; " \
-            "restore the database from its backup)"
-        if why:
-            raise HistoryCorrupt(why)
-        return out
-
     def reseal(self) -> int:
-        """A new seal naming each node's newest row as the database holds it now; every chain
-        verified down to its first row (signatures and links), so edited rows and deleted
-        middle rows are still refused, but deleted newest rows are believed gone: laundering,
-        for an operator who knows what happened. Returns the number of nodes sealed."""
-        key = self.rows.key(create=False)
-        if key is None:
-            raise HistoryKeyError(f"history key {integrity.key_path(self.path)} is missing: "
-                                  "nothing can be verified, so nothing is sealed")
-        with chain.locked(self.path, shared=False):
-            new = chain.Seal(present=True)
-            for nid, name in self.conn.execute(
-                    "SELECT id, name FROM nodes WHERE id IN (SELECT node_id FROM node_runs "
-                    "WHERE seq IS NOT NULL) ORDER BY name").fetchall():
-                walked = self._walk(str(name), int(nid), 1, sealed=False)
-                new.heads[str(name)] = (max(walked), walked[max(walked)])
-                pin = self.conn.execute(  # from the rows just verified
-                    "SELECT nr.profile, r.id FROM node_runs nr JOIN runs r ON r.key = "
-                    "nr.run_key WHERE nr.node_id = ? AND nr.seq IS NOT NULL AND nr.profile "
-                    "NOT IN ('', ?) ORDER BY nr.seq DESC LIMIT 1",
-                    (nid, DEFAULT_PROFILE)).fetchone()
-                if pin:
-                    new.pins[str(name)] = (str(pin[0]), str(pin[1]))
-            chain.write(self.path, key, new)
-            self.seals.remember(new)
-        return len(new.heads)
+        """A new seal from the rows as they stand (stetho.history.chained.ChainedRows.reseal:
+        it launders). Returns the number of nodes sealed."""
+        return self.chained.reseal()
 
     def pinned_profiles(self, nodes: list[str], unpinned: frozenset[str] = frozenset()
                         ) -> dict[str, tuple[str, str, str | None]]:
-        """Each node's pin: the seal's (the profile its newest chained row other than `generic`
-        was recorded with, signed: a row edited or deleted cannot move it), else as
-        stetho.history.latest.pinned_profiles finds it in rows from before the chain, each
-        row's signature checked: node -> (profile, run, why it cannot be believed or None)."""
-        from stetho.history.latest import pinned_profiles
-
-        with chain.locked(self.path, shared=True):
-            seal = self._seal()
-            out: dict[str, tuple[str, str, str | None]] = {
-                n: (seal.pins[n][0], seal.pins[n][1], None) for n in nodes
-                if n in seal.pins and seal.pins[n][0] not in unpinned}
-            rest = [n for n in nodes if n not in seal.pins]
-            out.update(pinned_profiles(self.conn, rest, unpinned, self.rows.untrusted,
-                                       pre_chain=True))
-        return out
-
-    def _seal(self) -> chain.Seal:
-        return self.seals.read(self.rows.key(create=False))
+        """Each node's profile pin, the seal's where it has one (ChainedRows.pins)."""
+        return self.chained.pins(nodes, unpinned)
 
     def clean_runs(self, node: str) -> list[int]:
         """The times of a node's runs with passing checks and none failing or in error, each
@@ -517,7 +396,7 @@ class History:
         if nid is None:
             return []
         with chain.locked(self.path, shared=True):
-            rows = self._chained_rows(node, nid, 0, 2**62)
+            rows = self.chained.window(node, nid, 0, 2**62)
         return sorted(t for _run, _k, t, row in rows if row[2] == 0 and row[3] == 0
                       and (row[6] or 0) > 0)
 
@@ -547,7 +426,7 @@ class History:
                 continue
             if why:
                 raise HistoryCorrupt(why)
-            self._walk(name, self.node_id(name) or 0, row[7])
+            self.chained.walk(name, self.node_id(name) or 0, row[7])
             blob = row[-2]
             results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
             out[name] = (int(t), str(run), results)
@@ -600,7 +479,7 @@ class History:
             if out[name].distrusted:
                 continue
             try:
-                self._walk(name, self._node_ids.get(name) or self.node_id(name) or 0, low,
+                self.chained.walk(name, self._node_ids.get(name) or self.node_id(name) or 0, low,
                            known=frozenset(known[name]))
             except HistoryCorrupt as exc:
                 out[name].distrusted = str(exc)
