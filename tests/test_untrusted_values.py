@@ -93,12 +93,13 @@ def _sign(db, c, node, node_id, blob):
     from stetho.history import integrity
 
     key = integrity.load(integrity.key_path(db))
-    run, t, profile, code, *tally = c.execute(
+    run, t, profile, code, *tally, seq, prev, digest = c.execute(
         "SELECT r.id, nr.time, nr.profile, nr.exit_code, nr.fail, nr.error, nr.warn, nr.skip, "
-        "nr.pass FROM node_runs nr JOIN runs r ON r.key = nr.run_key WHERE nr.node_id = ?",
-        (node_id,)).fetchone()
+        "nr.pass, nr.seq, nr.prev, nr.metrics_digest FROM node_runs nr JOIN runs r ON "
+        "r.key = nr.run_key WHERE nr.node_id = ?", (node_id,)).fetchone()
     c.execute("UPDATE node_runs SET mac = ? WHERE node_id = ?",
-              (integrity.mac(key, node, run, t, profile, code, tuple(tally), blob), node_id))
+              (integrity.mac(key, node, run, t, profile, code, tuple(tally), blob,
+                             (seq, prev, digest)), node_id))
 
 
 @pytest.mark.parametrize("status", ["GO", "PASS", "", "pass ", ["pass"], None])
@@ -117,6 +118,8 @@ def test_an_unknown_status_in_history_is_never_go(tmp_path, status):
         blob = zlib.compress(json.dumps(rows).encode())
         c.execute("UPDATE node_runs SET results = ? WHERE node_id = ?", (blob, node_id))
         _sign(db, c, "n2", node_id, blob)  # as the controller wrote it: a signed row
+    with History(db) as h:
+        h.reseal()  # and sealed
     policy = tmp_path / "ops.yml"
     policy.write_text("policy: ops\nchecks: [gpu_count]\nblock_on: [fail]\nfreshness: 6h\n")
     proc = stetho("gate", "--policy", str(policy), "--nodes", "n[1-2]", "--db", str(db),

@@ -87,3 +87,26 @@ def ingest(spool: str | None, db: str | None) -> None:
     click.echo(f"{done.summary()} into {cfg.db}")
     if done.bad:
         raise SystemExit(3)
+
+
+@history.command("reseal")
+@db_option
+@click.option("--launder", is_flag=True, help="Required: the new seal believes the rows as "
+              "they stand, so deleted newest rows are never noticed.")
+def reseal(db: str | None, launder: bool) -> None:
+    """Write a new history seal (`<db>.seal`) from the rows as they stand, after the old one
+    was lost. Every node's chain is still verified (edited rows and deleted middle rows are
+    refused), but rows deleted from the newest end, or an older copy of the database, are
+    believed from then on: restore the seal from the backup taken with the database instead
+    whenever you can."""
+    from stetho.history.store import History
+
+    if not launder:
+        raise ConfigError("history reseal: a new seal believes whatever was done to the newest "
+                          "rows since the old one; restore the .seal from the backup taken "
+                          "with the database, or give --launder if you accept that")
+    cfg = settings(db=db)
+    with History(cfg.db) as h:
+        count = h.reseal()
+    click.echo(f"sealed {count} nodes in {cfg.db}.seal (laundered: rows deleted from the "
+               "newest end before now are no longer detected)")

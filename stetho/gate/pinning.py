@@ -16,6 +16,8 @@ from pathlib import Path
 
 from stetho.results import Result
 
+#: the pin of a node whose pinning row failed its integrity check: no profile has this name
+UNVERIFIED = "(unverifiable)"
 #: Results of these statuses stand whatever profile judged them: they already stop a node.
 _STANDS = frozenset({"fail", "error"})
 
@@ -81,7 +83,6 @@ def pins_for(nodes: list[str], db: Path,
     check, whose own judging the gate reports anyway)."""
     import sqlite3
 
-    from stetho.history.latest import pinned_profiles
     from stetho.history.store import History, HistoryError, describe
     from stetho.profiles import DEFAULT_PROFILE
 
@@ -90,9 +91,12 @@ def pins_for(nodes: list[str], db: Path,
     if db.exists():
         try:
             with History(db) as h:
-                for node, (profile, run) in pinned_profiles(
-                        h.conn, nodes, frozenset({DEFAULT_PROFILE})).items():
-                    pins.pins[node] = Pin(profile, f"last recorded with it in run {run}")
+                for node, (profile, run, why) in h.pinned_profiles(
+                        nodes, frozenset({DEFAULT_PROFILE})).items():
+                    # a pin history cannot vouch for matches nothing: every pass judged
+                    # under any profile is then could-not-evaluate, with why
+                    pins.pins[node] = Pin(UNVERIFIED, why) if why else \
+                        Pin(profile, f"last recorded with it in run {run}")
         except HistoryError as exc:
             problem = str(exc)
         except (sqlite3.Error, OSError) as exc:

@@ -3,16 +3,21 @@
 instead of believed.
 
 Each node_runs row carries an HMAC-SHA256 over what it says: node name, run id, time, profile,
-exit code, status counts and the results blob. The key is 32 random bytes in a 0600 file beside
-the database (`<db>.key`), created on the first write
-with O_EXCL|O_NOFOLLOW and refused when it is a link, not a regular file, not owned by this
-user or readable by others. Anyone who can write the database but not read the key cannot
-forge a row; deleting rows only makes results stale (the gate then re-checks or fails closed).
+exit code, status counts and the results blob; from schema 4 also its place in the node's
+chain (sequence number, the previous row's MAC) and a digest of the node's metrics of that run
+(stetho.history.chain, which also keeps the seal naming each node's newest row, so deleting a
+node's newest rows or restoring an older copy of the database is detected too, not merely
+"stale"). The key is 32 random bytes in a 0600 file beside the database (`<db>.key`), created
+on the first write with O_EXCL|O_NOFOLLOW and refused when it is a link, not a regular file,
+not owned by this user or readable by others. Anyone who can write the database but not read
+the key cannot forge a row.
 
 Databases from before signing (schema 2) keep their rows unsigned: signing them on upgrade would
 launder whatever was edited before. `meta.signed_after_run_key` marks where signing began: an
 unsigned row of a later run was stripped (a failure); one of an earlier run is unverified and
-read as if it were not there, so the gate checks the node live or cannot evaluate it.
+read as if it were not there, so the gate checks the node live or cannot evaluate it. Likewise
+`meta.chained_after_run_key` marks where chaining began: a later row with no chain position
+was stripped of it.
 """
 
 from __future__ import annotations
@@ -31,8 +36,14 @@ from stetho.history.errors import HistoryKeyError
 
 KEY_BYTES = 32
 
-#: the node_runs columns RowCheck.untrusted verifies, in its order
-ROW = "nr.profile, nr.exit_code, nr.fail, nr.error, nr.warn, nr.skip, nr.pass, nr.results, nr.mac"
+#: the node_runs columns RowCheck.untrusted verifies, in its order (profile first, the results
+#: blob and the MAC last: readers index them so)
+ROW = ("nr.profile, nr.exit_code, nr.fail, nr.error, nr.warn, nr.skip, nr.pass, nr.seq, "
+       "nr.prev, nr.metrics_digest, nr.results, nr.mac")
+
+#: a chained row's place: (sequence number in its node's chain, previous row's MAC, digest of
+#: the node's metrics of the run)
+Chain = tuple[int, str, str]
 
 
 def new_key() -> bytes:
@@ -44,30 +55,45 @@ def key_path(db: Path) -> Path:
     return db.with_name(db.name + ".key")
 
 
-def load(path: Path) -> bytes | None:
-    """The key, or None where the file does not exist. Opened without following a link and
-    checked on the open descriptor, so a file swapped in between cannot be read instead."""
+def read_private(path: Path, what: str, limit: int) -> bytes | None:
+    """A controller-only file's bytes (at most `limit` + 1), or None where it does not exist.
+    Opened without following a link and checked on the open descriptor (regular, ours, 0600),
+    so a file swapped in between cannot be read instead."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise HistoryKeyError(f"history key {path}: cannot open it ({exc.strerror or exc}; a "
+        raise HistoryKeyError(f"{what} {path}: cannot open it ({exc.strerror or exc}; a "
                         "symbolic link is refused)") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise HistoryKeyError(f"history key {path}: not a regular file")
+            raise HistoryKeyError(f"{what} {path}: not a regular file")
         if st.st_uid != os.geteuid():
-            raise HistoryKeyError(f"history key {path}: owned by uid {st.st_uid}, not by this user "
-                            f"(uid {os.geteuid()}); the key must be the controller's own")
+            raise HistoryKeyError(f"{what} {path}: owned by uid {st.st_uid}, not by this user "
+                            f"(uid {os.geteuid()}); the {what.split()[-1]} must be the "
+                            "controller's own")
         if st.st_mode & 0o077:
-            raise HistoryKeyError(f"history key {path}: mode {stat.S_IMODE(st.st_mode):04o} lets "
+            raise HistoryKeyError(f"{what} {path}: mode {stat.S_IMODE(st.st_mode):04o} lets "
                             "others read or change it; it must be 0600 (chmod 600, and treat "
                             "the history as unverified if others could write it)")
-        key = os.read(fd, KEY_BYTES + 1)
+        data = b""
+        while len(data) <= limit:
+            piece = os.read(fd, limit + 1 - len(data))
+            if not piece:
+                break
+            data += piece
     finally:
         os.close(fd)
+    return data
+
+
+def load(path: Path) -> bytes | None:
+    """The key, or None where the file does not exist (read_private's checks)."""
+    key = read_private(path, "history key", KEY_BYTES)
+    if key is None:
+        return None
     if len(key) != KEY_BYTES:
         raise HistoryKeyError(f"history key {path}: {len(key)} bytes, expected {KEY_BYTES}; it was "
                         "damaged or replaced")
@@ -106,10 +132,15 @@ def load_or_create(path: Path) -> bytes:
 
 
 def mac(key: bytes, node: str, run: str, t: int, profile: str | None, exit_code: int | None,
-        counts: tuple[int, ...], blob: bytes) -> str:
-    """The row's HMAC-SHA256, hex: over every column that says something about the node."""
-    head = json.dumps(["stetho-node-run-1", node, run, int(t), profile, exit_code,
-                       list(counts)], separators=(",", ":")).encode()
+        counts: tuple[int, ...], blob: bytes, chain: Chain | None = None) -> str:
+    """The row's HMAC-SHA256, hex: over every column that says something about the node, and
+    for a chained row (schema 4) its place in the node's chain and its metrics' digest."""
+    fields: list[Any] = ["stetho-node-run-1", node, run, int(t), profile, exit_code,
+                         list(counts)]
+    if chain is not None:
+        fields = ["stetho-node-run-2", *fields[1:], int(chain[0]), str(chain[1]),
+                  str(chain[2])]
+    head = json.dumps(fields, separators=(",", ":")).encode()
     h = hmac.new(key, head, hashlib.sha256)
     h.update(b"\0")
     h.update(blob)
@@ -117,9 +148,10 @@ def mac(key: bytes, node: str, run: str, t: int, profile: str | None, exit_code:
 
 
 def verify(key: bytes, expected: str, node: str, run: str, t: int, profile: str | None,
-           exit_code: int | None, counts: tuple[int, ...], blob: bytes) -> bool:
+           exit_code: int | None, counts: tuple[int, ...], blob: bytes,
+           chain: Chain | None = None) -> bool:
     """Whether the row's stored MAC is the one its content gives (constant-time compare)."""
-    return hmac.compare_digest(mac(key, node, run, t, profile, exit_code, counts, blob),
+    return hmac.compare_digest(mac(key, node, run, t, profile, exit_code, counts, blob, chain),
                                str(expected))
 
 
@@ -131,6 +163,7 @@ class RowCheck:
         self.path = path
         self._key: bytes | None = None
         self._signed_after: int | None = None
+        self._chained_after: int | None = None
 
     def key(self, create: bool) -> bytes | None:
         """The key rows are signed with; made on the first write. An in-memory database
@@ -147,28 +180,42 @@ class RowCheck:
         """Rows of runs with a key above this were written signed: one without a MAC there
         was stripped. At or below it they predate signing: unverified, never believed."""
         if self._signed_after is None:
-            row = self.conn.execute(
-                "SELECT value FROM meta WHERE key = 'signed_after_run_key'").fetchone()
-            try:
-                self._signed_after = int(row[0]) if row else 0
-            except (TypeError, ValueError):
-                self._signed_after = 0
+            self._signed_after = self._meta_int("signed_after_run_key")
         return self._signed_after
+
+    def chained_after(self) -> int:
+        """Rows of runs with a key above this were written chained (schema 4)."""
+        if self._chained_after is None:
+            self._chained_after = self._meta_int("chained_after_run_key")
+        return self._chained_after
+
+    def _meta_int(self, name: str) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (name,)).fetchone()
+        try:
+            return int(row[0]) if row else 0
+        except (TypeError, ValueError):
+            return 0
 
     def untrusted(self, node: str, run: str, run_key: int, t: int, row: tuple[Any, ...]
                   ) -> str | None:
         """Why a node_runs row (the ROW columns) cannot be believed, or None; "" where it
         predates signing (unverified: read as absent)."""
-        *head, blob, stored = row
+        profile, code, *counts, seq, prev, digest, blob, stored = row
         failed = f"history row for node {node} (run {run}) failed its integrity check: "
         if stored is None:
             if run_key <= self.signed_after():
                 return ""
             return failed + "it has no signature where the database signs every row"
+        chain: Chain | None = None
+        if seq is not None:
+            chain = (seq, prev, digest)
+        elif run_key > self.chained_after():
+            return failed + "it has no place in its node's chain where the database chains " \
+                "every row (its sequence number was removed)"
         key = self.key(create=False)
         if key is None:
             return failed + f"the key {key_path(self.path)} that signed it is missing"
-        if not isinstance(blob, bytes) or not verify(
-                key, str(stored), node, run, t, head[0], head[1], tuple(head[2:]), blob):
+        if not isinstance(blob, bytes) or not isinstance(seq, (int, type(None))) or not verify(
+                key, str(stored), node, run, t, profile, code, tuple(counts), blob, chain):
             return failed + "its content is not what stetho wrote (the database was edited)"
         return None

@@ -4,9 +4,14 @@ on, so that a narrow run replaces only the checks it ran."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from stetho.results import Result
+
+#: (node, run, run key, time, the ROW columns) -> why the row cannot be believed, or None
+Verify = Callable[[str, str, int, int, tuple[Any, ...]], "str | None"]
 
 
 @dataclass
@@ -46,21 +51,33 @@ class NodeLatest:
 
 
 def pinned_profiles(conn: sqlite3.Connection, nodes: list[str],
-                    unpinned: frozenset[str] = frozenset()) -> dict[str, tuple[str, str]]:
+                    unpinned: frozenset[str] = frozenset(), verify: Verify | None = None,
+                    pre_chain: bool = False) -> dict[str, tuple[str, str, str | None]]:
     """Each node's profile as history pins it: the one its newest run was recorded with, of
     any age, leaving out runs with no profile or one in `unpinned` (the fallback a node is
-    judged against when nothing names its hardware): node -> (profile, run)."""
-    out: dict[str, tuple[str, str]] = {}
+    judged against when nothing names its hardware): node -> (profile, run, why the row
+    cannot be believed or None). `verify` says that of a row (stetho.history.store): ""
+    for one from before signing, which pins nothing. `pre_chain`: only rows from before the
+    chain (later ones pin through the seal)."""
+    from stetho.history.integrity import ROW
+
+    out: dict[str, tuple[str, str, str | None]] = {}
     skip = sorted(unpinned)
     leave_out = f"AND nr.profile NOT IN ({','.join('?' * len(skip))}) " if skip else ""
     for i in range(0, len(nodes), 500):
         chunk = nodes[i:i + 500]
         rows = conn.execute(
-            "SELECT n.name, nr.profile, r.id FROM nodes n "
+            f"SELECT n.name, r.id, nr.run_key, nr.time, {ROW} FROM nodes n "
             "JOIN node_runs nr ON nr.node_id = n.id JOIN runs r ON r.key = nr.run_key "
             f"WHERE n.name IN ({','.join('?' * len(chunk))}) AND nr.profile IS NOT NULL "
             f"AND nr.profile != '' {leave_out}"
+            + ("AND nr.seq IS NULL " if pre_chain else "") +
             "ORDER BY n.name, nr.time DESC, nr.run_key DESC", [*chunk, *skip])
-        for name, profile, run in rows:
-            out.setdefault(str(name), (str(profile), str(run)))
+        for name, run, run_key, t, *row in rows:
+            if str(name) in out:
+                continue
+            why = verify(str(name), str(run), int(run_key), int(t), tuple(row)) if verify \
+                else None
+            if why != "":
+                out[str(name)] = (str(row[0]), str(run), why)
     return out

@@ -31,7 +31,7 @@ def after_run(kind: str, run_id: str, results: list[Result],
     from stetho import profiles
     from stetho.errors import ConfigError
     from stetho.history import drift
-    from stetho.history.store import History, HistoryError, NodeRun, describe
+    from stetho.history.store import History, HistoryCorrupt, HistoryError, NodeRun, describe
 
     say = warn or (lambda m: print(f"stetho: warning: {m}", file=sys.stderr))
     now = when if when is not None else time.time()
@@ -55,7 +55,14 @@ def after_run(kind: str, run_id: str, results: list[Result],
                 prof = profiles.load(summary.get("profile") or profiles.DEFAULT_PROFILE)
             except ConfigError:
                 continue
-            added += drift.evaluate(history, node, prof, summary.get("metrics", []), now=now)
+            try:
+                added += drift.evaluate(history, node, prof, summary.get("metrics", []),
+                                        now=now)
+            except HistoryCorrupt as exc:  # this node's history was tampered with: its error
+                added.append(Result(node, "drift_shift", "history", "error", str(exc),
+                                    probe="history", remediation=(
+                                        "find who could write the history database and what "
+                                        "they changed; drift cannot be judged until then")))
         if record:
             every = results + added
             by_node: dict[str, list[Result]] = {}

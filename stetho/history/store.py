@@ -13,7 +13,9 @@ time, so one sweep appends one contiguous run of rows per node (a few MB per swe
 per series), and a node's last 30 days is one range scan. `series` names check, subject,
 metric and unit once per node; the view `metrics_long` gives the long form (run, time, node,
 check, subject, metric, value, unit). Per-node results are kept as one compressed JSON document per
-node and run, with their status counts beside it, signed (stetho.history.integrity).
+node and run, with their status counts beside it, signed (stetho.history.integrity) and
+chained per node under a seal (stetho.history.chain), read back verified
+(stetho.history.chained).
 
 Long because the schema, its migrations and the statements that write and read it must change
 together: one file, so that a column is never written in one shape and read in another.
@@ -33,14 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from stetho.errors import ConfigError
+from stetho.history import chain, integrity
+from stetho.history.chained import ChainedRows
 from stetho.history.errors import HistoryCorrupt as HistoryCorrupt
 from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
 from stetho.history.integrity import ROW, RowCheck
 from stetho.history.latest import NodeLatest
+from stetho.profiles import DEFAULT_PROFILE
 from stetho.results import Result, known_status
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: version -> statements bringing the previous version to it. Append, never edit.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -78,6 +83,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: (  # each node's row signed (stetho.history.integrity); older rows stay unsigned
         "ALTER TABLE node_runs ADD COLUMN mac TEXT",
         "INSERT OR REPLACE INTO meta VALUES ('signed_after_run_key', "
+        "(SELECT coalesce(max(key), 0) FROM runs))",
+    ),
+    4: (  # each node's rows a hash chain, sealed, covering its metrics (stetho.history.chain)
+        "ALTER TABLE node_runs ADD COLUMN seq INTEGER",
+        "ALTER TABLE node_runs ADD COLUMN prev TEXT",
+        "ALTER TABLE node_runs ADD COLUMN metrics_digest TEXT",
+        "CREATE INDEX node_runs_seq ON node_runs(node_id, seq)",
+        "INSERT OR REPLACE INTO meta VALUES ('chained_after_run_key', "
         "(SELECT coalesce(max(key), 0) FROM runs))",
     ),
 }
@@ -146,6 +159,8 @@ class History:
         self._db: Any = None
         self._node_ids: dict[str, int] = {}
         self.rows = RowCheck(self.conn, self.path)  # signs and verifies node_runs rows
+        self.seals = chain.SealReader(self.path)  # each node's newest row (stetho.history.chain)
+        self.chained = ChainedRows(self.conn, self.rows, self.seals)  # and reads them verified
         try:
             self._migrate()
         except HistoryError:
@@ -235,7 +250,6 @@ class History:
                command: str = "", run_dir: str = "") -> int:
         """Write one run, all of it or nothing. Returns the run's key."""
         from stetho import __version__
-        from stetho.history import integrity
         from stetho.results import counts
         from stetho.results import exit_code as code_of
 
@@ -244,7 +258,8 @@ class History:
         key = self.rows.key(create=True)
         assert key is not None
         all_results = [r for n in nodes for r in n.results]
-        with self.transaction():
+        nodes = list({n.node: n for n in nodes}.values())  # one row per node: the last wins
+        with chain.locked(self.path, shared=False), self.transaction():
             cur = self.conn.execute(
                 "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
                 "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -255,24 +270,33 @@ class History:
             run_key = int(cur.lastrowid or 0)
             ids = self._ensure_nodes([n.node for n in nodes])
             series = self._ensure_series(ids, nodes)
-            metric_rows = []
+            metric_rows = [(ids[n.node], t, run_key, series[(ids[n.node], m[0], m[1], m[2])],
+                            m[3]) for n in nodes for m in n.metrics]
+            self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
+                                  metric_rows)
+            digests = self.chained.digests(run_key, t, sorted(ids.values()))
+            sealed = self.chained.to_extend(key)
+            new = chain.Seal(dict(sealed.heads), True, sealed.path, dict(sealed.pins))
             node_rows = []
             for n in nodes:
                 nid = ids[n.node]
-                for check, subject, metric, value, _unit in n.metrics:
-                    metric_rows.append((nid, t, run_key, series[(nid, check, subject, metric)],
-                                        value))
                 c = counts(n.results)
                 blob = zlib.compress(_results_json(n.results).encode(), 6)
                 code = code_of(n.results)
                 tally = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
-                node_rows.append((run_key, nid, t, n.profile, code, *tally, blob,
-                                  integrity.mac(key, n.node, run_id, t, n.profile, code, tally,
-                                                blob)))
-            self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
-                                  metric_rows)
-            self.conn.executemany("INSERT OR REPLACE INTO node_runs VALUES "
-                                  "(?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+                seq, prev = new.heads.get(n.node, (0, ""))
+                link = (seq + 1, prev, digests.get(nid) or chain.digest([]))
+                sig = integrity.mac(key, n.node, run_id, t, n.profile, code, tally, blob, link)
+                node_rows.append((run_key, nid, t, n.profile, code, *tally, blob, sig, *link))
+                new.heads[n.node] = (seq + 1, sig)
+                if n.profile and n.profile != DEFAULT_PROFILE:
+                    new.pins[n.node] = (n.profile, run_id)
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO node_runs (run_key, node_id, time, profile, exit_code, "
+                "fail, error, warn, skip, pass, results, mac, seq, prev, metrics_digest) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+            chain.write(self.path, key, new)  # before the commit: a crash leaves it ahead
+            self.seals.remember(new)
         return run_key
 
     def _ensure_nodes(self, names: list[str]) -> dict[str, int]:
@@ -339,53 +363,83 @@ class History:
         if nid is None or not series_ids:
             return out
         until_t = int(until) if until is not None else 2**62
-        runs: dict[int, str] = {}
-        for sid, t, value, run_key in self.conn.execute(
-                "SELECT series_id, time, value, run_key FROM metrics "
-                "WHERE node_id = ? AND time >= ? AND time <= ? ORDER BY time",
-                (nid, int(since), until_t)):
-            if sid in out:
-                if run_key not in runs:
-                    runs[run_key] = self._run_id(run_key)
-                out[sid].append(Sample(t, value, runs[run_key]))
+        with chain.locked(self.path, shared=True):
+            signed = {k: (run, row[9]) for run, k, _t, row in
+                      self.chained.window(node, nid, int(since), until_t)}
+            found: dict[int, list[tuple[Any, ...]]] = {k: [] for k in signed}
+            rows = self.conn.execute(
+                "SELECT m.series_id, m.time, m.value, m.run_key, s.check_name, s.subject, "
+                "s.metric FROM metrics m JOIN series s ON s.id = m.series_id "
+                "WHERE m.node_id = ? AND m.time >= ? AND m.time <= ? ORDER BY m.time",
+                (nid, int(since), until_t)).fetchall()
+        for _sid, _t, value, run_key, check, subject, metric in rows:
+            if run_key in found:
+                found[run_key].append((check, subject, metric, value))
+            elif run_key > self.rows.chained_after():
+                raise HistoryCorrupt(f"metrics of node {node} in run key {run_key} have no "
+                                     "signed row of that run (the row was deleted, or the "
+                                     "metrics moved): restore the database from its backup")
+        for run_key, (run, stored) in signed.items():
+            if not isinstance(stored, str) or chain.digest(found[run_key]) != stored:
+                raise HistoryCorrupt(f"metrics of node {node} in run {run} failed their "
+                                     "integrity check: they are not what stetho wrote (the "
+                                     "database was edited): restore it from its backup")
+        for sid, t, value, run_key, *_ in rows:  # unverified (pre-chain) runs read as absent
+            if sid in out and run_key in signed:
+                out[sid].append(Sample(t, value, signed[run_key][0]))
         return out
 
-    def _run_id(self, key: int) -> str:
-        row = self.conn.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
-        return str(row[0]) if row else "?"
+    def reseal(self) -> int:
+        """A new seal from the rows as they stand (stetho.history.chained.ChainedRows.reseal:
+        it launders). Returns the number of nodes sealed."""
+        return self.chained.reseal()
+
+    def pinned_profiles(self, nodes: list[str], unpinned: frozenset[str] = frozenset()
+                        ) -> dict[str, tuple[str, str, str | None]]:
+        """Each node's profile pin, the seal's where it has one (ChainedRows.pins)."""
+        return self.chained.pins(nodes, unpinned)
 
     def clean_runs(self, node: str) -> list[int]:
-        """The times of a node's runs with passing checks and none failing or in error."""
-        rows = self.conn.execute(
-            "SELECT nr.time FROM node_runs nr JOIN nodes n ON n.id = nr.node_id "
-            "WHERE n.name = ? AND nr.fail = 0 AND nr.error = 0 AND nr.pass > 0 "
-            "ORDER BY nr.time", (node,))
-        return [int(t) for (t,) in rows]
+        """The times of a node's runs with passing checks and none failing or in error, each
+        verified (stetho.history.chain); rows from before the chain are unverified, left out."""
+        nid = self.node_id(node)
+        if nid is None:
+            return []
+        with chain.locked(self.path, shared=True):
+            rows = self.chained.window(node, nid, 0, 2**62)
+        return sorted(t for _run, _k, t, row in rows if row[2] == 0 and row[3] == 0
+                      and (row[6] or 0) > 0)
 
     def latest_results(self, nodes: list[str], max_age_s: float, now: float | None = None
                        ) -> dict[str, tuple[int, str, list[Result]]]:
         """Each node's newest results no older than max_age_s: node -> (time, run, results)."""
         now = now if now is not None else time.time()
         out: dict[str, tuple[int, str, list[Result]]] = {}
-        for chunk in _chunks(nodes, 500):
-            q = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
-                "JOIN node_runs nr ON nr.node_id = n.id "
-                "JOIN runs r ON r.key = nr.run_key "
-                f"WHERE n.name IN ({q}) AND nr.time >= ? "
-                "AND nr.time = (SELECT max(time) FROM node_runs WHERE node_id = n.id) ",
-                [*chunk, int(now - max_age_s)])
-            for name, t, run, run_key, *row in rows:
-                why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
-                if why is not None:
-                    if why:
-                        raise HistoryCorrupt(why)
-                    continue
-                blob = row[-2]
-                results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
-                out[name] = (int(t), str(run), results)
+        with chain.locked(self.path, shared=True):
+            for chunk in _chunks(nodes, 500):
+                self._newest_chunk(out, chunk, max_age_s, now)
         return out
+
+    def _newest_chunk(self, out: dict[str, tuple[int, str, list[Result]]], chunk: list[str],
+                      max_age_s: float, now: float) -> None:
+        q = ",".join("?" * len(chunk))
+        rows = self.conn.execute(
+            f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
+            "JOIN node_runs nr ON nr.node_id = n.id "
+            "JOIN runs r ON r.key = nr.run_key "
+            f"WHERE n.name IN ({q}) AND nr.time >= ? "
+            "AND nr.time = (SELECT max(time) FROM node_runs WHERE node_id = n.id) ",
+            [*chunk, int(now - max_age_s)])
+        for name, t, run, run_key, *row in rows:
+            why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
+            if why == "":
+                continue
+            if why:
+                raise HistoryCorrupt(why)
+            self.chained.walk(name, self.node_id(name) or 0, row[7])
+            blob = row[-2]
+            results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
+            out[name] = (int(t), str(run), results)
 
     def latest_per_check(self, nodes: list[str], max_age_s: float, now: float | None = None,
                          checks: frozenset[str] | None = None) -> dict[str, NodeLatest]:
@@ -397,28 +451,48 @@ class History:
         taken only from the node's newest run: a later run that checked it clears them."""
         now = now if now is not None else time.time()
         out: dict[str, NodeLatest] = {}
-        for chunk in _chunks(nodes, 500):
-            q = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
-                "JOIN node_runs nr ON nr.node_id = n.id "
-                "JOIN runs r ON r.key = nr.run_key "
-                f"WHERE n.name IN ({q}) AND nr.time >= ? AND nr.time <= ? "
-                "ORDER BY n.name, nr.time DESC, nr.run_key DESC",
-                [*chunk, int(now - max_age_s), int(now) + FUTURE_TOLERANCE_S])
-            for name, t, run, run_key, *row in rows:
-                latest = out.setdefault(name, NodeLatest(name))
-                if latest.distrusted or (checks is not None and checks <= latest.checks.keys()):
-                    continue
-                why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
-                if why == "":  # written before rows were signed: unverified, as if stale
-                    continue
-                if why:
-                    latest.distrusted = why
-                    continue
-                latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks),
-                           str(row[0] or ""))
+        with chain.locked(self.path, shared=True):
+            for chunk in _chunks(nodes, 500):
+                self._latest_chunk(out, chunk, max_age_s, now, checks)
         return out
+
+    def _latest_chunk(self, out: dict[str, NodeLatest], chunk: list[str], max_age_s: float,
+                      now: float, checks: frozenset[str] | None) -> None:
+        """latest_per_check for up to 500 nodes: each row's signature, then the node's chain
+        from the seal's head down to the oldest row read (a node whose rows fail is distrusted:
+        could not evaluate, every other node judged)."""
+        used: dict[str, int] = {}  # node -> the lowest seq read (1 where a pre-chain row was)
+        known: dict[str, set[tuple[int, int]]] = {}  # node -> rows verified here
+        q = ",".join("?" * len(chunk))
+        rows = self.conn.execute(
+            f"SELECT n.name, nr.time, r.id, nr.run_key, {ROW} FROM nodes n "
+            "JOIN node_runs nr ON nr.node_id = n.id "
+            "JOIN runs r ON r.key = nr.run_key "
+            f"WHERE n.name IN ({q}) AND nr.time >= ? AND nr.time <= ? "
+            "ORDER BY n.name, nr.time DESC, nr.run_key DESC",
+            [*chunk, int(now - max_age_s), int(now) + FUTURE_TOLERANCE_S])
+        for name, t, run, run_key, *row in rows:
+            latest = out.setdefault(name, NodeLatest(name))
+            if latest.distrusted or (checks is not None and checks <= latest.checks.keys()):
+                continue
+            why = self.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
+            if why == "":  # written before rows were signed: unverified, as if stale
+                continue
+            if why:
+                latest.distrusted = why
+                continue
+            used[name] = min(used.get(name, 2**62), int(row[7]) if row[7] is not None else 1)
+            known.setdefault(name, set()).add((run_key, t))
+            latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks),
+                       str(row[0] or ""))
+        for name, low in used.items():  # the rows used, and every row between, still there
+            if out[name].distrusted:
+                continue
+            try:
+                self.chained.walk(name, self._node_ids.get(name) or self.node_id(name) or 0, low,
+                           known=frozenset(known[name]))
+            except HistoryCorrupt as exc:
+                out[name].distrusted = str(exc)
 
     @staticmethod
     def _decode(node: str, run: str, blob: bytes, known: Container[str] = ()) -> list[Result]:
