@@ -149,6 +149,27 @@ def test_a_tampered_row_is_reported_never_clean(db: Path) -> None:
     assert "history rows of n02 failed their integrity check" in v.headline
 
 
+@pytest.mark.parametrize("where", ["newest", "middle"])
+def test_a_deleted_failure_is_reported_never_clean(db: Path, where: str) -> None:
+    """The failure that answered the question deleted from the database: the node's chain
+    (stetho.history.chain) gives it away, as the newest row missing under the seal or as a
+    gap in the window; the answer is "cannot tell", never "no hardware finding"."""
+    t = START + 600
+    _record(db, t, {"n02": [Result("n02", "gpu_ecc", "gpu3", "fail", "uncorrectable")]})
+    if where == "middle":
+        _record(db, START + 9000, {n: _ok(n) for n in NODES})
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM node_runs WHERE time = ?", (int(t),))
+    con.commit()
+    con.close()
+    tl = _build(db)
+    assert tl.distrusted == ["n02"]
+    (bad,) = tl.of("integrity")
+    assert bad.node == "n02"
+    assert ("rolled back" if where == "newest" else "missing") in bad.message
+    assert screen.verdict(_job(), tl).code == screen.CANNOT_TELL
+
+
 def test_drift_and_warnings_are_listed_and_do_not_make_a_finding(db: Path) -> None:
     _record(db, START + 900, {"n01": [
         Result("n01", "drift_shift", "gpu2", "warn", "temperature_c shifted +6 C"),

@@ -326,3 +326,25 @@ def test_a_lone_failure_edited_into_a_pass_is_caught_not_believed(
     assert f["rows"]["excluded"] == 2  # n04's night 12 and n02's night 10
     assert any("n02" in why for why in f["rows"]["why"])
     assert f["incidents"] == 5  # n02's incident rests on an excluded row: not counted
+
+
+def test_deleted_rows_are_named_not_a_healthier_fleet(world: dict[str, Path]) -> None:
+    """The rows' chain (stetho.history.chain): n02's only failure (night 10) deleted leaves a
+    gap in its chain, n03's newest rows (nights 25-29, its last incident) deleted leave the
+    seal's head missing. Each node is left out and named; neither reads as fewer incidents."""
+    con = sqlite3.connect(world["db"])
+    for node, where in (("n02", "time = ?"), ("n03", "time >= ?")):
+        night = 10 if node == "n02" else 25
+        con.execute(f"DELETE FROM node_runs WHERE {where} AND node_id = "
+                    "(SELECT id FROM nodes WHERE name = ?)", (t(night), node))
+    con.commit()
+    con.close()
+    p = stats("--json", "--db", str(world["db"]))
+    f = json.loads(p.stdout)
+    whys = " ".join(f["rows"]["why"])
+    assert "n02" in whys and "missing" in whys  # the gap below night 11
+    assert "n03" in whys and "rolled back" in whys  # the seal names night 29's row
+    # n04's edited row (1) + n02's 29 remaining rows + n03's 25 remaining rows
+    assert f["rows"]["excluded"] == 1 + 29 + 25
+    # only n01's two incidents remain countable: n02's and n03's are not guessed at
+    assert f["incidents"] == 2

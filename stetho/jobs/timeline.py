@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stetho.history.errors import HistoryCorrupt
 from stetho.history.integrity import ROW
 from stetho.history.store import History
 from stetho.localize.topology import Topology
@@ -162,8 +163,16 @@ def _scan(h: History, nodes: Sequence[str], since: float, until: float, statuses
     events: list[Event] = []
     seen: set[str] = set()
     first = first if first is not None else {}
+    links: dict[str, tuple[Any, Any]] = {}  # node -> its previous chained row's seq, MAC
+    gaps: set[str] = set()
     for name, t, run, run_dir, run_key, *row in rows(h, nodes, since, until):
         first[name] = min(first.get(name, t), t)
+        seq, prv, mac = row[7], row[8], row[11]
+        before = links.get(name)
+        if seq is not None and before is not None and before[0] is not None and (
+                seq != before[0] + 1 or prv != before[1]):
+            gaps.add(name)  # the chain's own walk decides below
+        links[name] = (seq, mac)
         why = h.rows.untrusted(name, str(run), int(run_key), int(t), tuple(row))
         if why == "":
             events.append(Event(float(t), name, "unverified", run=str(run),
@@ -188,7 +197,29 @@ def _scan(h: History, nodes: Sequence[str], since: float, until: float, statuses
             if r.status in wanted:
                 events.append(Event(float(t), name, r.status, r.check, r.subject, r.message,
                                     str(run), found))
+    flagged = {e.node for e in events if e.kind == "integrity"}  # said once a node
+    for name in links.keys() - flagged:
+        why = _chain_broken(h, name, since, until, name in gaps)
+        if why:
+            events.append(Event(until, name, "integrity", message=why))
+            seen.discard(name)
     return events, seen
+
+
+def _chain_broken(h: History, node: str, since: float, until: float, gap: bool) -> str | None:
+    """Why a node's rows cannot be read as complete (stetho.history.chained): its newest row
+    is not the seal's head (newest rows deleted, an older database put back), or, where the
+    scan saw a gap in time order, the window's chain is broken (rows deleted in it)."""
+    nid = h.chained.node_id(node)
+    if nid is None:
+        return None
+    try:
+        if gap:
+            h.chained.window(node, nid, int(since), int(until))
+        h.chained.walk(node, nid, None)
+    except HistoryCorrupt as exc:
+        return str(exc)
+    return None
 
 
 def _same_reason(a: str, b: str) -> bool:

@@ -91,25 +91,46 @@ def _fold(h: History, tl: Timeline, names: dict[int, str], runs: dict[int, str],
     prof_js: dict[object, str] = {}
     same = hmac.compare_digest
     prev_nid, prev_s, lt, lrk = -1, -1, 0, 0
+    link: tuple[object, object] = (None, None)  # the node's previous chained row: seq, MAC
+    link_nid = -1
+    broken: dict[int, str] = {}  # node id -> why its chain cannot be believed
+    counted: dict[int, int] = {}
     m: list[Mark] = []
-    for nid, t, rk, prof, code, f, e, w, sk, p, blob, mac in h.conn.execute(
+    for (nid, t, rk, prof, code, f, e, w, sk, p, seq, prv, digest, blob,
+         mac) in h.conn.execute(
             f"SELECT nr.node_id, nr.time, nr.run_key, {ROW} FROM node_runs nr "
             "WHERE time >= ? AND time <= ? ORDER BY node_id, time, run_key",
             (tl.since, tl.until)):
         tl.rows += 1
+        counted[nid] = counted.get(nid, 0) + 1
         pj = prof_js.get(prof)
         if pj is None:
             pj = prof_js[prof] = json.dumps(prof)
         ih = inner.copy()
-        ih.update(f'["stetho-node-run-1",{node_js.get(nid)},{run_js.get(rk)},{t},{pj},'
-                  f'{"null" if code is None else code},[{f},{e},{w},{sk},{p}]]\0'.encode())
+        if seq is None:  # signed before rows were chained (schema 3)
+            ih.update(f'["stetho-node-run-1",{node_js.get(nid)},{run_js.get(rk)},{t},{pj},'
+                      f'{"null" if code is None else code},[{f},{e},{w},{sk},{p}]]\0'.encode())
+        else:  # stetho.history.integrity.mac with the row's place in its node's chain
+            ih.update(f'["stetho-node-run-2",{node_js.get(nid)},{run_js.get(rk)},{t},{pj},'
+                      f'{"null" if code is None else code},[{f},{e},{w},{sk},{p}],{seq},'
+                      f'{json.dumps(str(prv))},{json.dumps(str(digest))}]\0'.encode())
         ih.update(blob if isinstance(blob, bytes) else b"")
         oh = outer.copy()
         oh.update(ih.digest())
+        if nid != prev_nid and nid != link_nid:
+            link, link_nid = (None, None), nid
         if not (key and isinstance(mac, str) and same(oh.hexdigest(), mac)) and _bad(
                 h, tl, names.get(nid, f"#{nid}"), runs, rk, t,
-                (prof, code, f, e, w, sk, p, blob, mac)):
+                (prof, code, f, e, w, sk, p, seq, prv, digest, blob, mac)):
+            # left out and counted; the next row still links to its stored place
+            link = (seq, mac) if seq is not None else (None, None)
             continue
+        if seq is not None and link[0] is not None and (seq != link[0] + 1  # type: ignore[operator]
+                                                        or prv != link[1]):
+            # a gap or a foreign link in time order: the chain's own walk decides (rows
+            # written out of time order are fine there; deleted ones are named)
+            broken.setdefault(nid, "")
+        link = (seq, mac) if seq is not None else (None, None)
         s = FAIL if f else UNKNOWN if e else PASS
         if nid != prev_nid:
             if prev_nid != -1:
@@ -126,7 +147,32 @@ def _fold(h: History, tl: Timeline, names: dict[int, str], runs: dict[int, str],
         lt, lrk = t, rk
     if prev_nid != -1:
         last[prev_nid] = (lt, lrk)
+    _check_chains(h, tl, names, marks, broken)
+    for nid, why in broken.items():  # a node whose chain is broken is left out, named
+        if nid in marks:
+            del marks[nid]
+            last.pop(nid, None)
+            warns.pop(nid, None)
+            tl.excluded += counted.get(nid, 0)
+            if len(tl.why) < 5:
+                tl.why.append(why)
     return marks, last, warns
+
+
+def _check_chains(h: History, tl: Timeline, names: dict[int, str],
+                  marks: dict[int, list[Mark]], broken: dict[int, str]) -> None:
+    """Each node's chain: its newest row must be the seal's head (newest rows deleted, or an
+    older database put back, are named), and where the scan saw a gap or a foreign link, the
+    window walked through stetho.history.chained decides. One query a node, not one a row."""
+    for nid in marks:
+        node = names.get(nid, f"#{nid}")
+        try:
+            if nid in broken:
+                h.chained.window(node, nid, tl.since, tl.until)
+                del broken[nid]  # rows written out of time order: the chain holds
+            h.chained.walk(node, nid, None)
+        except HistoryCorrupt as exc:
+            broken[nid] = str(exc)
 
 
 def _bad(h: History, tl: Timeline, node: str, runs: dict[int, str], rk: int, t: int,
