@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from stetho.cli.common import Progress, db_option, settings, write
+from stetho.cli.release_gate import release_options, run_release
 
 
 @click.command()
@@ -47,11 +48,12 @@ from stetho.cli.common import Progress, db_option, settings, write
               "(every result and stetho_gate_blocked per node) [default: STETHO_TEXTFILE_DIR, "
               "the config file's `textfile_dir`].")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
+@release_options
 def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
          job: str | None, profile_name: str | None, node: str | None, junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
          act: bool, reports: bool, quiet: bool, slurm_mode: str | None,
-         textfile: Path | None) -> None:
+         textfile: Path | None, **release: object) -> None:
     """Go (0) or blocked (1) for a job or release on these nodes, by a gate policy.
 
     Fresh results come from the history database; the rest are checked live. Exit 3 when
@@ -61,6 +63,9 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     from stetho import gate as gate_lib
 
     cfg = settings(db=db, override_repo=override_repo)
+    if release.get("canaries") or release.get("controls"):  # canaries against controls
+        run_release(policy_name, nodes, local, inventory, profile_name, json_out, quiet,
+                    release)
     if bool(nodes) == bool(local):
         raise click.UsageError("give exactly one of --nodes and --local")
     progress = Progress("gate: live checks", quiet=quiet)
