@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from stetho.cli import main
 from stetho.errors import ConfigError
 from stetho.gate.release import compare as cmp

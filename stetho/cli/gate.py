@@ -64,8 +64,10 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
 
     cfg = settings(db=db, override_repo=override_repo)
     if release.get("canaries") or release.get("controls"):  # canaries against controls
-        run_release(policy_name, nodes, local, inventory, profile_name, json_out, quiet,
-                    release)
+        run_release(policy_name, nodes, local, inventory, profile_name, json_out, junit, job,
+                    quiet, release)
+    if release.get("stage"):
+        raise click.UsageError("--stage judges a release: give --canaries and --controls")
     if bool(nodes) == bool(local):
         raise click.UsageError("give exactly one of --nodes and --local")
     progress = Progress("gate: live checks", quiet=quiet)

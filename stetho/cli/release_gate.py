@@ -47,8 +47,8 @@ def release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def run_release(policy: str, nodes: str | None, local: bool, inventory: str | None,
-                profile: str | None, json_out: str | None, quiet: bool,
-                opts: dict[str, Any]) -> NoReturn:
+                profile: str | None, json_out: str | None, junit: str | None,
+                job: str | None, quiet: bool, opts: dict[str, Any]) -> NoReturn:
     """Run the release gate and exit: 0 GO, 1 blocked, 3 could not evaluate."""
     from stetho.gate.release import run as release
     from stetho.localize.runners import DEFAULT_NCCL
@@ -75,7 +75,11 @@ def run_release(policy: str, nodes: str | None, local: bool, inventory: str | No
         click.echo(outcome.stage)
     for problem in outcome.problems:
         click.echo(f"stetho: warning: {problem}", err=True)
+    if junit:
+        from stetho.sinks import junit as junit_sink
+
+        write(junit, junit_sink.render(outcome.results()))
     if json_out:
-        write(json_out, json.dumps(outcome.to_json(), indent=1) + "\n")
+        write(json_out, json.dumps(outcome.to_json(job), indent=1) + "\n")
     click.echo(outcome.summary())
     sys.exit(outcome.exit_code)

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
 
 from stetho.core import hostlist
 from stetho.errors import EvaluationError
@@ -87,7 +86,7 @@ def held(slurm: Slurm, name: str, nodes: list[str], minutes: int,
     """Create the reservation, yield its name, and always remove it; `on_removed` hears None
     (removed) or why it could not be."""
     slurm.create(name, nodes, minutes)
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, signal._HANDLER] = {}
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
         slurm.cancel_jobs(name)  # the srun steps end, so the delete below is not refused

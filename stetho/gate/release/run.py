@@ -20,6 +20,7 @@ from stetho.gate.release import compare as cmp
 from stetho.gate.release import opinion, plan, reservation, settings
 from stetho.localize import runners
 from stetho.localize.model import Measurement
+from stetho.results import Result
 
 Group = tuple[str, ...]
 
@@ -86,8 +87,18 @@ class ReleaseOutcome:
         return f"{word}: release gate, canaries against controls" + \
             (f" ({', '.join(bad)})" if bad and self.verdict != "pass" else "")
 
-    def to_json(self) -> dict[str, object]:
-        return {"policy": self.policy, "verdict": self.verdict, "exit_code": self.exit_code,
+    def results(self) -> list[Result]:
+        """One result per benchmark, on the canaries, for JUnit and the like: unknown is an
+        error, never a pass."""
+        status = {"pass": "pass", "fail": "fail"}
+        return [Result("canaries", "release_canary", c.benchmark, status.get(c.verdict, "error"),
+                       "; ".join((*c.reasons, op)), value=c.canary_gbps, unit="GB/s",
+                       reference=c.control_gbps)
+                for c, op in zip(self.comparisons, self.opinions, strict=False)]
+
+    def to_json(self, job: str | None = None) -> dict[str, object]:
+        return {"job": job, "policy": self.policy, "verdict": self.verdict,
+                "exit_code": self.exit_code,
                 "canaries": self.canaries, "controls": self.controls,
                 "reservation": self.reservation, "stage": self.stage, "notes": self.notes,
                 "comparisons": [dict(c.to_json(), baseline=op) for c, op in
