@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -110,9 +111,10 @@ def test_canaries_with_slow_nics_fail_against_healthy_controls_where_the_baselin
         cluster: sc.Cluster, site: dict[str, str], tmp_path: Path) -> None:
     for node in ("n01", "n02", "n05", "n06"):
         cluster.set_hardware(node, "nic-slow")
-    report = tmp_path / "gate.json"
+    report, junit = tmp_path / "gate.json", tmp_path / "gate.xml"
     rc, out, err, seen = _run_watching(
-        cluster, _argv(site, "--stage", "canary", "--json", str(report)))
+        cluster, _argv(site, "--stage", "canary", "--json", str(report), "--junit", str(junit),
+                       "--job", "driver-550.90.07"))
     assert rc == 1, out + err
     doc = json.loads(report.read_text())
     name = doc["reservation"]
@@ -133,6 +135,11 @@ def test_canaries_with_slow_nics_fail_against_healthy_controls_where_the_baselin
     assert "stage canary blocked: no further stage may proceed" in out
     assert out.rstrip().endswith("BLOCKED: release gate, canaries against controls "
                                  "(multi-node all_reduce across leaves)")
+    assert doc["job"] == "driver-550.90.07" and doc["exit_code"] == 1
+    cases = ET.parse(junit).getroot().iter("testcase")
+    failing = {c.get("name", ""): c.find("failure") is not None for c in cases}
+    assert len(failing) == 2 and sum(failing.values()) == 1
+    assert next(n for n, f in failing.items() if f).startswith("release_canary")
 
 
 @pytest.mark.xdist_group("slurm-cluster")
@@ -148,8 +155,9 @@ def test_healthy_canaries_pass_and_the_next_wave_may_proceed(
 
 
 @pytest.mark.xdist_group("slurm-cluster")
-def test_sigint_mid_run_removes_the_reservation(cluster: sc.Cluster,
-                                                site: dict[str, str]) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_mid_run_removes_the_reservation(cluster: sc.Cluster, site: dict[str, str],
+                                                      sig: signal.Signals) -> None:
     proc = subprocess.Popen(_argv(site, "--repeats", "500"), env=cluster.full_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -166,7 +174,7 @@ def test_sigint_mid_run_removes_the_reservation(cluster: sc.Cluster,
                 capture_output=True, text=True).stdout.strip():
             time.sleep(0.05)
         assert proc.poll() is None, "the run ended before it could be interrupted"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -326,3 +334,25 @@ def test_pairs_cross_leaves_and_stay_on_one_side() -> None:
     assert spans and sorted(pairs) == [("n01", "n05"), ("n02", "n06")]
     same, spans = plan.cross_leaf_pairs(["n01", "n02", "n03"], topo)
     assert not spans and same == [("n01", "n02")]
+
+
+def test_the_baseline_is_a_second_opinion_current_stale_or_absent(tmp_path: Path) -> None:
+    from stetho import profiles
+    from stetho.gate.release.opinion import opinion
+
+    p = tmp_path / "p.yml"
+    p.write_text("profile: p\nextends: h100-sxm-8gpu\nnccl:\n  baselines:\n    two:\n"
+                 "      shape: {collective: all_reduce, ranks: 16, nodes: 2, gpus_per_node: 8}\n"
+                 "      measured_with: {nccl: 2.21.5}\n      busbw_gbps: {8G: 200.0}\n")
+    prof = profiles.load(str(p))
+    g8 = 8 << 30
+    assert opinion(prof, 2, 8, 16, g8, 150.0, "2.21.5") == \
+        "baseline: 200 GB/s at 8 GiB, canaries -25.0% (beyond its 5% tolerance)"
+    assert opinion(prof, 2, 8, 16, g8, 198.0, "2.21.5").endswith("-1.0% (within its 5% "
+                                                                "tolerance)")
+    assert opinion(prof, 2, 8, 16, g8, 150.0, "2.23.4") == \
+        "baseline: stale (NCCL 2.23.4 vs 2.21.5)"
+    assert opinion(prof, 2, 8, 16, g8, 150.0, None).startswith("baseline: unknown")
+    assert opinion(prof, 4, 8, 32, g8, 150.0, "2.21.5") == \
+        "baseline: none for all_reduce 4x8 in profile p"
+    assert opinion(None, 2, 8, 16, g8, 150.0, "2.21.5") == "baseline: none (no profile given)"
