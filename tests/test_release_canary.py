@@ -262,7 +262,7 @@ def test_stages_grow_and_say_which_may_proceed(tmp_path: Path) -> None:
 def test_a_bad_stage_list_is_exit_2_at_its_line(tmp_path: Path, stages: str, said: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     p = _policy(tmp_path, stages)
-    code, err = _main(capsys, "gate", "--policy", str(p), "--canaries", "n01",
+    code, err = _main(capsys, "gate", "--policy", str(p), "--canaries", "n[01,04]",
                       "--controls", "n[02-03]")
     assert code == 2, err
     assert said in err and f"{p}:" in err and "Traceback" not in err
@@ -270,11 +270,14 @@ def test_a_bad_stage_list_is_exit_2_at_its_line(tmp_path: Path, stages: str, sai
 
 def test_an_unknown_stage_names_the_policys_stages(
         capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _main(capsys, "gate", "--policy", "release", "--canaries", "n01",
+    code, err = _main(capsys, "gate", "--policy", "release", "--canaries", "n[01,04]",
                       "--controls", "n[02-03]", "--stage", "late")
     assert code == 2
     assert "--stage late: not a stage of policy release (its stages: canary, early, all)" \
         in err
+    code, err = _main(capsys, "gate", "--policy", "release", "--canaries", "n01",
+                      "--controls", "n[02-03]")
+    assert code == 2 and "give at least 2 canary nodes" in err
     with pytest.raises(ConfigError, match="names no stages"):
         settings.find_stage((), "canary", "pre-job")
 

@@ -65,7 +65,8 @@ def compare(benchmark: str, canaries: list[GroupRun], controls: list[GroupRun],
         return Comparison(benchmark, "unknown", why)
 
     if not canaries:
-        return unknown("no canary group ran this benchmark")
+        return unknown("no canary group ran this benchmark (a multi-node pair needs at "
+                       "least 2 canary nodes)")
     if len(controls) < min_control_groups:
         return unknown(f"{len(controls)} control group(s), at least {min_control_groups} "
                        "needed to tell a regression from an odd node")

@@ -1,6 +1,9 @@
 """A Slurm reservation that holds the canaries and controls for the run, created and removed
 by stetho, also when the run is interrupted.
 
+The reservation is for the user running stetho (root in the testbed); creating one takes
+Slurm operator rights.
+
 Why a reservation: canaries and controls are only comparable when nothing else runs on them
 during the window, and a job the scheduler starts there mid-run would load the fabric of one
 group and not the other. `Flags=maint` marks it as maintenance (not billed as idle), and
@@ -14,6 +17,7 @@ interrupt unwinds to the `finally`, which deletes it and polls until Slurm no lo
 
 from __future__ import annotations
 
+import getpass
 import signal
 import subprocess
 import time
@@ -52,12 +56,16 @@ class Slurm:
     def create(self, name: str, nodes: list[str], minutes: int) -> None:
         rc, text = self.run([self.scontrol, "create", "reservation", f"ReservationName={name}",
                              f"Nodes={hostlist.compress(nodes)}", "StartTime=now",
-                             f"Duration={minutes}", "Users=root", "Flags=maint"])
+                             f"Duration={minutes}", f"Users={getpass.getuser()}",
+                             "Flags=maint"])
         if rc != 0:
+            hint = ("wait for their jobs to end, or pick other canaries or controls"
+                    if any(w in text.lower() for w in ("busy", "down", "drain", "not avail"))
+                    else "is Slurm reachable from here (SLURM_CONF, scontrol on PATH), and "
+                    "may this user create reservations (an operator or admin)?")
             raise ReservationRefused(
-                f"Slurm refused reservation {name} on {hostlist.compress(nodes)}: {text} "
-                "(busy or down nodes: wait for their jobs to end, or pick other canaries or "
-                "controls)")
+                f"Slurm refused reservation {name} on {hostlist.compress(nodes)}: "
+                f"{' '.join(text.split())[:400]} ({hint})")
 
     def listed(self, name: str) -> bool:
         rc, text = self.run([self.scontrol, "show", "reservation", name])

@@ -120,6 +120,9 @@ def run(req: ReleaseRequest, progress: Callable[[str], None] = lambda s: None,
     if both:
         raise ConfigError(f"{hostlist.compress(sorted(both))}: in both --canaries and "
                           "--controls; a node is one or the other")
+    if len(canaries) < 2:
+        raise ConfigError(f"--canaries {req.canaries}: give at least 2 canary nodes, so that "
+                          "a multi-node pair of canaries runs")
     if req.runner not in ("srun", "mpirun"):
         raise ConfigError(f"--runner {req.runner}: the release gate runs srun or mpirun")
     profile = profiles.load(req.profile) if req.profile else None
