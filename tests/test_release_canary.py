@@ -359,3 +359,30 @@ def test_the_baseline_is_a_second_opinion_current_stale_or_absent(tmp_path: Path
     assert opinion(prof, 4, 8, 32, g8, 150.0, "2.21.5") == \
         "baseline: none for all_reduce 4x8 in profile p"
     assert opinion(None, 2, 8, 16, g8, 150.0, "2.21.5") == "baseline: none (no profile given)"
+
+
+def test_a_nic_fault_slows_the_multi_node_step_and_not_the_single_node_one(
+        tmp_path: Path) -> None:
+    """What each simulated job step prints (stetho.sim.nccl_step), parsed by the real parser:
+    the slow-NIC node's pairs run at 60% of the recorded 2-node busbw, its own NVLink run as
+    the healthy node's."""
+    import random
+
+    from stetho.sim.builder import build_node
+    from stetho.sim.nccl_step import output
+
+    build_node(tmp_path / "a", "a")
+    build_node(tmp_path / "b", "b")
+    build_node(tmp_path / "slow", "slow", ["nic-busbw-drop=40"])
+    rng = random.Random(0)
+
+    def busbw(hosts: list[str]) -> float:
+        run = nccl_tests.parse(output(tmp_path, hosts, 0.0, rng))
+        assert run.largest is not None and run.largest.oop_busbw_gbps is not None
+        return run.largest.oop_busbw_gbps
+
+    healthy = _recorded_2node_busbw()
+    assert busbw(["a", "b"]) == pytest.approx(healthy, abs=0.01)
+    assert busbw(["a", "slow"]) == pytest.approx(healthy * 0.6, abs=0.01)
+    assert busbw(["slow"]) == pytest.approx(busbw(["a"]), rel=0.02)
+    assert nccl_tests.parse(output(tmp_path, ["a", "b"], 0.0, rng)).nccl_version == "2.21.5"
