@@ -38,8 +38,10 @@ NODES = 16
 START_TIMEOUT_S = 60.0
 
 #: The simulated nodes a cluster node's hardware can be: healthy, failing the pre-job gate
-#: (clocks unlocked), or with an nvidia-smi that hangs (the watchdog's case).
-HARDWARE = {"healthy": [], "failing": ["clocks-unlocked"], "hanging": ["hang=nvidia-smi"]}
+#: (clocks unlocked), with an nvidia-smi that hangs (the watchdog's case), or with slow NICs.
+HARDWARE = {"healthy": [], "failing": ["clocks-unlocked"], "hanging": ["hang=nvidia-smi"],
+            # NICs 40% slow: multi-node all-reduce drops, single-node does not (release gate)
+            "nic-slow": ["nic-busbw-drop=40"]}
 
 WRAPPERS = {"Prolog": "stetho-prolog", "HealthCheckProgram": "stetho-healthcheck"}
 

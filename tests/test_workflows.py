@@ -203,3 +203,100 @@ def test_the_release_gate_takes_policy_and_signers_from_the_default_branch(tmp_p
     proc = subprocess.run([str(PINNER)], cwd=work, env=env, capture_output=True, text=True,
                           timeout=60, check=False)
     assert proc.returncode != 0 and (work / "gates" / "release.yml").read_text() == strict
+
+
+# -- the release gate, called from another repository's pipeline (issue 30) -------------------
+CALLER_INPUTS = {"release", "canaries", "controls", "stage"}
+
+
+def _gate_job() -> dict[str, object]:
+    doc = yaml.safe_load((WORKFLOWS / "gate.yml").read_text())
+    on = doc.get("on", doc.get(True))
+    assert set(on["workflow_call"]["inputs"]) == CALLER_INPUTS
+    assert on["workflow_call"]["inputs"]["release"]["required"] is True
+    job: dict[str, object] = doc["jobs"]["gate"]
+    return job
+
+
+def test_a_callers_inputs_pass_the_same_plain_inputs_step(tmp_path: Path) -> None:
+    """Each workflow_call input reaches the job through env and the first step checks it:
+    run that very step with a caller's hostile values, and it refuses them all."""
+    job = _gate_job()
+    env_map = job["env"]
+    assert isinstance(env_map, dict)
+    assert "inputs.release" in env_map["JOB"] and "inputs.canaries" in env_map["CANARIES"]
+    steps = job["steps"]
+    assert isinstance(steps, list)
+    check = next(s["run"] for s in steps if "run" in s)
+    assert check.startswith(".github/scripts/plain-inputs")
+    marker = tmp_path / "PWNED"
+    plain = {"PATH": os.environ["PATH"], "NODES": "gpu[001-008]",
+             "INVENTORY": "/etc/stetho/inventory.yml", "JOB": "image-2026.12",
+             "POLICY_BRANCH": "main", "CANARIES": "gpu[001-004]", "CONTROLS": "gpu[005-008]",
+             "STAGE": "canary"}
+    ok = subprocess.run(["bash", "-e", "-c", check], cwd=REPO, env=plain, capture_output=True,
+                        text=True, timeout=60, check=False)
+    assert ok.returncode == 0, ok.stderr
+    for var, bad in (("CANARIES", f"gpu[1-2]$(touch {marker})"),
+                     ("CONTROLS", "gpu[5-8]\n::error::forged"),
+                     ("JOB", f"driver-550`touch {marker}`"), ("STAGE", "early;id")):
+        proc = subprocess.run(["bash", "-e", "-c", check], cwd=REPO,
+                              env={**plain, var: bad}, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert proc.returncode == 2, (var, bad)
+        assert proc.stderr.startswith(f"refused {var}=") and proc.stderr.count("\n") == 1
+    assert not marker.exists()
+
+
+def test_the_gate_step_judges_canaries_against_controls_when_called(tmp_path: Path) -> None:
+    job = _gate_job()
+    steps = job["steps"]
+    assert isinstance(steps, list)
+    (step,) = [s for s in steps if s.get("id") == "gate"]
+    fake = tmp_path / ".venv" / "bin" / "stetho"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"#!{shutil.which('python3')}\nimport json, sys\n"
+                    f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+                    "sys.exit(3)\n")
+    fake.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "NODES": "gpu[001-008]", "INVENTORY": "/etc/stetho/inventory.yml",
+           "JOB": "image-2026.12", "CANARIES": "gpu[001-002]", "CONTROLS": "gpu[003-006]",
+           "STAGE": "canary"}
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert argv[:3] == ["gate", "--policy", "release"]
+    assert argv[argv.index("--canaries") + 1] == "gpu[001-002]"
+    assert argv[argv.index("--controls") + 1] == "gpu[003-006]"
+    assert argv[argv.index("--stage") + 1] == "canary"
+    assert argv[argv.index("--job") + 1] == "image-2026.12" and "--nodes" not in argv
+    assert (tmp_path / "out").read_text() == "rc=3\n"
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path,
+                          env={**env, "CANARIES": "", "STAGE": ""}, capture_output=True,
+                          text=True, timeout=60, check=False)
+    argv = json.loads((tmp_path / "argv.json").read_text())
+    assert "--nodes" in argv and "--canaries" not in argv and "--stage" not in argv
+
+
+def test_lint_wants_every_callers_input_checked() -> None:
+    sample = textwrap.dedent("""\
+        on:
+          workflow_call:
+            inputs:
+              release: {type: string, required: true}
+              nodes: {type: string, required: true}
+        permissions: {contents: read}
+        jobs:
+          gate:
+            runs-on: ubuntu-latest
+            env: {RELEASE: "${{ inputs.release }}"}
+            steps:
+              - run: .github/scripts/plain-inputs RELEASE:version
+              - uses: some/action@v1
+                with: {nodes: "${{ inputs.nodes }}"}
+        """)
+    assert workflow_lint.lint_text(sample, "c.yml") == [
+        "c.yml: on.workflow_call.inputs.nodes: reaches no job through an env: variable that "
+        ".github/scripts/plain-inputs checks"]

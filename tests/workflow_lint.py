@@ -6,6 +6,8 @@ input, could make a runner do.
   becomes code. Values go through `env:` and are quoted as "$VAR" in the script.
 * A job that takes inputs, the event or the ref name into its environment checks them first:
   its first `run:` step is `.github/scripts/plain-inputs`, naming every such variable.
+* A reusable workflow's inputs (`on: workflow_call`) come from another repository's pipeline:
+  each must reach its jobs through an `env:` variable that plain-inputs checks.
 * Least privilege, written down: a top-level `permissions:` block, and the permissions that
   the actions used need (publishing JUnit as a check needs `checks: write`).
 """
@@ -45,7 +47,27 @@ def lint_text(text: str, name: str = "<workflow>") -> list[str]:
             continue
         granted = {**(top if isinstance(top, dict) else {}), **(job.get("permissions") or {})}
         problems += [f"{name}: jobs.{job_name}: {p}" for p in _job(job, granted)]
+    problems += [f"{name}: {p}" for p in _called(doc)]
     return problems
+
+
+def _called(doc: dict[str, Any]) -> list[str]:
+    """workflow_call inputs that no job passes through a checked env variable."""
+    on = doc.get("on", doc.get(True)) or {}  # YAML 1.1 reads a bare `on:` key as True
+    call = on.get("workflow_call") if isinstance(on, dict) else None
+    inputs = (call or {}).get("inputs") or {} if isinstance(call, dict) else {}
+    checked: set[str] = set()
+    for job in doc["jobs"].values():
+        if not isinstance(job, dict):
+            continue
+        runs = [str(s["run"]) for s in job.get("steps") or [] if isinstance(s, dict)
+                and "run" in s]
+        named = set(re.findall(r"\b([A-Z_][A-Z0-9_]*):", runs[0])) \
+            if runs and CHECKER in runs[0] else set()
+        checked |= {m for var, value in (job.get("env") or {}).items() if var in named
+                    for m in re.findall(r"\binputs\.([\w-]+)", str(value))}
+    return [f"on.workflow_call.inputs.{i}: reaches no job through an env: variable that "
+            f"{CHECKER} checks" for i in inputs if i not in checked]
 
 
 def _job(job: dict[str, Any], granted: dict[str, str]) -> list[str]:

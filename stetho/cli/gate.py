@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from stetho.cli.common import Progress, db_option, settings, write
+from stetho.cli.release_gate import release_options, run_release
 
 
 @click.command()
@@ -48,13 +49,16 @@ from stetho.cli.common import Progress, db_option, settings, write
               "the config file's `textfile_dir`].")
 @click.option("--topology", "topology_spec", metavar="FILE|slurm",
               help="The fabric's tree (a topology.conf FILE, or `slurm`: scontrol show "
-              "topology): nodes failing together under one leaf are one switch incident.")
+              "topology): nodes failing together under one leaf are one switch incident; "
+              "with --canaries, the leaves the cross-leaf pairs span (also groups[:GLOB], "
+              "uniform:N, as stetho localize) [default there: slurm].")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
+@release_options
 def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
          job: str | None, profile_name: str | None, node: str | None, junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
          act: bool, reports: bool, quiet: bool, slurm_mode: str | None,
-         textfile: Path | None, topology_spec: str | None) -> None:
+         textfile: Path | None, topology_spec: str | None, **release: object) -> None:
     """Go (0) or blocked (1) for a job or release on these nodes, by a gate policy.
 
     Fresh results come from the history database; the rest are checked live. Exit 3 when
@@ -64,6 +68,19 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     from stetho import gate as gate_lib
 
     cfg = settings(db=db, override_repo=override_repo)
+    if release.get("canaries") or release.get("controls"):  # canaries against controls
+        ignored = [flag for param, flag in (
+            ("act", "--act"), ("textfile", "--textfile"), ("out", "--out"),
+            ("reports", "--reports"), ("override_repo", "--override-repo"),
+            ("slurm_mode", "--slurm")) if _given(param)]
+        if ignored:  # never silently dropped: the release gate records none of these
+            raise click.UsageError(f"{', '.join(ignored)} do not apply to the release gate "
+                                   "(--canaries/--controls): it drains nothing and writes "
+                                   "--json and --junit only")
+        run_release(policy_name, nodes, local, inventory, profile_name, json_out, junit, job,
+                    quiet, {**release, "topology": topology_spec or "slurm"})
+    if release.get("stage"):
+        raise click.UsageError("--stage judges a release: give --canaries and --controls")
     if bool(nodes) == bool(local):
         raise click.UsageError("give exactly one of --nodes and --local")
     progress = Progress("gate: live checks", quiet=quiet)

@@ -97,7 +97,6 @@ def _pinned(nodes: list[str], db: Path) -> dict[str, str]:
     """node -> the profile history last recorded it with ({} without a readable history)."""
     import sqlite3
 
-    from stetho.history.latest import pinned_profiles
     from stetho.history.store import History, HistoryError
     from stetho.profiles import DEFAULT_PROFILE
 
@@ -105,9 +104,10 @@ def _pinned(nodes: list[str], db: Path) -> dict[str, str]:
         return {}
     try:
         with History(db) as h:
-            pins = pinned_profiles(h.conn, nodes, frozenset({DEFAULT_PROFILE}))
+            # the seal's pins (a row edited or deleted cannot move them), as the gate reads
+            pins = h.pinned_profiles(nodes, frozenset({DEFAULT_PROFILE}))
     except (HistoryError, sqlite3.Error, OSError) as exc:
         click.echo(f"stetho: warning: no node profiles from {db} ({exc}); GPU counts "
                    "only from Slurm or --profile", err=True)
         return {}
-    return {n: profile for n, (profile, _) in pins.items()}
+    return {n: profile for n, (profile, _, why) in pins.items() if why is None}

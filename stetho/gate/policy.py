@@ -88,7 +88,8 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TEMPLATE = re.compile(r"\{\{|\}\}|[\x00-\x09\x0b-\x1f\x7f]")
 
 _KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on", "tighten",
-         "freshness", "overrides", "scheduler"}
+         "freshness", "overrides", "scheduler",
+         "canary", "stages"}  # the release gate's own (stetho.gate.release.settings)
 
 
 def load(name: str) -> GatePolicy:
@@ -98,6 +99,10 @@ def load(name: str) -> GatePolicy:
     doc = yamlconf.load(path)
     top = yamlconf.Section(doc)
     top.check_unknown(_KEYS)
+    if top.has("canary") or top.has("stages"):
+        from stetho.gate.release import settings as release_settings
+
+        release_settings.load(path)  # a bad wave or canary rule is exit 2 at file:line now
     pname = top.require("policy", str)
     if not _NAME.fullmatch(pname):
         top.fail(f"policy name {pname[:80]!r} must be letters, digits, '.', '_' and '-' (at "

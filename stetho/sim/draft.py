@@ -61,6 +61,7 @@ class NodeDraft:
         #: (seconds before collection, message): the dmesg shim stamps them when it runs.
         self.kernel_lines: list[tuple[float, str]] = render.healthy_kernel_log(self.driver)
         self.nccl_scale = 1.0
+        self.nic_scale = 1.0  # inter-node busbw factor (nic-busbw-drop), stetho.sim.nccl_step
         self.nccl_wrong_from: int | None = None
         self.nccl_output: str | None = None
         self.nccl_truncate = False
@@ -280,6 +281,7 @@ class NodeDraft:
             "lspci.txt": render.lspci_gpus(self.real(LSPCI), self.bus_ids, self.lspci_widths)
             + "".join("\n" + b for b in self.lspci_extra),
             "all_reduce_perf.txt": nccl,
+            "nic-busbw-scale.txt": f"{self.nic_scale:g}\n",
             "compute-apps.csv": "".join(f"{line}\n" for line in self.compute_apps),
             "compute-apps-gpu.csv": "".join(
                 f"{line.split(',')[0]}, {_uuid(f'{self.name}/gpu{g}')}\n"

@@ -106,6 +106,18 @@ def busbw_drop(d: NodeDraft, arg: str | None) -> None:
     d.nccl_scale = 1 - pct / 100
 
 
+def nic_busbw_drop(d: NodeDraft, arg: str | None) -> None:
+    """The node's NICs (or their cables) carry PCT percent less: a multi-node all-reduce
+    through them drops, the single-node one over NVLink does not (stetho.sim.nccl_step)."""
+    try:
+        pct = float(arg or "30")
+    except ValueError:
+        raise ConfigError(f"nic-busbw-drop={arg}: expected a percentage") from None
+    if not 0 < pct < 100:
+        raise ConfigError(f"nic-busbw-drop={arg}: expected a percentage between 0 and 100")
+    d.nic_scale = 1 - pct / 100
+
+
 def nccl_wrong(d: NodeDraft, arg: str | None) -> None:
     d.nccl_wrong_from = 1 << 20
 
@@ -252,6 +264,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "idling at 86 MHz SM, P8, GPU idle Active (default gpu3)", clocks_unlocked, "gpuN"),
     Fault("busbw-drop", "all_reduce busbw from 1 MiB up drops by PCT percent (default 20)",
           busbw_drop, "PCT"),
+    Fault("nic-busbw-drop", "inter-node all_reduce busbw through this node's NICs drops by "
+          "PCT percent (default 30); single-node NVLink runs unchanged", nic_busbw_drop, "PCT"),
     Fault("nccl-wrong", "nccl-tests reports #wrong elements from 1 MiB up, run FAILED",
           nccl_wrong),
     Fault("nccl-fail", "nccl-tests aborts at CUDA init (the recorded 8x H100 failure)", nccl_fail),
