@@ -31,6 +31,7 @@ from stetho.results import Result
 if TYPE_CHECKING:
     from stetho.diagnosis.model import Diagnosis
     from stetho.gate.breaker import Trip
+    from stetho.gate.shadow import ShadowOutcome
     from stetho.gate.slurm import Action
 
 
@@ -75,6 +76,8 @@ class GateOutcome:
     textfile: Path | None = None
     #: an output that could not be written: the verdict stands, the CLI warns
     output_problems: list[str] = field(default_factory=list)
+    #: the shadow policies' verdicts (never acted on: stetho.gate.shadow), None without any
+    shadow: ShadowOutcome | None = None
 
     def action_lines(self) -> list[str]:
         """One line per scheduler action, saying whether it happened or was only a dry run."""
@@ -117,6 +120,7 @@ class GateOutcome:
         doc["profiles"] = self.decision.profiles
         doc["history_unavailable"] = self.decision.history_unavailable
         doc["exit_code"] = self.exit_code
+        doc["shadow"] = self.shadow.to_json() if self.shadow else None
         return doc
 
 
@@ -134,6 +138,13 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         raise ConfigError("give exactly one of --nodes and --local")
     policy = policies.load(req.policy)
+    if policy.mode == "shadow":
+        from stetho.errors import ConfigError
+
+        raise ConfigError(f"policy {policy.name!r} ({policy.source}) is `mode: shadow`: it never "
+                          "decides a gate. Name it under `shadow:` in the enforcing policy to "
+                          "record what it would do, or replay it over history: stetho gate "
+                          f"replay --policy {req.policy}")
     now = time.time() if now is None else now
     clock = time.monotonic()
     if req.slurm is not None and not req.local:
@@ -158,6 +169,8 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     decision.profiles = {n: pins.profile_of(n, judged.get(n, {})) for n in names}
     outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None,
                           gate_id=new_run_id())
+    if policy.shadow:  # judged on the same results, before any action; never acted on
+        _shadow(outcome, results, req, db, now)
     if policy.drain and not req.local:
         outcome.actions, outcome.circuit, outcome.breaker_preview = _scheduler(
             decision, names, req.act, policy, now, db)
@@ -175,6 +188,19 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         outcome.reports = _reports(outcome, req, db)
     _outputs(outcome, req, now, time.monotonic() - clock)
     return outcome
+
+
+def _shadow(outcome: GateOutcome, results: list[Result], req: GateRequest, db: Path,
+            now: float) -> None:
+    from stetho.gate import shadow
+
+    outcome.shadow = shadow.evaluate(outcome.policy, results, outcome.names, now=now,
+                                     override_repo=req.override_repo, local=req.local)
+    outcome.output_problems += outcome.shadow.problems
+    kept = shadow.record(db, outcome.gate_id, outcome.shadow, now,
+                         f"gate --policy {outcome.policy.name}")
+    if kept:
+        outcome.output_problems.append(kept)
 
 
 def _outputs(outcome: GateOutcome, req: GateRequest, started: float, took: float) -> None:
@@ -199,11 +225,15 @@ def _outputs(outcome: GateOutcome, req: GateRequest, started: float, took: float
             outcome.output_problems.append(f"run folder {folder} not written: {exc}")
     if req.textfile_dir is not None:
         blocked = set(outcome.decision.blocked_nodes)
+        gate = {outcome.policy.name: {n: n in blocked for n in outcome.names}}
+        sh = outcome.shadow
+        for name in sh.policies if sh else ():
+            gate[name] = {n: n in set(sh.blocked(name)) for n in outcome.names}
         try:
             outcome.textfile = outputs.write_textfile(
                 req.textfile_dir, "gate", outcome.decision.results, run_id=outcome.gate_id,
                 started=datetime.fromtimestamp(started, timezone.utc), duration_s=took,
-                gate={outcome.policy.name: {n: n in blocked for n in outcome.names}})
+                gate=gate, gate_modes={n: "shadow" for n in sh.policies} if sh else None)
         except ConfigError as exc:
             outcome.output_problems.append(str(exc))
 

@@ -1,0 +1,149 @@
+"""`stetho gate replay`: every recorded decision point re-decided under each policy, with the
+results as they were then and the overrides valid then, compared and scored.
+
+A decision point is one node's row of one recorded run (sweep, gate, check) at its time. At
+each, a policy sees what its live gate would have read then: per check the newest result no
+older than its freshness (a policy with freshness 0 checks live, so it sees that run's results
+only), the `gate`/`sweep` pseudo-checks of that run only, and the overrides it honoured at that
+moment (stetho.gate.replay_overrides). The verdict comes from the gate's own `decide`
+(stetho.gate.decision), so a replay cannot drift from the live gate: it is asked once per
+distinct (check, status, value, reference), the only fields it reads, and again for a result an
+override covers. A node lacking a check the policy needs is unevaluated, never GO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stetho.gate.decision import decide, required_checks
+from stetho.gate.overrides import covers
+from stetho.gate.policy import GatePolicy
+from stetho.gate.replay_overrides import Timeline, timelines
+from stetho.gate.replay_rows import Excluded, Row, node_rows
+from stetho.results import Result
+
+PSEUDO = ("gate", "sweep")
+
+
+@dataclass
+class Verdicts:
+    """One policy's verdict at every decision point: points[i] -> (verdict, checks)."""
+
+    policy: GatePolicy
+    verdicts: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+
+
+@dataclass
+class Replay:
+    """What a replay found: the decision points (node, time, run), each policy's verdicts
+    aligned with them, what was left out, and the overrides each policy honoured."""
+
+    since: int
+    until: int
+    points: list[tuple[str, int, str]] = field(default_factory=list)
+    policies: list[Verdicts] = field(default_factory=list)
+    excluded: Excluded = field(default_factory=Excluded)
+    problems: list[str] = field(default_factory=list)
+    timelines: dict[str, Timeline] = field(default_factory=dict)
+
+
+class _Judge:
+    """One policy's per-result verdict, through `decide`, memoised on the fields it reads."""
+
+    def __init__(self, policy: GatePolicy) -> None:
+        self.policy = policy
+        self.need = required_checks(policy)
+        self.block_on = frozenset(policy.block_on)
+        self.memo: dict[tuple[Any, ...], str] = {}
+        self.counts: dict[str, bool] = {}
+
+    def status(self, node: str, d: dict[str, Any], honoured: list[Any]) -> str:
+        if honoured and any(covers(h.override, self.policy.name, d["check"], node)
+                            for h in honoured):
+            return self._decide(node, d, honoured)
+        key = (d["check"], d["status"], d.get("value"), d.get("reference"))
+        try:
+            return self.memo[key]
+        except KeyError:
+            self.memo[key] = out = self._decide(node, d, [])
+            return out
+        except TypeError:  # an unhashable value (a list): decided every time
+            return self._decide(node, d, [])
+
+    def _decide(self, node: str, d: dict[str, Any], honoured: list[Any]) -> str:
+        r = Result.from_json({**d, "node": node})
+        return decide(self.policy, [r], honoured).results[0].status
+
+    def verdict(self, node: str, results: list[dict[str, Any]], honoured: list[Any]
+                ) -> tuple[str, tuple[str, ...]]:
+        counts = self.counts
+        blocking: set[str] = set()
+        errors: set[str] = set()
+        present: set[str] = set()
+        for d in results:
+            c = d["check"]
+            k = counts.get(c)
+            if k is None:
+                k = counts[c] = self.policy.counts(c)
+            if not k:
+                continue
+            present.add(c)
+            s = self.status(node, d, honoured)
+            if s in self.block_on:
+                blocking.add(c)
+            elif s == "error":
+                errors.add(c)
+        if blocking:
+            return "block", tuple(sorted(blocking))
+        lacking = self.need - present
+        if errors or (lacking and not present & {"gate", "sweep"}):
+            return "unevaluated", tuple(sorted(errors | lacking))
+        return "go", ()
+
+
+def run(db: Path, policies: list[GatePolicy], since: int, until: int,
+        override_repo: str | None = None) -> Replay:
+    """Replay these policies over the history in [since, until]."""
+    out = Replay(since, until)
+    judges = [_Judge(p) for p in policies]
+    out.policies = [Verdicts(p) for p in policies]
+    wanted = _wanted(policies)
+    with ExitStack() as stack:
+        out.timelines, out.problems = timelines(policies, override_repo, stack)
+        lines = [out.timelines[p.name] for p in policies]
+        for node, rows in node_rows(db, since, until, wanted, out.excluded):
+            _node(node, rows, judges, lines, out)
+    return out
+
+
+def _wanted(policies: list[GatePolicy]) -> Callable[[str], bool]:
+    def wanted(check: str) -> bool:
+        return check in PSEUDO or any(p.counts(check) for p in policies)
+    return wanted
+
+
+def _node(node: str, rows: list[Row], judges: list[_Judge], lines: list[Timeline],
+          out: Replay) -> None:
+    """Walk one node's rows oldest first, keeping per check its newest results and time."""
+    newest: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    for t, run, _kind, results in rows:
+        ran: dict[str, list[dict[str, Any]]] = {}
+        for d in results:
+            ran.setdefault(d["check"], []).append(d)
+        for check, rs in ran.items():
+            if check not in PSEUDO:
+                newest[check] = (t, rs)
+        out.points.append((node, t, run))
+        for judge, line, verdicts in zip(judges, lines, out.policies):
+            fresh = judge.policy.freshness_s
+            if fresh <= 0:
+                seen = results
+            else:
+                oldest = t - fresh
+                seen = [d for c, (tc, rs) in newest.items() if tc >= oldest for d in rs]
+                seen += [d for c in PSEUDO for d in ran.get(c, ())]
+            verdicts.verdicts.append(judge.verdict(node, seen, line.at(t)))

@@ -1,0 +1,97 @@
+"""The recorded decision points a replay walks: every node's `node_runs` row in the window,
+oldest first per node, verified and decoded once for all the policies replayed.
+
+A row that fails its integrity check (stetho.history.integrity) is left out and counted per
+node, never judged; one written before rows were signed is unverified and left out too (the
+live gate reads it as absent). Only the checks some replayed policy counts are kept from a
+row's results, as plain dicts: building a Result per stored result is most of a replay's cost
+and the decision needs four of its fields (stetho.gate.replay).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stetho.history.decisions import KIND as SHADOW_KIND
+from stetho.history.integrity import ROW
+from stetho.history.store import History, HistoryError, describe
+
+#: a node's row: (time, run id, run kind, its results as stored dicts)
+Row = tuple[int, str, str, list[dict[str, Any]]]
+
+
+@dataclass
+class Excluded:
+    """Rows left out of the replay, and why: node -> count."""
+
+    distrusted: dict[str, int] = field(default_factory=dict)
+    unsigned: dict[str, int] = field(default_factory=dict)
+    unreadable: dict[str, int] = field(default_factory=dict)
+    #: node -> the first reason a row of it failed its integrity check
+    why: dict[str, str] = field(default_factory=dict)
+
+    def total(self) -> int:
+        return sum(self.distrusted.values()) + sum(self.unsigned.values()) \
+            + sum(self.unreadable.values())
+
+
+def node_rows(db: Path, since: int, until: int, wanted: Callable[[str], bool],
+              excluded: Excluded) -> Iterator[tuple[str, list[Row]]]:
+    """(node, its rows oldest first) for every node with a row in [since, until], skipping
+    the gate's own shadow records. Raises HistoryError when the database cannot be read."""
+    if not db.exists():
+        raise HistoryError(f"{db}: no history database there (give --db, or run a sweep "
+                           "first)")
+    try:
+        with History(db) as h:
+            yield from _rows(h, since, until, wanted, excluded)
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{db}: {describe(exc)}") from None
+
+
+def _rows(h: History, since: int, until: int, wanted: Callable[[str], bool],
+          excluded: Excluded) -> Iterator[tuple[str, list[Row]]]:
+    cur = h.conn.execute(
+        f"SELECT n.name, nr.time, r.id, r.kind, nr.run_key, {ROW} FROM node_runs nr "
+        "JOIN nodes n ON n.id = nr.node_id JOIN runs r ON r.key = nr.run_key "
+        "WHERE nr.time >= ? AND nr.time <= ? AND coalesce(r.kind, '') != ? "
+        "ORDER BY nr.node_id, nr.time, nr.run_key", (since, until, SHADOW_KIND))
+    node, rows = None, []
+    keep: dict[str, bool] = {}
+    decompress, loads, untrusted = zlib.decompress, json.loads, h.rows.untrusted
+    for name, t, run, kind, run_key, *row in cur:
+        if name != node:
+            if node is not None:
+                yield node, rows
+            node, rows = name, []
+        why = untrusted(name, run, run_key, t, tuple(row))
+        if why is not None:
+            into = excluded.distrusted if why else excluded.unsigned
+            into[name] = into.get(name, 0) + 1
+            if why:
+                excluded.why.setdefault(name, why)
+            continue
+        try:
+            stored = loads(decompress(row[-2]))
+            results = []
+            for d in stored:
+                c = d["check"]
+                k = keep.get(c)
+                if k is None:
+                    k = keep[c] = wanted(c)
+                if k:
+                    results.append(d)
+        except (zlib.error, ValueError, TypeError, KeyError) as exc:
+            excluded.unreadable[name] = excluded.unreadable.get(name, 0) + 1
+            excluded.why.setdefault(name, f"results of {name} in run {run} are unreadable "
+                                          f"({type(exc).__name__})")
+            continue
+        rows.append((int(t), str(run), str(kind or ""), results))
+    if node is not None:
+        yield node, rows
