@@ -64,8 +64,9 @@ class _Gate(click.Group):
               "the config file's `textfile_dir`].")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
 @click.pass_context
-def gate(ctx: click.Context, policy_name: str | None, nodes: str | None, local: bool, inventory: str | None,
-         job: str | None, profile_name: str | None, node: str | None, junit: str | None,
+def gate(ctx: click.Context, policy_name: str | None, nodes: str | None, local: bool,
+         inventory: str | None, job: str | None, profile_name: str | None, node: str | None,
+         junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
          act: bool, reports: bool, quiet: bool, slurm_mode: str | None,
          textfile: Path | None) -> None:

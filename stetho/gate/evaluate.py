@@ -227,8 +227,9 @@ def _outputs(outcome: GateOutcome, req: GateRequest, started: float, took: float
         blocked = set(outcome.decision.blocked_nodes)
         gate = {outcome.policy.name: {n: n in blocked for n in outcome.names}}
         sh = outcome.shadow
-        for name in sh.policies if sh else ():
-            gate[name] = {n: n in set(sh.blocked(name)) for n in outcome.names}
+        for name in sh.policies if sh is not None else ():
+            shadow_blocked = set(sh.blocked(name)) if sh is not None else set()
+            gate[name] = {n: n in shadow_blocked for n in outcome.names}
         try:
             outcome.textfile = outputs.write_textfile(
                 req.textfile_dir, "gate", outcome.decision.results, run_id=outcome.gate_id,

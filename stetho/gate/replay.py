@@ -17,9 +17,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from stetho.gate.decision import decide, required_checks
+from stetho.gate.override_check import Honoured
 from stetho.gate.overrides import covers
 from stetho.gate.policy import GatePolicy
 from stetho.gate.replay_overrides import Timeline, timelines
@@ -58,11 +58,11 @@ class _Judge:
         self.policy = policy
         self.need = required_checks(policy)
         self.block_on = frozenset(policy.block_on)
-        self.memo: dict[tuple[Any, ...], str] = {}
-        self.counts: dict[str, bool] = {}
+        self.memo: dict[tuple[object, ...], str] = {}
+        self.counts: dict[object, bool] = {}
 
-    def status(self, node: str, d: dict[str, Any], honoured: list[Any]) -> str:
-        if honoured and any(covers(h.override, self.policy.name, d["check"], node)
+    def status(self, node: str, d: dict[str, object], honoured: list[Honoured]) -> str:
+        if honoured and any(covers(h.override, self.policy.name, str(d["check"]), node)
                             for h in honoured):
             return self._decide(node, d, honoured)
         key = (d["check"], d["status"], d.get("value"), d.get("reference"))
@@ -74,21 +74,21 @@ class _Judge:
         except TypeError:  # an unhashable value (a list): decided every time
             return self._decide(node, d, [])
 
-    def _decide(self, node: str, d: dict[str, Any], honoured: list[Any]) -> str:
+    def _decide(self, node: str, d: dict[str, object], honoured: list[Honoured]) -> str:
         r = Result.from_json({**d, "node": node})
         return decide(self.policy, [r], honoured).results[0].status
 
-    def verdict(self, node: str, results: list[dict[str, Any]], honoured: list[Any]
+    def verdict(self, node: str, results: list[dict[str, object]], honoured: list[Honoured]
                 ) -> tuple[str, tuple[str, ...]]:
         counts = self.counts
-        blocking: set[str] = set()
-        errors: set[str] = set()
-        present: set[str] = set()
+        blocking: set[object] = set()
+        errors: set[object] = set()
+        present: set[object] = set()
         for d in results:
             c = d["check"]
             k = counts.get(c)
             if k is None:
-                k = counts[c] = self.policy.counts(c)
+                k = counts[c] = self.policy.counts(str(c))
             if not k:
                 continue
             present.add(c)
@@ -98,10 +98,10 @@ class _Judge:
             elif s == "error":
                 errors.add(c)
         if blocking:
-            return "block", tuple(sorted(blocking))
+            return "block", tuple(sorted(map(str, blocking)))
         lacking = self.need - present
         if errors or (lacking and not present & {"gate", "sweep"}):
-            return "unevaluated", tuple(sorted(errors | lacking))
+            return "unevaluated", tuple(sorted(map(str, errors | lacking)))
         return "go", ()
 
 
@@ -129,16 +129,16 @@ def _wanted(policies: list[GatePolicy]) -> Callable[[str], bool]:
 def _node(node: str, rows: list[Row], judges: list[_Judge], lines: list[Timeline],
           out: Replay) -> None:
     """Walk one node's rows oldest first, keeping per check its newest results and time."""
-    newest: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    newest: dict[object, tuple[int, list[dict[str, object]]]] = {}
     for t, run, _kind, results in rows:
-        ran: dict[str, list[dict[str, Any]]] = {}
+        ran: dict[object, list[dict[str, object]]] = {}
         for d in results:
             ran.setdefault(d["check"], []).append(d)
         for check, rs in ran.items():
             if check not in PSEUDO:
                 newest[check] = (t, rs)
         out.points.append((node, t, run))
-        for judge, line, verdicts in zip(judges, lines, out.policies):
+        for judge, line, verdicts in zip(judges, lines, out.policies, strict=True):
             fresh = judge.policy.freshness_s
             if fresh <= 0:
                 seen = results

@@ -16,14 +16,13 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from stetho.history.decisions import KIND as SHADOW_KIND
 from stetho.history.integrity import ROW
 from stetho.history.store import History, HistoryError, describe
 
 #: a node's row: (time, run id, run kind, its results as stored dicts)
-Row = tuple[int, str, str, list[dict[str, Any]]]
+Row = tuple[int, str, str, list[dict[str, object]]]
 
 
 @dataclass
@@ -62,8 +61,9 @@ def _rows(h: History, since: int, until: int, wanted: Callable[[str], bool],
         "JOIN nodes n ON n.id = nr.node_id JOIN runs r ON r.key = nr.run_key "
         "WHERE nr.time >= ? AND nr.time <= ? AND coalesce(r.kind, '') != ? "
         "ORDER BY nr.node_id, nr.time, nr.run_key", (since, until, SHADOW_KIND))
-    node, rows = None, []
-    keep: dict[str, bool] = {}
+    node: str | None = None
+    rows: list[Row] = []
+    keep: dict[object, bool] = {}
     decompress, loads, untrusted = zlib.decompress, json.loads, h.rows.untrusted
     for name, t, run, kind, run_key, *row in cur:
         if name != node:
@@ -84,7 +84,7 @@ def _rows(h: History, since: int, until: int, wanted: Callable[[str], bool],
                 c = d["check"]
                 k = keep.get(c)
                 if k is None:
-                    k = keep[c] = wanted(c)
+                    k = keep[c] = wanted(str(c))
                 if k:
                     results.append(d)
         except (zlib.error, ValueError, TypeError, KeyError) as exc:

@@ -22,7 +22,6 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from stetho.gate.replay import Replay
 
@@ -86,7 +85,7 @@ def _iso(t: float) -> str:
 
 
 def score(replay: Replay, *, against: str | None, horizon_s: float,
-          events: Iterable[Event], outcome_sources: dict[str, bool]) -> dict[str, Any]:
+          events: Iterable[Event], outcome_sources: dict[str, bool]) -> dict[str, object]:
     """The figures (see the module docstring) as JSON-ready data."""
     by_node: dict[str, list[Event]] = {}
     for e in sorted(events, key=lambda e: e.t):
@@ -95,13 +94,13 @@ def score(replay: Replay, *, against: str | None, horizon_s: float,
     base = next((v for v in replay.policies if v.policy.name == against), None)
     policies = []
     for v in replay.policies:
-        row: dict[str, Any] = {"policy": v.policy.name, "source": v.policy.source,
+        row: dict[str, object] = {"policy": v.policy.name, "source": v.policy.source,
                                "mode": v.policy.mode,
                                "role": "current" if v is base else "candidate"}
         tally = {"block": 0, "go": 0, "unevaluated": 0}
         days: set[tuple[str, str]] = set()
         tp = fp = miss = unknown = 0
-        for (node, t, _run), (verdict, checks) in zip(replay.points, v.verdicts):
+        for (node, t, _run), (verdict, checks) in zip(replay.points, v.verdicts, strict=True):
             tally[verdict] += 1
             near = _near(by_node.get(node, []), times.get(node, []), t, horizon_s)
             if verdict == "block":
@@ -146,10 +145,11 @@ def _ratio(hits: int, total: int) -> float | None:
 
 
 def _diff(replay: Replay, cand: list[tuple[str, tuple[str, ...]]],
-          cur: list[tuple[str, tuple[str, ...]]]) -> tuple[list[dict[str, Any]],
-                                                         list[dict[str, Any]]]:
-    added, removed = [], []
-    for (node, t, run), (cv, cc), (bv, bc) in zip(replay.points, cand, cur):
+          cur: list[tuple[str, tuple[str, ...]]]) -> tuple[list[dict[str, object]],
+                                                         list[dict[str, object]]]:
+    added: list[dict[str, object]] = []
+    removed: list[dict[str, object]] = []
+    for (node, t, run), (cv, cc), (bv, bc) in zip(replay.points, cand, cur, strict=True):
         if cv == "block" and bv != "block":
             added.append({"node": node, "time": _iso(t), "run": run, "checks": list(cc),
                           "was": bv})
