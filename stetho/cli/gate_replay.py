@@ -67,10 +67,7 @@ def replay(candidate: str, against: str | None, since: str, horizon: str,
     events: list[replay_score.Event] = replay_score.override_events(result)
     kb = kb_repo or cfg.kb_repo
     if kb:
-        try:
-            events += replay_score.kb_events(str(kb))
-        except StethoError as exc:
-            raise StethoError(f"knowledge base {kb}: {exc}") from None
+        events += replay_score.kb_events(str(kb))
     doc = replay_score.score(result, against=loaded[1].name if against else None,
                              horizon_s=horizon_s, events=events,
                              outcome_sources={"knowledge_base": bool(kb),
