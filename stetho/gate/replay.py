@@ -7,8 +7,9 @@ older than its freshness (a policy with freshness 0 checks live, so it sees that
 only), the `gate`/`sweep` pseudo-checks of that run only, and the overrides it honoured at that
 moment (stetho.gate.replay_overrides). The verdict comes from the gate's own `decide`
 (stetho.gate.decision), so a replay cannot drift from the live gate: it is asked once per
-distinct (check, status, value, reference), the only fields it reads, and again for a result an
-override covers. A node lacking a check the policy needs is unevaluated, never GO.
+distinct (check, status) (with value and reference for a check the policy tightens), the only
+fields it reads, and again for a result an override covers. A node lacking a check the policy
+needs is unevaluated, never GO.
 """
 
 from __future__ import annotations
@@ -60,19 +61,28 @@ class _Judge:
         self.block_on = frozenset(policy.block_on)
         self.memo: dict[tuple[object, ...], str] = {}
         self.counts: dict[object, bool] = {}
+        #: checks whose value and reference matter (decide tightens only these)
+        self.tightened = frozenset(t.check for t in policy.tighten)
 
     def status(self, node: str, d: dict[str, object], honoured: list[Honoured]) -> str:
+        """The status `decide` gives this stored result (after tightening and overrides)."""
         if honoured and any(covers(h.override, self.policy.name, str(d["check"]), node)
                             for h in honoured):
             return self._decide(node, d, honoured)
-        key = (d["check"], d["status"], d.get("value"), d.get("reference"))
         try:
-            return self.memo[key]
-        except KeyError:
-            self.memo[key] = out = self._decide(node, d, [])
-            return out
+            key = self._key(d)
+            out = self.memo.get(key)
         except TypeError:  # an unhashable value (a list): decided every time
             return self._decide(node, d, [])
+        if out is None:
+            self.memo[key] = out = self._decide(node, d, [])
+        return out
+
+    def _key(self, d: dict[str, object]) -> tuple[object, ...]:
+        c = d["check"]
+        if c in self.tightened:
+            return (c, d["status"], d.get("value"), d.get("reference"))
+        return (c, d["status"])
 
     def _decide(self, node: str, d: dict[str, object], honoured: list[Honoured]) -> str:
         r = Result.from_json({**d, "node": node})
@@ -84,6 +94,7 @@ class _Judge:
         blocking: set[object] = set()
         errors: set[object] = set()
         present: set[object] = set()
+        memo = self.memo
         for d in results:
             c = d["check"]
             k = counts.get(c)
@@ -92,7 +103,14 @@ class _Judge:
             if not k:
                 continue
             present.add(c)
-            s = self.status(node, d, honoured)
+            s = None
+            if not honoured:  # the common case, inline: one memo lookup per result
+                try:
+                    s = memo.get(self._key(d))
+                except TypeError:
+                    pass
+            if s is None:
+                s = self.status(node, d, honoured)
             if s in self.block_on:
                 blocking.add(c)
             elif s == "error":
@@ -138,12 +156,18 @@ def _node(node: str, rows: list[Row], judges: list[_Judge], lines: list[Timeline
             if check not in PSEUDO:
                 newest[check] = (t, rs)
         out.points.append((node, t, run))
+        views: dict[float, list[dict[str, object]]] = {}  # freshness -> what is seen
         for judge, line, verdicts in zip(judges, lines, out.policies, strict=True):
             fresh = judge.policy.freshness_s
-            if fresh <= 0:
-                seen = results
-            else:
-                oldest = t - fresh
-                seen = [d for c, (tc, rs) in newest.items() if tc >= oldest for d in rs]
-                seen += [d for c in PSEUDO for d in ran.get(c, ())]
+            seen = views.get(fresh)
+            if seen is None:
+                seen = views[fresh] = results if fresh <= 0 else _fresh(newest, ran, t - fresh)
             verdicts.verdicts.append(judge.verdict(node, seen, line.at(t)))
+
+
+def _fresh(newest: dict[object, tuple[int, list[dict[str, object]]]],
+           ran: dict[object, list[dict[str, object]]], oldest: float
+           ) -> list[dict[str, object]]:
+    """Per check the newest results no older than `oldest`, and this run's pseudo-checks."""
+    seen = [d for tc, rs in newest.values() if tc >= oldest for d in rs]
+    return seen + [d for c in PSEUDO for d in ran.get(c, ())]
