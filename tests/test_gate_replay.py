@@ -294,9 +294,8 @@ def test_the_last_replayed_point_is_what_the_live_gate_says_now(tmp_path):
                   "--no-reports", "--out", str(tmp_path / "runs"), "--json", "-", "-q")
     live = json.loads(proc.stdout[:proc.stdout.rindex("}") + 1])
     result = engine.run(db, [gatepolicy.load(str(pol))], int(now - 3 * DAY), int(now))
-    last = {}
-    for (node, _t, _run), (verdict, _checks) in zip(result.points, result.policies[0].verdicts):
-        last[node] = verdict
+    last = {node: verdict for (node, _t, _r), (verdict, _c)
+            in zip(result.points, result.policies[0].verdicts, strict=True)}
     # by hand: a2's governor fails (prolog), a4 runs hot (81 > 80), a5's governor errored,
     # a6 has only the governor (the rest missing), a1 and a3 are clean in their newest rows
     assert last == {"a1": "go", "a2": "block", "a3": "go", "a4": "block",
@@ -317,3 +316,48 @@ def test_the_bench_runs_in_tiny_mode(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "3 days x 8 nodes = 24 decision points, 408 stored results" in proc.stdout
     assert "gate replay, 2 policies" in proc.stdout and "replay / floor = " in proc.stdout
+
+
+def _run_folder(tmp_path):
+    from stetho.sinks import json_out
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    ok = [Result(n, "cpu_governor", "", "pass", "ok") for n in NODES]
+    (folder / "results.json").write_text(json.dumps(json_out.document(ok), default=str))
+    return folder
+
+
+def test_the_run_page_shows_the_replay(world, tmp_path):
+    """`stetho report RUN_DIR --replay FILE`: the page gets the replay's figures and its
+    added/removed blocks, the same numbers as the JSON (checked by hand above)."""
+    import html
+
+    replay_json = tmp_path / "replay.json"
+    assert replay(world, "--json", str(replay_json)).returncode == 0
+    folder = _run_folder(tmp_path)
+    proc = stetho("report", str(folder), "--replay", str(replay_json), "--db",
+                  str(tmp_path / "other.db"), env=world["env"])
+    assert proc.returncode == 0, proc.stderr
+    page = html.unescape((folder / "index.html").read_text())
+    assert 'id="replay" data-points="59" data-excluded="1"' in page
+    assert ('<tr data-policy="cand"><td>cand</td><td>candidate</td><td>7</td><td>7</td>'
+            '<td>52</td><td>0</td><td>4</td><td>2</td><td>0</td><td>1</td><td>67%</td>'
+            '<td>100%</td></tr>') in page
+    assert ('<tr data-policy="cur"><td>cur</td><td>current</td><td>4</td><td>4</td><td>55</td>'
+            '<td>0</td><td>2</td><td>1</td><td>2</td><td>1</td><td>67%</td><td>50%</td></tr>'
+            ) in page
+    assert "cand against cur: 4 blocks added, 1 removed." in page
+    assert page.count('<tr class="added">') == 4 and page.count('<tr class="removed">') == 1
+
+
+def test_a_garbage_replay_file_is_exit_2_named(world, tmp_path):
+    folder = _run_folder(tmp_path)
+    for text in ("not json at all", json.dumps({"policies": [{"policy": "x"}]})):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        proc = stetho("report", str(folder), "--replay", str(bad), "--db",
+                      str(tmp_path / "o.db"), env=world["env"])
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert str(bad) in proc.stderr and "stetho gate replay" in proc.stderr
+        assert "Traceback" not in proc.stderr

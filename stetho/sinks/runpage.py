@@ -305,11 +305,13 @@ def chart(b: Busbw, bar: int = 6, gap: int = 1, height: int = 220, pad: int = 48
 def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] | None = None,
            busbw: Busbw | None = None, generated_at: str | None = None,
            suite: SuiteSummary | None = None,
-           accuracy: Mapping[str, Any] | None = None) -> str:
+           accuracy: Mapping[str, Any] | None = None,
+           replay: Mapping[str, Any] | None = None) -> str:
     """The page for one run. `reports` maps node -> relative path of its diagnosis report;
     `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid;
     `accuracy` is the knowledge base's rule accuracy (stetho.publish.accuracy.measure's data,
-    or {"error": why} when it could not be read)."""
+    or {"error": why} when it could not be read); `replay`: a gate replay's figures
+    (stetho.sinks.replay_page.view)."""
     results = list(results)
     reports = reports or {}
     g = grid(results, reports)
@@ -321,7 +323,7 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
         results=len(results), suite=suite, suite_lists=suite_lists(suite) if suite else [],
         chart=chart(busbw) if busbw is not None and busbw.values else None,
         problems=shown, problems_total=total,
-        accuracy=accuracy_view(accuracy) if accuracy is not None else None)
+        accuracy=accuracy_view(accuracy) if accuracy is not None else None, replay=replay)
 
 
 def relative_reports(paths: Mapping[str, str | os.PathLike[str]], folder: str |
