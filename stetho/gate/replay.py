@@ -28,6 +28,7 @@ from stetho.gate.replay_rows import Excluded, Row, node_rows
 from stetho.results import Result
 
 PSEUDO = ("gate", "sweep")
+_PSEUDO = frozenset(PSEUDO)
 
 
 @dataclass
@@ -88,38 +89,40 @@ class _Judge:
         r = Result.from_json({**d, "node": node})
         return decide(self.policy, [r], honoured).results[0].status
 
-    def verdict(self, node: str, results: list[dict[str, object]], honoured: list[Honoured]
-                ) -> tuple[str, tuple[str, ...]]:
-        counts = self.counts
-        blocking: set[object] = set()
-        errors: set[object] = set()
-        present: set[object] = set()
-        memo = self.memo
-        for d in results:
+    def verdict(self, node: str, results: list[dict[str, object]], checks: set[object],
+                honoured: list[Honoured]) -> tuple[str, tuple[str, ...]]:
+        """The node's verdict on `results` (`checks`: every check among them): the rules
+        of stetho.gate.decision.Decision and of the live gate's completeness check."""
+        counts, memo, tightened = self.counts, self.memo, self.tightened
+        blocking: set[object] | None = None
+        errors: set[object] | None = None
+        for d in results:  # the hot loop: one memo lookup per result, no Result built
             c = d["check"]
             k = counts.get(c)
             if k is None:
                 k = counts[c] = self.policy.counts(str(c))
             if not k:
                 continue
-            present.add(c)
             s = None
-            if not honoured:  # the common case, inline: one memo lookup per result
+            if not honoured:
                 try:
-                    s = memo.get(self._key(d))
-                except TypeError:
+                    s = memo.get((c, d["status"], d.get("value"), d.get("reference"))
+                                 if c in tightened else (c, d["status"]))
+                except TypeError:  # an unhashable value: decided below
                     pass
             if s is None:
                 s = self.status(node, d, honoured)
             if s in self.block_on:
+                blocking = blocking or set()
                 blocking.add(c)
             elif s == "error":
+                errors = errors or set()
                 errors.add(c)
         if blocking:
             return "block", tuple(sorted(map(str, blocking)))
-        lacking = self.need - present
-        if errors or (lacking and not present & {"gate", "sweep"}):
-            return "unevaluated", tuple(sorted(map(str, errors | lacking)))
+        lacking = self.need - checks
+        if errors or (lacking and not checks & _PSEUDO):
+            return "unevaluated", tuple(sorted(map(str, (errors or set()) | lacking)))
         return "go", ()
 
 
@@ -156,18 +159,25 @@ def _node(node: str, rows: list[Row], judges: list[_Judge], lines: list[Timeline
             if check not in PSEUDO:
                 newest[check] = (t, rs)
         out.points.append((node, t, run))
-        views: dict[float, list[dict[str, object]]] = {}  # freshness -> what is seen
+        views: dict[float, tuple[list[dict[str, object]], set[object]]] = {}  # by freshness
         for judge, line, verdicts in zip(judges, lines, out.policies, strict=True):
             fresh = judge.policy.freshness_s
-            seen = views.get(fresh)
-            if seen is None:
-                seen = views[fresh] = results if fresh <= 0 else _fresh(newest, ran, t - fresh)
-            verdicts.verdicts.append(judge.verdict(node, seen, line.at(t)))
+            view = views.get(fresh)
+            if view is None:
+                view = views[fresh] = ((results, set(ran)) if fresh <= 0
+                                       else _fresh(newest, ran, t - fresh))
+            verdicts.verdicts.append(judge.verdict(node, view[0], view[1], line.at(t)))
 
 
 def _fresh(newest: dict[object, tuple[int, list[dict[str, object]]]],
            ran: dict[object, list[dict[str, object]]], oldest: float
-           ) -> list[dict[str, object]]:
-    """Per check the newest results no older than `oldest`, and this run's pseudo-checks."""
+           ) -> tuple[list[dict[str, object]], set[object]]:
+    """Per check the newest results no older than `oldest`, and this run's pseudo-checks;
+    and the checks among them."""
     seen = [d for tc, rs in newest.values() if tc >= oldest for d in rs]
-    return seen + [d for c in PSEUDO for d in ran.get(c, ())]
+    checks = {c for c, (tc, _) in newest.items() if tc >= oldest}
+    for c in PSEUDO:
+        if c in ran:
+            seen += ran[c]
+            checks.add(c)
+    return seen, checks
