@@ -111,14 +111,19 @@ def world(tmp_path_factory, people):
     pol = overrides.OverridePolicy("cur", ("bob", "carol"), people.signers,
                                    "I acknowledge this performance degradation risk", 86400)
 
-    def override(requested: int, approved: int) -> None:
+    def override(requested: int, approved: int) -> overrides.Override:
         o = overrides.request(pol, "cpu_governor", ["n05"], "known governor issue",
                               12 * HOUR, _signed(people, "alice"), now=requested)
         o = overrides.with_approval(o, overrides.approval(
             o, pol, pol.acknowledgement, _signed(people, "bob"), now=approved))
-        OverrideStore(str(repo)).save(o, f"override {o.id}")
+        return OverrideStore(str(repo)).save(o, f"override {o.id}")
 
-    override(at(5, -1), at(5, -0.5))  # in force at day 5's sweep: cur lets n05 pass then
+    first = override(at(5, -1), at(5, -0.5))  # in force at day 5's sweep: n05 passes cur
+    # ... and revoked on day 7: the live gate would ignore it from now on, but at day 5 it
+    # was in force, so the replay still honours it there (judged at that time, not now)
+    OverrideStore(str(repo)).revoke(overrides.revocation(
+        first.id, "no longer needed", _signed(people, "bob"), now=at(7)),
+        lambda cur, snap: None, "revoke")
     override(at(8, 1), at(8, 1.2))  # approved an hour after day 8's block: a false positive
     kb = root / "kb" / "reports"
     kb.mkdir(parents=True)
