@@ -79,14 +79,13 @@ def _rows(h: History, since: int, until: int, wanted: Callable[[str], bool],
             continue
         try:
             stored = loads(decompress(row[-2]))
-            results = []
-            for d in stored:
-                c = d["check"]
-                k = keep.get(c)
-                if k is None:
-                    k = keep[c] = wanted(str(c))
-                if k:
-                    results.append(d)
+            try:
+                results = [d for d in stored if keep[d["check"]]]
+            except KeyError:  # a check not seen before: ask once, then filter again
+                for d in stored:
+                    if d["check"] not in keep:
+                        keep[d["check"]] = wanted(str(d["check"]))
+                results = [d for d in stored if keep[d["check"]]]
         except (zlib.error, ValueError, TypeError, KeyError) as exc:
             excluded.unreadable[name] = excluded.unreadable.get(name, 0) + 1
             excluded.why.setdefault(name, f"results of {name} in run {run} are unreadable "
