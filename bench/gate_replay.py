@@ -101,7 +101,7 @@ def main() -> None:
     for _ in range(args.runs):
         s, c = time.perf_counter(), time.process_time()
         result = replay.run(db, pols, since, until)
-        doc = replay_score.score(result, against="bench-current", horizon_s=48 * 3600,
+        doc = replay_score.score(result, against=1, horizon_s=48 * 3600,
                                  events=[], outcome_sources={})
         t_replay.append(time.perf_counter() - s)
         c_replay.append(time.process_time() - c)

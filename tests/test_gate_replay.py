@@ -366,3 +366,26 @@ def test_a_garbage_replay_file_is_exit_2_named(world, tmp_path):
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert str(bad) in proc.stderr and "stetho gate replay" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_a_candidate_named_as_the_policy_it_replaces_inherits_its_overrides(world, tmp_path):
+    """The README's advice: a candidate file with `policy: cur` is compared by position, not
+    by name, and honours cur's overrides at the time they were in force. By hand: as `cand`,
+    but n05 day 5 passes under the override, so 3 blocks added (n02 days 3-4, n03 day 6) and
+    n06's disk block removed; 6 blocks, TP 4 (n02 x2, n04 x2), FP 2 (n03, n05 day 8)."""
+    text = (world["gates"] / "cand.yml").read_text().replace("policy: cand", "policy: cur")
+    candidate = tmp_path / "cur-tight.yml"
+    candidate.write_text(text)
+    proc = stetho("gate", "replay", "--policy", str(candidate), "--against", "cur", "--db",
+                  str(world["db"]), "--override-repo", str(world["repo"]), "--kb",
+                  str(world["kb"]), "--json", "-", env=world["env"])
+    assert proc.returncode == 0, proc.stderr
+    new, cur = json.loads(proc.stdout)["policies"]
+    assert (new["role"], new["source"], cur["role"]) == ("candidate", str(candidate), "current")
+    assert sorted((a["node"], tuple(a["checks"])) for a in new["added"]) == [
+        ("n02", ("gpu_temperature",)), ("n02", ("gpu_temperature",)),
+        ("n03", ("gpu_temperature",))]
+    assert [r["node"] for r in new["removed"]] == ["n06"]
+    assert new["decision_points"]["block"] == 6
+    assert (new["outcomes"]["true_positive"], new["outcomes"]["false_positive"],
+            new["outcomes"]["unknown_blocks"]) == (4, 2, 0)

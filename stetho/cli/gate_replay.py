@@ -68,7 +68,7 @@ def replay(candidate: str, against: str | None, since: str, horizon: str,
     kb = kb_repo or cfg.kb_repo
     if kb:
         events += replay_score.kb_events(str(kb))
-    doc = replay_score.score(result, against=loaded[1].name if against else None,
+    doc = replay_score.score(result, against=1 if against else None,
                              horizon_s=horizon_s, events=events,
                              outcome_sources={"knowledge_base": bool(kb),
                                               "overrides": bool(cfg.override_repo)})

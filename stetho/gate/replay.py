@@ -50,7 +50,7 @@ class Replay:
     policies: list[Verdicts] = field(default_factory=list)
     excluded: Excluded = field(default_factory=Excluded)
     problems: list[str] = field(default_factory=list)
-    timelines: dict[str, Timeline] = field(default_factory=dict)
+    timelines: list[Timeline] = field(default_factory=list)
 
 
 class _Judge:
@@ -135,7 +135,7 @@ def run(db: Path, policies: list[GatePolicy], since: int, until: int,
     wanted = _wanted(policies)
     with ExitStack() as stack:
         out.timelines, out.problems = timelines(policies, override_repo, stack)
-        lines = [out.timelines[p.name] for p in policies]
+        lines = out.timelines
         for node, rows in node_rows(db, since, until, wanted, out.excluded):
             _node(node, rows, judges, lines, out)
     return out

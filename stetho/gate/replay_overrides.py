@@ -69,20 +69,21 @@ def _revoked_at(r: RevocationVersion) -> int:
 
 
 def timelines(policies: list[GatePolicy], repo: str | None, stack: ExitStack
-              ) -> tuple[dict[str, Timeline], list[str]]:
-    """A Timeline per policy over the override repository (none without one), and the
-    problems that leave a policy honouring nothing (said, never silently GO)."""
+              ) -> tuple[list[Timeline], list[str]]:
+    """A Timeline per policy, in their order, over the override repository (none without
+    one), and the problems that leave a policy honouring nothing (said, never silently GO).
+    By position, not name: a candidate may carry the name of the policy it would replace."""
     if not repo:
-        return {p.name: Timeline(None, [], []) for p in policies}, []
+        return [Timeline(None, [], []) for _ in policies], []
     from stetho.gate.override_store import OverrideStore
 
     snap = OverrideStore(repo).read()
-    out: dict[str, Timeline] = {}
+    out: list[Timeline] = []
     problems = [f"override file {p}: {why}" for p, why in snap.unreadable()]
     for p in policies:
         judge = stack.enter_context(judging(p.overrides, snap.root, snap.revocations,
                                             snap.problem))
         if judge.problem:
             problems.append(judge.problem)
-        out[p.name] = Timeline(judge, snap.overrides(), list(snap.revocations))
+        out.append(Timeline(judge, snap.overrides(), list(snap.revocations)))
     return out, problems

@@ -74,7 +74,7 @@ def kb_events(repo: str) -> list[Event]:
 def override_events(replay: Replay) -> list[Event]:
     """Each override a replayed policy honoured, from the first moment it was honoured."""
     out = []
-    for line in replay.timelines.values():
+    for line in replay.timelines:
         for oid, (t, o) in line.first_honoured().items():
             out += [Event(n, t, "override", f"{oid} ({o.policy})", o.check) for n in o.nodes]
     return out
@@ -84,14 +84,16 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def score(replay: Replay, *, against: str | None, horizon_s: float,
+def score(replay: Replay, *, against: int | None, horizon_s: float,
           events: Iterable[Event], outcome_sources: dict[str, bool]) -> dict[str, object]:
-    """The figures (see the module docstring) as JSON-ready data."""
+    """The figures (see the module docstring) as JSON-ready data. `against`: the index of
+    the current policy among the replayed ones (by position: a candidate may carry the name
+    of the policy it would replace, to inherit its overrides)."""
     by_node: dict[str, list[Event]] = {}
     for e in sorted(events, key=lambda e: e.t):
         by_node.setdefault(e.node, []).append(e)
     times = {n: [e.t for e in es] for n, es in by_node.items()}
-    base = next((v for v in replay.policies if v.policy.name == against), None)
+    base = replay.policies[against] if against is not None else None
     policies = []
     for v in replay.policies:
         row: dict[str, object] = {"policy": v.policy.name, "source": v.policy.source,
