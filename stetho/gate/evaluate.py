@@ -194,8 +194,13 @@ def _shadow(outcome: GateOutcome, results: list[Result], req: GateRequest, db: P
             now: float) -> None:
     from stetho.gate import shadow
 
-    outcome.shadow = shadow.evaluate(outcome.policy, results, outcome.names, now=now,
-                                     override_repo=req.override_repo, local=req.local)
+    try:  # a shadow never changes the gate's verdict, even by failing
+        outcome.shadow = shadow.evaluate(outcome.policy, results, outcome.names, now=now,
+                                         override_repo=req.override_repo, local=req.local)
+    except Exception as exc:  # noqa: BLE001 - said as a warning, the verdict stands
+        outcome.output_problems.append(f"shadow policies not evaluated: "
+                                       f"{type(exc).__name__}: {exc}")
+        return
     outcome.output_problems += outcome.shadow.problems
     kept = shadow.record(db, outcome.gate_id, outcome.shadow, now,
                          f"gate --policy {outcome.policy.name}")
