@@ -63,7 +63,11 @@ def replay(candidate: str, against: str | None, since: str, horizon: str,
         if loaded[1].name == loaded[0].name and loaded[1].source == loaded[0].source:
             raise click.UsageError("--against names the candidate itself")
     now = int(time.time())
-    result = engine.run(cfg.db, loaded, now - int(window), now, cfg.override_repo)
+    import os
+
+    # nodes are independent: a long window is split over the cores (at most 8 processes)
+    result = engine.run(cfg.db, loaded, now - int(window), now, cfg.override_repo,
+                        workers=min(8, os.cpu_count() or 1))
     events: list[replay_score.Event] = replay_score.override_events(result)
     kb = kb_repo or cfg.kb_repo
     if kb:

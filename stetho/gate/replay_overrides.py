@@ -49,6 +49,12 @@ class Timeline:
             self._memo[span] = effective(self.overrides, judge, t)[0]
         return self._memo[span]
 
+    def frozen(self) -> Frozen:
+        """Every span's honoured overrides, worked out now: what a worker process needs (a
+        judge holds a verifier, which does not cross a process boundary)."""
+        return Frozen(self.edges, [self.at(t) for t in [self.edges[0] - 1, *self.edges]]
+                      if self.edges and self.overrides and self.judge else [])
+
     def first_honoured(self) -> dict[str, tuple[float, Override]]:
         """override id -> (the first span start it was honoured in, the override): when a
         person judged a block not worth keeping."""
@@ -57,6 +63,19 @@ class Timeline:
             for h in self.at(t):
                 out.setdefault(h.id, (t, h.override))
         return out
+
+
+class Frozen:
+    """A Timeline's answers, precomputed per span (picklable)."""
+
+    def __init__(self, edges: list[int], spans: list[list[Honoured]]) -> None:
+        self.edges = edges
+        self.spans = spans
+
+    def at(self, t: float) -> list[Honoured]:
+        if not self.spans:
+            return []
+        return self.spans[bisect.bisect_right(self.edges, t)]
 
 
 def _revoked_at(r: RevocationVersion) -> int:

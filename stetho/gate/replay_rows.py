@@ -40,27 +40,46 @@ class Excluded:
             + sum(self.unreadable.values())
 
 
-def node_rows(db: Path, since: int, until: int, wanted: Callable[[str], bool],
-              excluded: Excluded) -> Iterator[tuple[str, list[Row]]]:
-    """(node, its rows oldest first) for every node with a row in [since, until], skipping
-    the gate's own shadow records. Raises HistoryError when the database cannot be read."""
+def _open(db: Path) -> History:
     if not db.exists():
         raise HistoryError(f"{db}: no history database there (give --db, or run a sweep "
                            "first)")
+    return History(db)
+
+
+def extent(db: Path, since: int, until: int) -> tuple[int, int, int]:
+    """(lowest node id, highest node id, rows) in the window: how to split a replay."""
     try:
-        with History(db) as h:
-            yield from _rows(h, since, until, wanted, excluded)
+        with _open(db) as h:
+            lo, hi, n = h.conn.execute(
+                "SELECT min(node_id), max(node_id), count(*) FROM node_runs "
+                "WHERE time >= ? AND time <= ?", (since, until)).fetchone()
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{db}: {describe(exc)}") from None
+    return int(lo or 0), int(hi or 0), int(n)
+
+
+def node_rows(db: Path, since: int, until: int, wanted: Callable[[str], bool],
+              excluded: Excluded, ids: tuple[int, int] | None = None
+              ) -> Iterator[tuple[str, list[Row]]]:
+    """(node, its rows oldest first) for every node with a row in [since, until] (and a node
+    id in `ids`, both ends included), skipping the gate's own shadow records. Raises
+    HistoryError when the database cannot be read."""
+    try:
+        with _open(db) as h:
+            yield from _rows(h, since, until, wanted, excluded, ids or (0, 2**62))
     except sqlite3.Error as exc:
         raise HistoryError(f"{db}: {describe(exc)}") from None
 
 
 def _rows(h: History, since: int, until: int, wanted: Callable[[str], bool],
-          excluded: Excluded) -> Iterator[tuple[str, list[Row]]]:
+          excluded: Excluded, ids: tuple[int, int]) -> Iterator[tuple[str, list[Row]]]:
     cur = h.conn.execute(
         f"SELECT n.name, nr.time, r.id, r.kind, nr.run_key, {ROW} FROM node_runs nr "
         "JOIN nodes n ON n.id = nr.node_id JOIN runs r ON r.key = nr.run_key "
-        "WHERE nr.time >= ? AND nr.time <= ? AND coalesce(r.kind, '') != ? "
-        "ORDER BY nr.node_id, nr.time, nr.run_key", (since, until, SHADOW_KIND))
+        "WHERE nr.node_id >= ? AND nr.node_id <= ? AND nr.time >= ? AND nr.time <= ? "
+        "AND coalesce(r.kind, '') != ? ORDER BY nr.node_id, nr.time, nr.run_key",
+        (*ids, since, until, SHADOW_KIND))
     node: str | None = None
     rows: list[Row] = []
     keep: dict[object, bool] = {}
