@@ -125,5 +125,6 @@ def test_gate_local_writes_its_textfile_and_run_folder_on_every_run(fault_cluste
         assert report.relative_to(folder).as_posix() in page  # the page links the report
     fams = families(tf / "stetho-gate.prom")
     assert fams["stetho_gate_blocked"] == [
-        ({"command": "gate", "policy": "pre-job", "node": node}, float(code))]
+        ({"command": "gate", "policy": "pre-job", "mode": "enforce", "node": node},
+         float(code))]
     assert {lb["command"] for lb, _ in fams["stetho_check_status"]} == {"gate"}

@@ -22,7 +22,7 @@ LABELS = {
     "stetho_run_timestamp_seconds": {"command"},
     "stetho_run_duration_seconds": {"command"},
     "stetho_build_info": {"command", "version"},
-    "stetho_gate_blocked": {"command", "policy", "node"},
+    "stetho_gate_blocked": {"command", "policy", "mode", "node"},
     "stetho_bench_value": {"command", "node", "benchmark", "metric", "unit"},
 }
 

@@ -242,7 +242,8 @@ def test_two_commands_files_share_a_folder_without_collisions(stack):
     assert sorted(s["metric"]["command"] for s in runs) == ["gate", "sweep"]
     assert [s["value"][1] for s in query(prom, "node_textfile_scrape_error")] == ["0"]
     status, body = services.http_get(exporter.url + "/metrics")
-    assert status == 200 and b'stetho_gate_blocked{command="gate",node="node02"' in body
+    assert status == 200 and b'stetho_gate_blocked{command="gate",mode="enforce",node="node02"' \
+        in body
     assert "collected before" not in exporter.log.read_text()
 
 

@@ -94,7 +94,8 @@ def textfile_path(target: Path, command: str) -> Path:
 
 def write_textfile(target: Path, command: str, results: Iterable[Result], *, run_id: str,
                    started: datetime, duration_s: float,
-                   gate: Mapping[str, Mapping[str, bool]] | None = None) -> Path:
+                   gate: Mapping[str, Mapping[str, bool]] | None = None,
+                   gate_modes: Mapping[str, str] | None = None) -> Path:
     """The node_exporter textfile of one run (stetho.sinks.prometheus), written atomically:
     one file per command, so a folder node_exporter reads holds each command's latest run
     side by side (`command` keeps their series apart). `gate`: policy -> {node: blocked}."""
@@ -105,7 +106,7 @@ def write_textfile(target: Path, command: str, results: Iterable[Result], *, run
         path.parent.mkdir(parents=True, exist_ok=True)
         return prometheus.write(path, prometheus.render(
             results, run_id=run_id, started_at=started, duration_s=duration_s, gate=gate,
-            command=command))
+            command=command, gate_modes=gate_modes))
     except OSError as exc:
         raise WriteFailed(f"cannot write the textfile {path}: {exc.strerror or exc}") from None
 

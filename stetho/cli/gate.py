@@ -12,9 +12,25 @@ from stetho.cli.common import Progress, db_option, settings, write
 from stetho.cli.release_gate import release_options, run_release
 
 
-@click.command()
-@click.option("--policy", "policy_name", required=True,
-              help="Gate policy: a name in gates/ (pre-job, release, nightly) or a YAML path.")
+class _Gate(click.Group):
+    """`stetho gate --policy P ...` decides; `stetho gate replay ...` replays history. The
+    subcommand loads only when named, so a prolog's gate does not import the replay."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return ["replay"]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name != "replay":
+            return None
+        from stetho.cli.gate_replay import replay
+
+        return replay
+
+
+@click.group(cls=_Gate, invoke_without_command=True)
+@click.option("--policy", "policy_name",
+              help="Gate policy: a name in gates/ (pre-job, release, nightly) or a YAML path. "
+              "[required]")
 @click.option("--nodes", help="The nodes to decide on: a Slurm hostlist, e.g. 'gpu[001-064]'.")
 @click.option("--local", is_flag=True, help="Decide on this node, running the policy's quick "
               "checks here (for a Slurm prolog or HealthCheckProgram).")
@@ -54,8 +70,10 @@ from stetho.cli.release_gate import release_options, run_release
               "uniform:N, as stetho localize) [default there: slurm].")
 @click.option("--quiet", "-q", is_flag=True, help="Only the summary line.")
 @release_options
-def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None,
-         job: str | None, profile_name: str | None, node: str | None, junit: str | None,
+@click.pass_context
+def gate(ctx: click.Context, /, policy_name: str | None, nodes: str | None, local: bool,
+         inventory: str | None, job: str | None, profile_name: str | None, node: str | None,
+         junit: str | None,
          json_out: str | None, db: str | None, override_repo: str | None, out: str,
          act: bool, reports: bool, quiet: bool, slurm_mode: str | None,
          textfile: Path | None, topology_spec: str | None, **release: object) -> None:
@@ -64,9 +82,18 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
     Fresh results come from the history database; the rest are checked live. Exit 3 when
     something could not be evaluated and the policy does not block on errors. Each run leaves
     OUT/gate-<id>/ (results.json, index.html, reports/); a Slurm hook only with --out.
+    Shadow policies the policy names (`shadow:`) are evaluated and recorded, never acted on.
+    `stetho gate replay --policy CANDIDATE --against CURRENT` replays recorded history.
     """
     from stetho import gate as gate_lib
 
+    if ctx.invoked_subcommand is not None:
+        if policy_name or nodes or local:
+            raise click.UsageError(f"options before `{ctx.invoked_subcommand}` belong after "
+                                   f"it: stetho gate {ctx.invoked_subcommand} --policy ...")
+        return
+    if not policy_name:
+        raise click.UsageError("Missing option '--policy'.")
     cfg = settings(db=db, override_repo=override_repo)
     if release.get("canaries") or release.get("controls"):  # canaries against controls
         ignored = [flag for param, flag in (
@@ -100,6 +127,8 @@ def gate(policy_name: str, nodes: str | None, local: bool, inventory: str | None
         for line in outcome.lines():
             click.echo(line)
         for line in outcome.action_lines():
+            click.echo(line)
+        for line in outcome.shadow.lines() if outcome.shadow else ():
             click.echo(line)
     if junit:
         from stetho.sinks import junit as junit_sink

@@ -26,8 +26,11 @@ if TYPE_CHECKING:
               "reports [default: STETHO_KB_REPO, the config file's `kb_repo`].")
 @click.option("--alert/--no-alert", default=False, show_default=True,
               help="Also send the webhook alerts (STETHO_WEBHOOK_URL).")
+@click.option("--replay", "replay_json", type=click.Path(exists=True, dir_okay=False),
+              help="A `stetho gate replay --json` file: the run page gets a section with its "
+              "figures and the blocks added and removed.")
 def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None,
-           kb_repo: str | None, alert: bool) -> None:
+           kb_repo: str | None, alert: bool, replay_json: str | None) -> None:
     """Diagnose a run's failing nodes: ranked root causes and a diagnosis report each
     (reports/<node>-<cause>-<id>.md)."""
     import json
@@ -47,6 +50,7 @@ def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None
         else {}
     for n in nodes:
         hostlist.validate(n)
+    replay = _replay(Path(replay_json)) if replay_json else None
     written = runs.diagnose_results(
         results, run_dir=folder, run=meta.get("run_id", folder.name),
         out=Path(out) if out else folder / "reports", db=cfg.db,
@@ -58,11 +62,27 @@ def report(run_dir: str, nodes: tuple[str, ...], out: str | None, db: str | None
             click.echo(f"  note: {note}", err=True)
     if not written:
         click.echo("no failing node in this run: nothing to diagnose")
-    click.echo(f"run page: {_run_page(folder, results, written, meta, cfg.kb_repo, cfg.db)}")
+    page = _run_page(folder, results, written, meta, cfg.kb_repo, cfg.db, replay)
+    click.echo(f"run page: {page}")
+
+
+def _replay(path: Path) -> dict[str, Any]:
+    """The replay section's view of a `gate replay --json` file; exit 2 naming it if not."""
+    import json
+
+    from stetho.sinks import replay_page
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{path}: not readable JSON ({exc}); give the file `stetho gate "
+                          "replay --json FILE` wrote") from None
+    return replay_page.view(doc, str(path))
 
 
 def _run_page(folder: Path, results: list[Result], written: list[tuple[Diagnosis, Path]],
-              meta: dict[str, Any], kb_repo: str | None, db: Path) -> Path:
+              meta: dict[str, Any], kb_repo: str | None, db: Path,
+              replay: dict[str, Any] | None = None) -> Path:
     """RUN_DIR/index.html: the grid, the reports linked, the busbw chart and, with a
     knowledge base, how often each rule was right on resolved reports (`kb accuracy`)."""
     from stetho.cli.kb_loop import accuracy_or_why
@@ -74,7 +94,7 @@ def _run_page(folder: Path, results: list[Result], written: list[tuple[Diagnosis
     page = runpage.render(results, title=f"run {meta.get('run_id', folder.name)}",
                           reports=links, busbw=runpage.busbw_from(results),
                           accuracy=accuracy_or_why(kb_repo),
-                          reliability=_reliability(db, kb_repo))
+                          reliability=_reliability(db, kb_repo), replay=replay)
     return runpage.write(folder, page)
 
 

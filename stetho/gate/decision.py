@@ -316,3 +316,16 @@ def _one_line(text: str, limit: int) -> str:
     flat = " ".join("".join(" " if unicodedata.category(ch).startswith("C") else ch
                             for ch in text).split())
     return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def node_verdict(decision: Decision, node: str) -> tuple[str, tuple[str, ...]]:
+    """A node's verdict in words the history and replay keep: ("block", the blocking checks),
+    ("unevaluated", the checks that errored or were missing) or ("go", ()). Never "go" for a
+    node the decision has no result of."""
+    blocking = sorted({r.check for r in decision.blocking if r.node == node})
+    if blocking:
+        return "block", tuple(blocking)
+    if node in decision.unevaluated or node not in decision.go_nodes:
+        return "unevaluated", tuple(sorted({r.check for r in decision.results
+                                            if r.node == node and r.status == "error"}))
+    return "go", ()

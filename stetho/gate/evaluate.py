@@ -31,8 +31,10 @@ from stetho.results import Result
 if TYPE_CHECKING:
     from stetho.diagnosis.model import Diagnosis
     from stetho.gate.breaker import Trip
+    from stetho.gate.shadow import ShadowOutcome
     from stetho.gate.slurm import Action
     from stetho.jobs.blast import SwitchIncident
+    from stetho.localize.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class GateOutcome:
     #: blocked node -> "draining gpu042 affects job 1234 (alice, gpu, 64 nodes)" (squeue)
     blast: dict[str, str] = field(default_factory=dict)
     incidents: list[SwitchIncident] = field(default_factory=list)
+    #: the shadow policies' verdicts (never acted on: stetho.gate.shadow), None without any
+    shadow: ShadowOutcome | None = None
 
     def action_lines(self) -> list[str]:
         """One line per scheduler action, saying whether it happened or was only a dry run,
@@ -134,6 +138,7 @@ class GateOutcome:
         doc["blast_radius"] = self.blast
         doc["switch_incidents"] = [i.to_json() for i in self.incidents]
         doc["exit_code"] = self.exit_code
+        doc["shadow"] = self.shadow.to_json() if self.shadow else None
         return doc
 
 
@@ -150,13 +155,12 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         from stetho.errors import ConfigError
 
         raise ConfigError("give exactly one of --nodes and --local")
-    from stetho import config
-    from stetho.jobs.blast import at_gate
-    from stetho.jobs.parts import load_topology
-    from stetho.localize.setup import slurm_topology_text
-
     policy = policies.load(req.policy)
-    topo = load_topology(req.topology, slurm_topology_text)  # a bad file: before any check
+    if policy.mode == "shadow":
+        from stetho.gate.shadow import refuse_as_gate
+
+        refuse_as_gate(policy, req.policy)
+    topo = _topology(req.topology)  # a bad file: refused before any check
     now = time.time() if now is None else now
     clock = time.monotonic()
     if req.slurm is not None and not req.local:
@@ -181,6 +185,10 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     decision.profiles = {n: pins.profile_of(n, judged.get(n, {})) for n in names}
     outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None,
                           gate_id=new_run_id())
+    if policy.shadow:  # judged on the same results, before any action; never acted on
+        from stetho.gate import shadow
+
+        shadow.attach(outcome, results, req.override_repo, req.local, db, now)
     if policy.drain and not req.local:
         outcome.actions, outcome.circuit, outcome.breaker_preview = _scheduler(
             decision, names, req.act, policy, now, db)
@@ -194,46 +202,29 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         outcome.actions, outcome.circuit, outcome.hook_exit = prolog_on_own_node(
             names[0], decision, policy.circuit, now, db=db)
-    # what the drains hit (not in a node's own hook: it must not wait on squeue), and the
-    # leaves failing together
-    outcome.blast, outcome.incidents = at_gate(
-        [a.node for a in outcome.actions if a.kind == "drain" and not req.local],
-        decision.blocked_nodes, names, topo, config.child_environment())
+    drained = [a.node for a in outcome.actions if a.kind == "drain" and not req.local]
+    if drained or topo is not None:  # not in a node's own hook: it must not wait on squeue
+        from stetho import config
+        from stetho.jobs.blast import at_gate
+
+        outcome.blast, outcome.incidents = at_gate(  # what the drains hit, leaves failing
+            drained, decision.blocked_nodes, names, topo, config.child_environment())
     if req.reports and decision.blocking:
         outcome.reports = _reports(outcome, req, db)
-    _outputs(outcome, req, now, time.monotonic() - clock)
+    from stetho.gate import gate_outputs
+
+    gate_outputs.write(outcome, req, now, time.monotonic() - clock)
     return outcome
 
 
-def _outputs(outcome: GateOutcome, req: GateRequest, started: float, took: float) -> None:
-    """The gate's run folder (results.json and index.html linking the reports), on every run,
-    and the node_exporter textfile. Neither changes the verdict: a folder or file that cannot
-    be written is named in `output_problems` (a prolog must not fail on a full disk)."""
-    from datetime import datetime, timezone
+def _topology(spec: str | None) -> Topology | None:
+    """--topology's tree (stetho.jobs.parts), imported only when given: a prolog pays nothing."""
+    if spec is None:
+        return None
+    from stetho.jobs.parts import load_topology
+    from stetho.localize.setup import slurm_topology_text
 
-    from stetho.check import outputs
-    from stetho.errors import ConfigError
-    from stetho.fleet import run_folder
-
-    if req.folder:
-        folder = req.out / f"gate-{outcome.gate_id}"
-        try:
-            run_folder.write_json(folder / "results.json", outcome.to_json(req.job))
-            run_folder.write_page(folder, outcome.decision.results,
-                                  title=f"stetho gate {outcome.policy.name} {outcome.gate_id}",
-                                  reports={d.node: p for d, p in outcome.reports}, suite=None)
-            outcome.run_dir = folder
-        except OSError as exc:
-            outcome.output_problems.append(f"run folder {folder} not written: {exc}")
-    if req.textfile_dir is not None:
-        blocked = set(outcome.decision.blocked_nodes)
-        try:
-            outcome.textfile = outputs.write_textfile(
-                req.textfile_dir, "gate", outcome.decision.results, run_id=outcome.gate_id,
-                started=datetime.fromtimestamp(started, timezone.utc), duration_s=took,
-                gate={outcome.policy.name: {n: n in blocked for n in outcome.names}})
-        except ConfigError as exc:
-            outcome.output_problems.append(str(exc))
+    return load_topology(spec, slurm_topology_text)
 
 
 def _inventory_vars(inventory: Path | None, names: list[str]

@@ -46,6 +46,11 @@ class GatePolicy:
     drain: bool = True
     exclude: tuple[str, ...] = field(default_factory=tuple)
     circuit: Circuit = field(default_factory=Circuit)
+    #: "enforce" (its verdict is the gate's) or "shadow" (evaluated beside the enforcing
+    #: policies that name it, recorded, never acted on: stetho.gate.shadow)
+    mode: str = "enforce"
+    #: the shadow policies this one has evaluated beside it on every gate run
+    shadow: tuple[str, ...] = field(default_factory=tuple)
 
     def counts(self, check: str) -> bool:
         """Whether a check's results decide: exactly the listed checks (all when none are
@@ -88,8 +93,9 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TEMPLATE = re.compile(r"\{\{|\}\}|[\x00-\x09\x0b-\x1f\x7f]")
 
 _KEYS = {"policy", "description", "checks", "local_checks", "exclude", "block_on", "tighten",
-         "freshness", "overrides", "scheduler",
+         "freshness", "overrides", "scheduler", "mode", "shadow",
          "canary", "stages"}  # the release gate's own (stetho.gate.release.settings)
+MODES = ("enforce", "shadow")
 
 
 def load(name: str) -> GatePolicy:
@@ -135,11 +141,31 @@ def load(name: str) -> GatePolicy:
     circuit = _circuit(sched.section("circuit"), path)
     named = {key: top.str_list(key) for key in ("checks", "local_checks", "exclude")}
     _validate_names(top, named, [t.check for t in tight])
+    mode, shadow = _mode(top)
     return GatePolicy(name=pname, source=str(path), description=description,
                       checks=named["checks"], local_checks=named["local_checks"],
                       block_on=block_on, tighten=tuple(tight), freshness_s=freshness,
                       overrides=overrides, drain=drain, exclude=named["exclude"],
-                      circuit=circuit)
+                      circuit=circuit, mode=mode, shadow=shadow)
+
+
+def _mode(top: yamlconf.Section) -> tuple[str, tuple[str, ...]]:
+    """`mode: enforce|shadow` (default enforce) and `shadow: [policy names]`. Only an
+    enforcing policy names shadows: the candidates run where its gate runs, on its results,
+    so a reviewer of the enforcing policy sees what is evaluated beside it. A typo in either
+    is exit 2 at file:line, never a candidate that silently enforces."""
+    mode = top.get("mode", str, "enforce")
+    if mode not in MODES:
+        top.fail(f"mode: {mode[:40]!r} is not one of {', '.join(MODES)} (shadow: evaluated "
+                 "and recorded, never acted on)", "mode")
+    shadow = top.str_list("shadow")
+    if shadow and mode == "shadow":
+        top.fail("a shadow policy cannot name shadows of its own (shadow:): only an enforcing "
+                 "policy runs candidates beside it", "shadow")
+    for name in shadow:
+        if not _NAME.fullmatch(name):
+            top.fail(f"shadow: {name[:80]!r} is not a policy name", "shadow")
+    return mode, shadow
 
 
 def _tighten_rule(check: str, rule: yamlconf.Section) -> Tighten:

@@ -310,8 +310,9 @@ def generate(policies: Sequence[GatePolicy], opt: Options | None = None) -> str:
 
 
 def load_policies(folder: str | Path) -> list[GatePolicy]:
-    """Every policy in a gates folder, by file name."""
+    """Every enforcing policy in a gates folder, by file name: a shadow policy raises no
+    alert (it is a candidate under observation, stetho.gate.shadow)."""
     from stetho.gate import policy as gatepolicy
 
     files = sorted([*Path(folder).glob("*.yml"), *Path(folder).glob("*.yaml")])
-    return [gatepolicy.load(str(f)) for f in files]
+    return [p for p in (gatepolicy.load(str(f)) for f in files) if p.mode != "shadow"]

@@ -11,7 +11,8 @@ are what `stetho.gate.promrules` and `contrib/grafana/` query:
 - `stetho_check_threshold{...,kind}`: the numbers the value is judged against: `reference` (the
   baseline), `expected`, `threshold`, in the value's units.
 - `stetho_run_timestamp_seconds`, `stetho_run_duration_seconds`, `stetho_build_info{version}`.
-- `stetho_gate_blocked{command,policy,node}`: 1 blocked, 0 go.
+- `stetho_gate_blocked{command,policy,mode,node}`: 1 blocked, 0 go; `mode` is `enforce`, or
+  `shadow` for a policy evaluated beside the gate and never acted on (stetho.gate.shadow).
 - `stetho_bench_value{command,node,benchmark,metric,unit}`: benchmark figures, in base units.
 - `stetho kb accuracy` (`render_accuracy`): `stetho_kb_rule_precision{command,rule}`,
   `stetho_kb_rule_recall`, `stetho_kb_rule_diagnosed`, `stetho_kb_rule_found`,
@@ -213,25 +214,28 @@ def _limit_ends(ref: Any, exp: Any, thr: Any, u: Unit) -> list[str]:
 
 def render(results: Iterable[Result], *, run_id: str, started_at: float | datetime,
            duration_s: float, gate: Mapping[str, Mapping[str, bool]] | None = None,
-           bench: Sequence[BenchMetric] | None = None, command: str = "check") -> str:
-    """The textfile for one run. `gate` maps policy -> {node: blocked}; `bench` lists
-    (node, benchmark, metric, unit, value). Two results for one node, check and subject keep
+           bench: Sequence[BenchMetric] | None = None, command: str = "check",
+           gate_modes: Mapping[str, str] | None = None) -> str:
+    """The textfile for one run. `gate` maps policy -> {node: blocked} (`gate_modes`: policy
+    -> enforce|shadow, enforce where absent); `bench` lists (node, benchmark, metric, unit,
+    value). Two results for one node, check and subject keep
     the worse (node_exporter refuses a series twice); an unknown status reads as error. A
     result the text format cannot hold (an integer no float holds, a value that cannot be
     printed) is written through stetho.sinks.safe, the others as they are."""
     rs = results if isinstance(results, list) else list(results)
     try:
-        out = _render(rs, run_id, started_at, duration_s, gate, bench, command)
+        out = _render(rs, run_id, started_at, duration_s, gate, bench, command, gate_modes)
         if safe.encodable(out):
             return out
     except safe.WRITE_ERRORS:
         pass
-    return _render(safe.results(rs), run_id, started_at, duration_s, gate, bench, command)
+    return _render(safe.results(rs), run_id, started_at, duration_s, gate, bench, command,
+                   gate_modes)
 
 
 def _render(rs: list[Result], run_id: str, started_at: float | datetime, duration_s: float,
             gate: Mapping[str, Mapping[str, bool]] | None, bench: Sequence[BenchMetric] | None,
-            command: str) -> str:
+            command: str, gate_modes: Mapping[str, str] | None) -> str:
     cmd = f'command="{escape(command)}"'
     status_lines: list[str] = []
     value_lines: list[str] = []
@@ -282,7 +286,9 @@ def _render(rs: list[Result], run_id: str, started_at: float | datetime, duratio
     run = [f"stetho_run_timestamp_seconds{{{cmd}}} {_fmt(_started(started_at))}"]
     took = [f"stetho_run_duration_seconds{{{cmd}}} {_fmt(float(duration_s))}"]
     info = [f'stetho_build_info{{{cmd},version="{escape(__version__)}"}} 1']
-    blocked = [f'stetho_gate_blocked{{{cmd},policy="{escape(policy)}",node="{escape(node)}"}} '
+    modes = gate_modes or {}
+    blocked = [f'stetho_gate_blocked{{{cmd},policy="{escape(policy)}",'
+               f'mode="{escape(modes.get(policy, "enforce"))}",node="{escape(node)}"}} '
                f"{1 if is_blocked else 0}"
                for policy, nodes in sorted((gate or {}).items())
                for node, is_blocked in sorted(nodes.items())]

@@ -307,11 +307,12 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
            busbw: Busbw | None = None, generated_at: str | None = None,
            suite: SuiteSummary | None = None,
            accuracy: Mapping[str, Any] | None = None,
-           reliability: Mapping[str, Any] | None = None) -> str:
+           reliability: Mapping[str, Any] | None = None,
+           replay: Mapping[str, Any] | None = None) -> str:
     """The page; where a result (or the title) holds what a page cannot be written with (a
     lone surrogate, a huge integer), it is rendered through stetho.sinks.safe."""
     rs = list(results)
-    args = (reports, busbw, generated_at, suite, accuracy, reliability)
+    args = (reports, busbw, generated_at, suite, accuracy, reliability, replay)
     try:
         out = _render(rs, title, *args)
         if safe.encodable(out):
@@ -323,12 +324,14 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
 
 def _render(results: list[Result], title: str, reports: Mapping[str, str] | None,
             busbw: Busbw | None, generated_at: str | None, suite: SuiteSummary | None,
-            accuracy: Mapping[str, Any] | None, reliability: Mapping[str, Any] | None) -> str:
+            accuracy: Mapping[str, Any] | None, reliability: Mapping[str, Any] | None,
+            replay: Mapping[str, Any] | None) -> str:
     """The page for one run. `reports` maps node -> relative path of its diagnosis report;
     `suite`: the benchmark suite's night (a sweep with --bench), shown above the grid;
     `accuracy` is the knowledge base's rule accuracy (stetho.publish.accuracy.measure's data,
     or {"error": why} when it could not be read); `reliability` the fleet's figures as
-    `stetho stats` words them ({"header": [...], "lines": [(figure, text)]} or {"error": why}).
+    `stetho stats` words them ({"header": [...], "lines": [(figure, text)]} or {"error": why});
+    `replay`: a gate replay's figures (stetho.sinks.replay_page.view).
     """
     reports = reports or {}
     g = grid(results, reports)
@@ -341,7 +344,7 @@ def _render(results: list[Result], title: str, reports: Mapping[str, str] | None
         chart=chart(busbw) if busbw is not None and busbw.values else None,
         problems=shown, problems_total=total,
         accuracy=accuracy_view(accuracy) if accuracy is not None else None,
-        reliability=reliability)
+        reliability=reliability, replay=replay)
 
 
 def relative_reports(paths: Mapping[str, str | os.PathLike[str]], folder: str |
