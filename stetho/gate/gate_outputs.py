@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stetho.gate.evaluate import GateOutcome, GateRequest
+    from stetho.gate.outcome import GateOutcome, GateRequest
 
 
 def write(outcome: GateOutcome, req: GateRequest, started: float, took: float) -> None:

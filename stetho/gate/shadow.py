@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from stetho.errors import StethoError
 from stetho.gate.decision import decide, load_overrides, missing, node_verdict, required_checks
 from stetho.gate.policy import GatePolicy
 from stetho.history.decisions import NodeDecision
 from stetho.results import Result
-
-if TYPE_CHECKING:
-    from stetho.gate.evaluate import GateOutcome
 
 
 @dataclass
@@ -125,22 +122,18 @@ def record(db: Path, gate_id: str, shadow: ShadowOutcome, now: float, command: s
     return None
 
 
-def attach(outcome: GateOutcome, results: list[Result], override_repo: str | None, local: bool,
-           db: Path, now: float) -> None:
-    """The shadows' verdicts on the gate's own results, kept in history; a failure of any
-    kind is a warning on the outcome: a shadow never changes the gate's verdict."""
+def attach(policy: GatePolicy, results: list[Result], names: list[str], gate_id: str,
+           override_repo: str | None, local: bool, db: Path, now: float
+           ) -> tuple[ShadowOutcome | None, list[str]]:
+    """The shadows' verdicts on the gate's own results, kept in history, and the problems to
+    warn of; a failure of any kind is such a warning: a shadow never changes the verdict."""
     try:
-        outcome.shadow = evaluate(outcome.policy, results, outcome.names, now=now,
-                                  override_repo=override_repo, local=local)
+        outcome = evaluate(policy, results, names, now=now, override_repo=override_repo,
+                           local=local)
     except Exception as exc:  # noqa: BLE001 - said as a warning, the verdict stands
-        outcome.output_problems.append(f"shadow policies not evaluated: "
-                                       f"{type(exc).__name__}: {exc}")
-        return
-    outcome.output_problems += outcome.shadow.problems
-    kept = record(db, outcome.gate_id, outcome.shadow, now,
-                  f"gate --policy {outcome.policy.name}")
-    if kept:
-        outcome.output_problems.append(kept)
+        return None, [f"shadow policies not evaluated: {type(exc).__name__}: {exc}"]
+    kept = record(db, gate_id, outcome, now, f"gate --policy {policy.name}")
+    return outcome, outcome.problems + ([kept] if kept else [])
 
 
 def refuse_as_gate(policy: GatePolicy, asked: str) -> NoReturn:
