@@ -29,7 +29,8 @@ def leaves(topology: Path) -> dict[str, str]:
 
 def stats(db: Path, window_s: float, p: figures.Params, *, ledger: Path | None,
           ledger_given: bool, kb: str | None, override_repo: str | None,
-          topology: Path | None, now: float | None = None) -> dict[str, Any]:
+          topology: Path | None, now: float | None = None,
+          slurm: bool = False) -> dict[str, Any]:
     until = int(now if now is not None else time.time())
     since = int(until - window_s)
     if p.by == "switch" and topology is None:
@@ -41,7 +42,8 @@ def stats(db: Path, window_s: float, p: figures.Params, *, ledger: Path | None,
         tl = timeline.scan(h, since, until)
         remedies = _remedies(h, since, until)
     out = figures.compute(tl, sources.drains(ledger, since, ledger_given),
-                          sources.reports(kb), sources.overrides(override_repo), p, leaf_of)
+                          sources.reports(kb), sources.overrides(override_repo), p, leaf_of,
+                          sources.slurm(slurm, since))
     out["history"] = str(db)
     out["remedies"] = remedies
     return out
