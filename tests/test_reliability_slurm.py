@@ -28,6 +28,7 @@ from stetho.jobs import node_events
 from stetho.results import Result
 from tests import slurm_cluster as sc
 
+slurm_cluster = sc.slurm_cluster
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "recorded" / "slurm-events"
 H = 3600
 DAY = 86400
@@ -200,8 +201,10 @@ def test_a_hand_drain_is_an_open_drain_out_of_mttr_and_sacctmgr_events_give_mttr
         assert t.returncode == 0, t.stderr
         assert "2 drains still open, oldest since 2026-11-20 10:00 UTC" in t.stdout
         assert "3 drain -> resume from 1 ledger, 2 slurm-events, 1 fail -> pass" in t.stdout
-        row = next(ln for ln in t.stdout.splitlines() if ln.startswith("n05  2026-11-02"))
-        assert "slurm-events+ledger" in row and "6.5 h" in row
+        row = next(ln.split() for ln in t.stdout.splitlines()
+                   if ln.startswith("n05 ") and "2026-11-02" in ln)
+        assert row[:8] == ["n05", "2026-11-02", "08:15", "2026-11-02", "14:45", "6.5", "h",
+                           "slurm-events+ledger"], t.stdout
     finally:
         c.scontrol("update", "NodeName=n03", "State=RESUME", check=False)
 
