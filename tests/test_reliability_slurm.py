@@ -205,6 +205,11 @@ def test_a_hand_drain_is_an_open_drain_out_of_mttr_and_sacctmgr_events_give_mttr
                    if ln.startswith("n05 ") and "2026-11-02" in ln)
         assert row[:8] == ["n05", "2026-11-02", "08:15", "2026-11-02", "14:45", "6.5", "h",
                            "slurm-events+ledger"], t.stdout
+        # and the textfile: the repair time in seconds, the open drains
+        prom = tmp_path / "stats.prom"
+        assert _stats(env2, db, ledger, now, "--slurm", "--textfile", str(prom)).returncode == 0
+        text = prom.read_text()
+        assert "stetho_mttr_seconds 65250\n" in text and "stetho_drains_open 2\n" in text
     finally:
         c.scontrol("update", "NodeName=n03", "State=RESUME", check=False)
 
@@ -217,7 +222,10 @@ def test_without_slurm_it_says_slurm_was_not_asked(tmp_path: Path) -> None:
     assert "Slurm not asked" in p.stdout
     f = json.loads(_stats(dict(os.environ), db, ledger, now, "--json").stdout)
     assert f["sources"]["slurm"]["absent"].startswith("Slurm not asked")
-    assert {tuple(d["sources"]) for d in f["drains"]["intervals"]} == {("ledger",)}
+    assert [(d["sources"], d["reason"], d["hours"]) for d in f["drains"]["intervals"]] == [
+        (["ledger"], "gpu_xid", pytest.approx(
+            (utc("2026-11-02T14:00:00") - utc("2026-11-02T08:15:30")) / H, abs=1e-6)),
+        (["ledger"], "gpu_xid", 18.0)]
 
 
 @pytest.mark.parametrize(("sinfo", "sacctmgr", "said"), [

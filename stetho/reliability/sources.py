@@ -77,9 +77,10 @@ def drains(path: Path | None, since: float, explicit: bool) -> Source:
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
         try:
-            src.items = [Drain(str(n), float(at), None if rel is None else float(rel), "ledger")
-                         for n, at, rel in con.execute(
-                             "SELECT node, at, released_at FROM grants WHERE at >= ? "
+            src.items = [Drain(str(n), float(at), None if rel is None else float(rel),
+                               "ledger", str(why or ""))
+                         for n, at, rel, why in con.execute(
+                             "SELECT node, at, released_at, reason FROM grants WHERE at >= ? "
                              "ORDER BY at", (since,))]
         finally:
             con.close()
