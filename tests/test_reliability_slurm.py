@@ -147,7 +147,8 @@ def test_a_hand_drain_is_an_open_drain_out_of_mttr_and_sacctmgr_events_give_mttr
     db, ledger = _history(tmp_path, now)
     c.scontrol("update", "NodeName=n03", "State=DRAIN", "Reason=gpu_xid by hand")
     try:
-        env = c.full_env()
+        # a user's own time format must not change what stats reads
+        env = c.full_env({"SLURM_TIME_FORMAT": "relative"})
         # the testbed's own sacctmgr: no slurmdbd, said; the open drain comes from sinfo -R
         p = _stats(env, db, ledger, now, "--slurm", "--json")
         assert p.returncode == 0, p.stdout + p.stderr

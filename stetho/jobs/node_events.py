@@ -16,6 +16,7 @@ commands. slurmdbd missing (accounting disabled, slurmdbd unreachable) is not an
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -116,8 +117,9 @@ def sacctmgr_argv(since: float, sacctmgr: str = "sacctmgr") -> list[str]:
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
+        # a user's SLURM_TIME_FORMAT (relative, strftime) would change the times' text
         return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              check=False)
+                              check=False, env={**os.environ, "SLURM_TIME_FORMAT": "standard"})
     except subprocess.TimeoutExpired:
         raise NodeEventsError(f"{argv[0]}: no answer in {TIMEOUT_S} s (is slurmctld up, "
                               "SLURM_CONF right?)") from None
