@@ -251,3 +251,25 @@ def test_slurm_asked_but_unreachable_or_garbled_exits_3_naming_it(
     f = json.loads(_stats({**os.environ, "PATH": str(bindir)}, db, ledger, now, "--slurm",
                           "--json").stdout)
     assert f["mttr_hours"]["mean"] is None and f["drains"]["known"] is False
+
+
+def test_sacctmgr_without_slurmdbd_is_said_not_available_and_not_an_error(
+        tmp_path: Path) -> None:
+    """The testbed's sacctmgr answer (recorded: accounting off) replayed by a stand-in: the
+    open drains from sinfo are still read; the past events are said to be not available."""
+    now = int(time.time())
+    db, ledger = _history(tmp_path, now)
+    rc = (FIX / "sacctmgr-no-slurmdbd.rc").read_text().strip()
+    bindir = _stand_in(tmp_path / "bin", "sacctmgr",
+                       f"cat {FIX / 'sacctmgr-no-slurmdbd.stderr'} >&2; exit {rc}")
+    _stand_in(bindir, "sinfo", f"cat {FIX / 'sinfo-R-drained.txt'}")
+    p = _stats({**os.environ, "PATH": f"{bindir}{os.pathsep}/usr/bin:/bin"}, db, ledger, now,
+               "--slurm", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    f = json.loads(p.stdout)
+    note = f["sources"]["slurm"]["note"]
+    assert "not running a supported accounting_storage plugin" in note
+    assert "not available" in note
+    assert sorted((d["node"], d["sources"][0], d["open"]) for d in f["drains"]["intervals"]
+                  if d["sources"] != ["ledger"]) == [("n02", "slurm-current", True),
+                                                     ("n03", "slurm-current", True)]
