@@ -83,6 +83,7 @@ def stats(since: str, by: str, lemon: str, gpus_per_job: int,
     stetho stats --slurm   # drains an operator made by hand with scontrol too
     stetho stats --gpus-per-job 1024 --checkpoint 1h --json
     """
+    from stetho import config
     from stetho.reliability import figures, gather, render
 
     window = _duration("--since", since)
@@ -96,7 +97,7 @@ def stats(since: str, by: str, lemon: str, gpus_per_job: int,
     got = gather.stats(cfg.db, window, params, ledger=ledger_path,
                        ledger_given=ledger is not None or cfg.drain_ledger is not None,
                        kb=cfg.kb_repo, override_repo=cfg.override_repo, topology=topology,
-                       slurm=slurm)
+                       slurm_env=config.child_environment() if slurm else None)
     if textfile is not None:
         from stetho.sinks import prometheus
 

@@ -16,11 +16,11 @@ commands. slurmdbd missing (accounting disabled, slurmdbd unreachable) is not an
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -115,11 +115,11 @@ def sacctmgr_argv(since: float, sacctmgr: str = "sacctmgr") -> list[str]:
             f"Format={SACCTMGR_FORMAT}"]
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
     try:
         # a user's SLURM_TIME_FORMAT (relative, strftime) would change the times' text
         return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              check=False, env={**os.environ, "SLURM_TIME_FORMAT": "standard"})
+                              check=False, env={**env, "SLURM_TIME_FORMAT": "standard"})
     except subprocess.TimeoutExpired:
         raise NodeEventsError(f"{argv[0]}: no answer in {TIMEOUT_S} s (is slurmctld up, "
                               "SLURM_CONF right?)") from None
@@ -127,13 +127,14 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
         raise NodeEventsError(f"{argv[0]}: cannot run it ({exc})") from None
 
 
-def current() -> list[NodeEvent]:
-    """The nodes drained or down now. Slurm not reachable is a NodeEventsError."""
-    exe = shutil.which("sinfo")
+def current(env: Mapping[str, str]) -> list[NodeEvent]:
+    """The nodes drained or down now. Slurm not reachable is a NodeEventsError. `env`: the
+    child's environment (SLURM_CONF, PATH), built at the edge."""
+    exe = shutil.which("sinfo", path=env.get("PATH", ""))
     if exe is None:
         raise NodeEventsError("sinfo: not on PATH; Slurm's drain stamps cannot be read "
                               "(install Slurm's client, or leave out --slurm)")
-    r = _run(sinfo_argv(exe))
+    r = _run(sinfo_argv(exe), env)
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["no message"])[-1]
         raise NodeEventsError(f"sinfo -R exited {r.returncode}: {last} (is slurmctld up, "
@@ -141,13 +142,13 @@ def current() -> list[NodeEvent]:
     return parse_sinfo(r.stdout)
 
 
-def history(since: float) -> tuple[list[NodeEvent] | None, str]:
+def history(since: float, env: Mapping[str, str]) -> tuple[list[NodeEvent] | None, str]:
     """(events since `since`, "") or (None, why not): without slurmdbd, or when it cannot
     be reached, Slurm keeps no past events and only the open drains are known."""
-    exe = shutil.which("sacctmgr")
+    exe = shutil.which("sacctmgr", path=env.get("PATH", ""))
     if exe is None:
         return None, "sacctmgr not on PATH: past drains/resumes from Slurm not available"
-    r = _run(sacctmgr_argv(since, exe))
+    r = _run(sacctmgr_argv(since, exe), env)
     if r.returncode != 0:
         why = " ".join(r.stderr.split())[:200] or f"exited {r.returncode}"
         return None, (f"sacctmgr show event: {why} (Slurm accounting, slurmdbd, not "

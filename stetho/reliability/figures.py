@@ -72,7 +72,7 @@ def compute(tl: Timeline, ledger: Source, kb: Source, ovr: Source, p: Params,
             leaf_of: dict[str, str] | None = None,
             slurm: Source | None = None) -> dict[str, Any]:
     """`slurm` None: not asked (sources.slurm says so)."""
-    slurm = slurm if slurm is not None else sources.slurm(False, tl.since)
+    slurm = slurm if slurm is not None else sources.slurm(None, tl.since)
     drains = merge(ledger, slurm)
     incs = sorted(tl.incidents, key=lambda i: (i.opened, i.node))
     node_s = sum(last - first for first, last in tl.spans.values())

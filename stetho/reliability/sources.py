@@ -11,6 +11,7 @@ line is printed with them.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -90,20 +91,21 @@ def drains(path: Path | None, since: float, explicit: bool) -> Source:
     return src
 
 
-def slurm(asked: bool, since: float) -> Source:
+def slurm(env: Mapping[str, str] | None, since: float) -> Source:
     """Slurm's drains: the nodes out of service now (sinfo -R, always) and the past node
     events slurmdbd keeps (sacctmgr, when there is one; said when not). Asked for and not
-    reachable is an error: the repair times would silently miss every hand-made drain."""
-    src = Source("slurm", "sinfo -R, sacctmgr show event" if asked else "")
-    if not asked:
+    reachable is an error: the repair times would silently miss every hand-made drain.
+    `env` (the commands' environment, from the edge) None: Slurm not asked."""
+    src = Source("slurm", "sinfo -R, sacctmgr show event" if env is not None else "")
+    if env is None:
         src.absent = ("Slurm not asked (--slurm adds Slurm's own drain/resume stamps, "
                       "an operator's by hand included)")
         return src
     from stetho.jobs import node_events
 
     try:
-        now = node_events.current()
-        past, why = node_events.history(since)
+        now = node_events.current(env)
+        past, why = node_events.history(since, env)
     except node_events.NodeEventsError as exc:
         src.error = f"Slurm: {exc}; repair times are unknown (or leave out --slurm)"
         return src
