@@ -60,23 +60,30 @@ def _lemon(text: str) -> tuple[int, float]:
               help="Knowledge base [default: STETHO_KB_REPO]: report times, no-fault-found.")
 @click.option("--override-repo", metavar="PATH_OR_URL",
               help="Override repository [default: STETHO_OVERRIDE_REPO]: overridden blocks.")
+@click.option("--slurm", is_flag=True,
+              help="Also read Slurm's own drain/resume stamps: the nodes drained now "
+              "(sinfo -R) and past node events (sacctmgr, where slurmdbd runs). Slurm not "
+              "reachable: exit 3.")
 @click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the figures as Prometheus text for node_exporter's textfile "
               "collector (stetho_mtbf_seconds, stetho_incidents{cause=}, ...), atomically.")
 def stats(since: str, by: str, lemon: str, gpus_per_job: int,
           gpus_per_node: int, checkpoint: str, restart: str, as_json: bool, db: str | None,
           ledger: Path | None, topology: Path | None, kb_repo: str | None,
-          override_repo: str | None, textfile: Path | None) -> None:
+          override_repo: str | None, textfile: Path | None, slurm: bool) -> None:
     """Incidents per cause, MTBF, MTTR, time to detect and to localize, false positives,
-    lemon nodes and a job's expected ETTR, from the history, the drain ledger, the knowledge
-    base and the overrides. An incident opens at a node's failing run after a non-failing
+    lemon nodes and a job's expected ETTR, from the history, the drain ledger (and with
+    --slurm, Slurm's drain/resume stamps), the knowledge base and the overrides. An
+    incident opens at a node's failing run after a non-failing
     one and closes at its next passing run; its cause is the checks failing when it opened.
 
     \b
     stetho stats --since 90d
     stetho stats --by switch --topology /etc/slurm/topology.conf
+    stetho stats --slurm   # drains an operator made by hand with scontrol too
     stetho stats --gpus-per-job 1024 --checkpoint 1h --json
     """
+    from stetho import config
     from stetho.reliability import figures, gather, render
 
     window = _duration("--since", since)
@@ -89,7 +96,8 @@ def stats(since: str, by: str, lemon: str, gpus_per_job: int,
     ledger_path = ledger or cfg.drain_ledger or cfg.db.parent / "drain-ledger.db"
     got = gather.stats(cfg.db, window, params, ledger=ledger_path,
                        ledger_given=ledger is not None or cfg.drain_ledger is not None,
-                       kb=cfg.kb_repo, override_repo=cfg.override_repo, topology=topology)
+                       kb=cfg.kb_repo, override_repo=cfg.override_repo, topology=topology,
+                       slurm_env=config.child_environment() if slurm else None)
     if textfile is not None:
         from stetho.sinks import prometheus
 

@@ -12,6 +12,7 @@ The incident model (the README's "Reliability figures" says the same):
   warnings before an incident).
 * Rows failing their integrity check (stetho.history.integrity) are excluded and counted.
 
-Layers: `timeline` (the one scan of node_runs), `sources` (ledger, knowledge base, overrides),
-`figures` (the arithmetic), `render` (table, JSON-ready dict, Prometheus text).
+Layers: `timeline` (the one scan of node_runs), `sources` (ledger, Slurm's drain stamps,
+knowledge base, overrides), `drains` (the ledger's and Slurm's drains merged), `figures` (the
+arithmetic), `render` (table, JSON-ready dict, Prometheus text).
 """

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stetho.reliability import sources
+from stetho.reliability.drains import Interval, merge, to_json
 from stetho.reliability.sources import Source
 from stetho.reliability.timeline import Incident, Timeline
 
@@ -66,16 +68,21 @@ def _dist(xs: Sequence[float]) -> dict[str, Any]:
             "median": _hours(statistics.median(xs))}
 
 
-def compute(tl: Timeline, drains: Source, kb: Source, ovr: Source, p: Params,
-            leaf_of: dict[str, str] | None = None) -> dict[str, Any]:
+def compute(tl: Timeline, ledger: Source, kb: Source, ovr: Source, p: Params,
+            leaf_of: dict[str, str] | None = None,
+            slurm: Source | None = None) -> dict[str, Any]:
+    """`slurm` None: not asked (sources.slurm says so)."""
+    slurm = slurm if slurm is not None else sources.slurm(None, tl.since)
+    drains = merge(ledger, slurm)
     incs = sorted(tl.incidents, key=lambda i: (i.opened, i.node))
     node_s = sum(last - first for first, last in tl.spans.values())
     out: dict[str, Any] = {
         "window": {"since": tl.since, "until": tl.until, "since_utc": _utc(tl.since),
                    "until_utc": _utc(tl.until), "days": round((tl.until - tl.since) / 86400, 3)},
         "rows": {"read": tl.rows, "excluded": tl.excluded, "why": tl.why},
-        "sources": {s.name: s.to_json() for s in (drains, kb, ovr)},
-        "notes": [s.absent or s.error for s in (drains, kb, ovr) if not s.usable],
+        "sources": {s.name: s.to_json() for s in (ledger, slurm, kb, ovr)},
+        "notes": [*(s.absent or s.error for s in (ledger, kb, ovr) if not s.usable),
+                  *(n for n in (slurm.error, slurm.note) if n)],
         "nodes": len(tl.spans),
         "node_hours": _hours(node_s),
         "time_base": "node-hours: each node's first to last run in the window, summed",
@@ -85,6 +92,7 @@ def compute(tl: Timeline, drains: Source, kb: Source, ovr: Source, p: Params,
     }
     out["mtbf_hours"] = _mtbf(node_s, len(incs), p)
     out["mttr_hours"] = _mttr(incs, drains, tl.until)
+    out["drains"] = _drains(drains)
     out["time_to_detect_hours"] = _ttd(incs, drains)
     out["time_to_localize_hours"] = _ttl(incs, kb, tl.until)
     out["false_positives"] = _fp(incs, kb, ovr, tl.until)
@@ -102,27 +110,48 @@ def _mtbf(node_s: float, n: int, p: Params) -> dict[str, Any]:
             "at_least": None if n else _hours(node_s)}
 
 
-def _drain_of(i: Incident, drains: Source, until: int) -> tuple[float, float | None] | None:
+def _drain_of(i: Incident, drains: Source, until: int) -> Interval | None:
     end = i.closed if i.closed is not None else until
-    for _, at, rel in drains.of(i.node):
-        if i.opened - DRAIN_SLACK_S <= at <= end:
-            return at, rel
+    for d in drains.of(i.node):
+        if i.opened - DRAIN_SLACK_S <= d.at <= end:
+            return d  # type: ignore[no-any-return]
     return None
 
 
 def _mttr(incs: list[Incident], drains: Source, until: int) -> dict[str, Any]:
-    """Drain -> resume where stetho drained and resumed the node, else fail -> next pass."""
+    """Drain -> resume where the node was drained (the ledger's or Slurm's stamps) and
+    resumed, else fail -> next pass. An incident whose drain is still open is ongoing: left
+    out, never a zero and never its fail -> pass (the node is not back)."""
     if drains.error:
         return {**_dist([]), "unknown": drains.error}
-    xs, from_drain = [], 0
+    xs: list[float] = []
+    by = Counter({s: 0 for s in ("ledger", "slurm-events")})
+    ongoing = 0
     for i in incs:
         d = _drain_of(i, drains, until) if drains.usable else None
-        if d is not None and d[1] is not None:
-            xs.append(d[1] - d[0])
-            from_drain += 1
+        if d is not None and d.released is None:
+            ongoing += 1
+        elif d is not None and d.released is not None:
+            xs.append(d.released - d.at)
+            # credited to the source whose end was used: Slurm's where Slurm saw the drain
+            by[next((s for s in d.sources if s != "ledger"), "ledger")] += 1
         elif i.closed is not None:
             xs.append(i.closed - i.opened)
-    return {**_dist(xs), "from_drains": from_drain, "from_passes": len(xs) - from_drain}
+    from_drain = sum(by.values())
+    return {**_dist(xs), "from_drains": from_drain, "from_passes": len(xs) - from_drain,
+            "drains_by_source": dict(by), "drain_still_open": ongoing}
+
+
+def _drains(drains: Source) -> dict[str, Any]:
+    """Every drain interval and who told of it; the open ones, oldest first, said apart."""
+    if not drains.usable:
+        return {"known": False, "intervals": [], "open": None, "oldest_open_since": None,
+                "why": drains.error or drains.absent}
+    rows = [to_json(m, _utc) for m in drains.items]
+    opened = sorted(m.at for m in drains.items if m.released is None)
+    return {"known": True, "intervals": rows, "open": len(opened),
+            "oldest_open_since": opened[0] if opened else None,
+            "oldest_open_since_utc": _utc(int(opened[0])) if opened else None}
 
 
 def _ttd(incs: list[Incident], drains: Source) -> dict[str, Any]:
@@ -132,9 +161,9 @@ def _ttd(incs: list[Incident], drains: Source) -> dict[str, Any]:
         if i.first_warn is None:
             continue
         seen = float(i.opened)
-        for _, at, _ in drains.of(i.node):
-            if i.first_warn <= at < seen:
-                seen = at
+        for d in drains.of(i.node):
+            if i.first_warn <= d.at < seen:
+                seen = d.at
         xs.append(seen - i.first_warn)
     return {**_dist(xs), "without_warning": len(incs) - len(xs)}
 

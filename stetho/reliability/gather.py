@@ -4,6 +4,7 @@ it and the topology, into the figures (stetho.reliability.figures)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,9 @@ def leaves(topology: Path) -> dict[str, str]:
 
 def stats(db: Path, window_s: float, p: figures.Params, *, ledger: Path | None,
           ledger_given: bool, kb: str | None, override_repo: str | None,
-          topology: Path | None, now: float | None = None) -> dict[str, Any]:
+          topology: Path | None, now: float | None = None,
+          slurm_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`slurm_env`: the environment to run sinfo/sacctmgr in (--slurm); None: not asked."""
     until = int(now if now is not None else time.time())
     since = int(until - window_s)
     if p.by == "switch" and topology is None:
@@ -41,7 +44,8 @@ def stats(db: Path, window_s: float, p: figures.Params, *, ledger: Path | None,
         tl = timeline.scan(h, since, until)
         remedies = _remedies(h, since, until)
     out = figures.compute(tl, sources.drains(ledger, since, ledger_given),
-                          sources.reports(kb), sources.overrides(override_repo), p, leaf_of)
+                          sources.reports(kb), sources.overrides(override_repo), p, leaf_of,
+                          sources.slurm(slurm_env, since))
     out["history"] = str(db)
     out["remedies"] = remedies
     return out

@@ -42,8 +42,20 @@ def lines(f: dict[str, Any]) -> list[tuple[str, str]]:
                     f"1,000 GPUs ({m['gpus_per_node']} GPUs a node; {f['node_hours']:,.0f} "
                     "node-hours, each node's first to last run)"))
     r = f["mttr_hours"]
-    out.append(("MTTR", _dist(r, f"{r.get('from_drains', 0)} drain -> resume, "
-                              f"{r.get('from_passes', 0)} fail -> pass")))
+    by = ", ".join(f"{n} {s}" for s, n in r.get("drains_by_source", {}).items() if n)
+    out.append(("MTTR", _dist(r, f"{r.get('from_drains', 0)} drain -> resume"
+                              + (f" from {by}" if by else "")
+                              + f", {r.get('from_passes', 0)} fail -> pass")))
+    if r.get("drain_still_open"):
+        out.append(("", f"{r['drain_still_open']} incident(s) with the drain still open: "
+                    "ongoing, not in the mean"))
+    slurm = f["sources"].get("slurm", {})
+    if slurm.get("absent"):
+        out.append(("", slurm["absent"]))
+    d = f.get("drains", {})
+    if d.get("open"):
+        out.append(("open drains", f"{d['open']} drains still open, oldest since "
+                    f"{_day(d['oldest_open_since'])} UTC (not resumed: not in MTTR)"))
     d = f["time_to_detect_hours"]
     out.append(("time to detect", _dist(d, "first warning -> fail or drain; "
                                         f"{d['without_warning']} without a warning")))
@@ -88,7 +100,31 @@ def table(f: dict[str, Any]) -> str:
     out += [f"{label:<18}{text}" for label, text in lines(f)]
     out.append("")
     out += _group_table(f["groups"])
+    out += _drain_table(f.get("drains", {}))
     return "\n".join(out) + "\n"
+
+
+#: the drain table shows the latest this many; --json lists every one
+DRAIN_ROWS = 20
+
+
+def _drain_table(d: dict[str, Any]) -> list[str]:
+    """Each drain interval and the sources that told of it (ledger, slurm-events,
+    slurm-current)."""
+    rows = d.get("intervals") or []
+    if not rows:
+        return []
+    head = ["node", "drained (UTC)", "resumed (UTC)", "repair", "source", "reason"]
+    body = [[r["node"], _day(r["start"]), "still open" if r["open"] else _day(r["end"]),
+             "-" if r["hours"] is None else _h(r["hours"]), "+".join(r["sources"]),
+             r["reason"][:40]] for r in rows[-DRAIN_ROWS:]]
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
+    out = ["", f"drains ({len(rows)}):"]
+    out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+            for line in [head, *body]]
+    if len(rows) > DRAIN_ROWS:
+        out.append(f"... {len(rows) - DRAIN_ROWS} earlier (--json lists every one)")
+    return out
 
 
 def _group_table(g: dict[str, Any]) -> list[str]:
@@ -121,6 +157,7 @@ _HELP = {
     "stetho_lemon_node": "1 for a node with at least K incidents in W days.",
     "stetho_ettr_ratio": "Expected effective training time ratio of a job of N GPUs.",
     "stetho_stats_rows_excluded": "History rows that failed their integrity check.",
+    "stetho_drains_open": "Drains not resumed yet (ledger and, with --slurm, Slurm).",
 }
 
 
@@ -149,6 +186,8 @@ def prometheus(f: dict[str, Any]) -> str:
             f"stetho_false_positive_ratio {f['false_positives']['rate']}")
     for node in f["lemons"]["nodes"]:
         fam["stetho_lemon_node"].append(f'stetho_lemon_node{{node="{escape(node)}"}} 1')
+    if f.get("drains", {}).get("open") is not None:
+        fam["stetho_drains_open"].append(f"stetho_drains_open {f['drains']['open']}")
     e = f["ettr"]
     if e["ettr"] is not None:
         fam["stetho_ettr_ratio"].append(f'stetho_ettr_ratio{{gpus="{e["gpus"]}"}} {e["ettr"]}')

@@ -1,4 +1,5 @@
 """The sources beside the history: the drain ledger (when stetho drained and resumed a node),
+Slurm's own drain/resume stamps (`--slurm`: every drain, an operator's by hand included),
 the knowledge base (when a report diagnosed an incident, and whether the technician found no
 fault) and the override repository (a block a person overrode: a false positive).
 
@@ -10,14 +11,23 @@ line is printed with them.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from stetho.errors import StethoError
 
-#: (node, drained at, resumed at or None), from the ledger's grants
-Drain = tuple[str, float, float | None]
+
+class Drain(NamedTuple):
+    """A node out of service from `at` to `released` (None: still out), as `source` told:
+    "ledger" (stetho's grants), "slurm-events" (sacctmgr) or "slurm-current" (sinfo -R)."""
+
+    node: str
+    at: float
+    released: float | None
+    source: str
+    reason: str = ""
 
 
 @dataclass
@@ -29,6 +39,8 @@ class Source:
     items: list[Any] = field(default_factory=list)
     absent: str | None = None
     error: str | None = None
+    #: loaded, but with something left out that the reader must be told
+    note: str | None = None
     _by_node: dict[str, list[Any]] | None = field(default=None, repr=False)
 
     def of(self, node: str) -> list[Any]:
@@ -48,7 +60,7 @@ class Source:
     def to_json(self) -> dict[str, object]:
         return {"where": self.where or None, "loaded": self.usable,
                 "items": len(self.items) if self.usable else None,
-                "absent": self.absent, "error": self.error}
+                "absent": self.absent, "error": self.error, "note": self.note}
 
 
 def drains(path: Path | None, since: float, explicit: bool) -> Source:
@@ -66,15 +78,41 @@ def drains(path: Path | None, since: float, explicit: bool) -> Source:
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
         try:
-            src.items = [(str(n), float(at), None if rel is None else float(rel))
-                         for n, at, rel in con.execute(
-                             "SELECT node, at, released_at FROM grants WHERE at >= ? "
+            src.items = [Drain(str(n), float(at), None if rel is None else float(rel),
+                               "ledger", str(why or ""))
+                         for n, at, rel, why in con.execute(
+                             "SELECT node, at, released_at, reason FROM grants WHERE at >= ? "
                              "ORDER BY at", (since,))]
         finally:
             con.close()
     except (sqlite3.Error, TypeError, ValueError) as exc:
         src.error = (f"drain ledger {path}: cannot read its grants ({exc}); repair times "
                      "are unknown")
+    return src
+
+
+def slurm(env: Mapping[str, str] | None, since: float) -> Source:
+    """Slurm's drains: the nodes out of service now (sinfo -R, always) and the past node
+    events slurmdbd keeps (sacctmgr, when there is one; said when not). Asked for and not
+    reachable is an error: the repair times would silently miss every hand-made drain.
+    `env` (the commands' environment, from the edge) None: Slurm not asked."""
+    src = Source("slurm", "sinfo -R, sacctmgr show event" if env is not None else "")
+    if env is None:
+        src.absent = ("Slurm not asked (--slurm adds Slurm's own drain/resume stamps, "
+                      "an operator's by hand included)")
+        return src
+    from stetho.jobs import node_events
+
+    try:
+        now = node_events.current(env)
+        past, why = node_events.history(since, env)
+    except node_events.NodeEventsError as exc:
+        src.error = f"Slurm: {exc}; repair times are unknown (or leave out --slurm)"
+        return src
+    src.note = why or None
+    src.items = [Drain(e.node, e.start, e.end, e.source, e.reason)
+                 for e in [*(past or []), *now] if e.source == "slurm-current"
+                 or e.start >= since]
     return src
 
 
