@@ -208,6 +208,8 @@ class Engine:
             if m.value is not None:
                 t.values.append(m.value)
             t.verdict = self.judge.verdict(t.scores)
+            if t.verdict == PASS and self.judge.transient(t.scores):
+                search.transients.append(t.id)
         return len(scheduled)
 
     def _new(self, rnd: int, req: Request, pad: tuple[str, ...]) -> GroupTest:
