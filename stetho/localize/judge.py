@@ -59,12 +59,13 @@ class Judge:
         z = NormalDist().inv_cdf(self.confidence)
         return z * self.noise / 2
 
-    def verdict(self, scores: list[float]) -> str | None:
-        """PASS, FAIL, UNKNOWN (out of runs), or None: run it again."""
+    def verdict(self, scores: list[float], runs: int = 1) -> str | None:
+        """PASS, FAIL, UNKNOWN (out of runs), or None: run it again. Under a tail, a pass
+        needs `runs` clean runs (capped at max_runs)."""
         if not scores:
             return None
         if self.tail:
-            return self._tailed(scores)
+            return self._tailed(scores, min(runs, self.max_runs))
         m = fmean(scores)
         need = self.margin / math.sqrt(len(scores))
         if m - self.threshold >= need:
@@ -73,10 +74,10 @@ class Judge:
             return FAIL
         return UNKNOWN if len(scores) >= self.max_runs else None
 
-    def _tailed(self, scores: list[float]) -> str | None:
+    def _tailed(self, scores: list[float], runs: int) -> str | None:
         slow = sum(s < self.threshold for s in scores)
         if slow == 0:
-            return PASS
+            return PASS if len(scores) >= runs else None
         if slow == len(scores):
             return FAIL if slow >= self.confirm else None
         if len(scores) < self.max_runs:

@@ -26,6 +26,7 @@ class Request:
     near: str | None = None
     away: str | None = None
     avoid: frozenset[str] = frozenset()
+    runs: int = 1  # clean runs a pass needs (a clearing that a straggler must not slip through)
 
 
 @dataclass
@@ -65,6 +66,7 @@ class GroupTest:
     verdict: str | None = None
     error: str | None = None
     rounds: list[int] = field(default_factory=list)
+    runs: int = 1
 
     def as_dict(self) -> dict[str, object]:
         return {"id": self.id, "rounds": self.rounds, "nodes": list(self.nodes),

@@ -37,6 +37,7 @@ class Search:
 
     topo: Topology
     arity: int = 4
+    clean_runs: int = 1  # clean runs each end of a pair needs before the pair is convicted
     cleared: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
     unresolved: set[str] = field(default_factory=set)
@@ -84,10 +85,10 @@ class Search:
         self.unresolved.update(nodes)
 
     def lone(self, node: str, purpose: str, avoid: Sequence[str] = (),
-             away: str | None = None) -> Request:
+             away: str | None = None, runs: int = 1) -> Request:
         """One node with a known-good buddy (from its own leaf unless `away` says otherwise)."""
         return Request((node,), purpose, pad=1, near=None if away else self.topo.leaf(node),
-                       away=away, avoid=frozenset(avoid))
+                       away=away, avoid=frozenset(avoid), runs=runs)
 
     def request(self, part: Sequence[str], purpose: str) -> Request:
         return self.lone(part[0], purpose) if len(part) == 1 else Request(tuple(part), purpose)
@@ -270,11 +271,20 @@ class Search:
         return [self.confirm_pair(a[0], b[0], [failed])]
 
     def confirm_pair(self, a: str, b: str, evidence: list[GroupTest]) -> Step:
-        ta, tb = yield [self.lone(a, "pair confirm", avoid=[b]), self.lone(b, "pair confirm",
-                                                                           avoid=[a])]
-        if ta.verdict == PASS and tb.verdict == PASS:
-            self.convict("pair", f"{a}<->{b}", [a, b], [*evidence], [a, b],
+        asks = [self.lone(a, "pair confirm", avoid=[b], runs=self.clean_runs),
+                self.lone(b, "pair confirm", avoid=[a], runs=self.clean_runs)]
+        if self.clean_runs > 1:  # under a tail: the two alone, slow again, not one bad test
+            asks.append(Request(tuple(self.topo.order([a, b])), "pair recheck"))
+        ta, tb, *again = yield asks
+        if ta.verdict == PASS and tb.verdict == PASS and all(t.verdict == FAIL for t in again):
+            self.convict("pair", f"{a}<->{b}", [a, b], [*evidence, *again], [a, b],
                          "slow together, each healthy with other nodes")
+            return []
+        if ta.verdict == PASS and tb.verdict == PASS:  # the pair's failure did not repeat
+            if again and again[0].verdict == PASS:
+                self.transients.append(evidence[-1].id)
+            else:
+                self.give_up([a, b])
             return []
         steps: list[Step] = []
         for node, t in ((a, ta), (b, tb)):
