@@ -40,7 +40,7 @@ from stetho.localize.model import Measurement  # noqa: E402
 
 PER_LEAF = 16
 TAIL_P = 0.03
-STRAGGLER = (0.3, 0.75)  # 30% of its runs, 25% slow
+STRAGGLER = (fabric.STRAGGLER_P, 0.75)  # 30% of its runs, 25% slow
 
 
 class Clocked:

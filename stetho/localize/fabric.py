@@ -47,6 +47,7 @@ _DEVICE = re.compile(r"^(#\s+Rank\s+)(\d+)(.*? on )(\S+)( device .*)$")
 STARTUP_S, PER_NODE_S, STEP_LATENCY_S = 20.0, 0.25, 20e-6
 MESSAGE, ITERATIONS = 1 << 30, 25
 TAIL_SLOW = (0.60, 0.80)  # a transient's speed factor: 20-40% slow
+STRAGGLER_P = 0.30  # a straggler (the `stragglers` default): slow on 30% of its runs
 
 
 @dataclass
