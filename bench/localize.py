@@ -23,10 +23,10 @@ floor is NVIDIA's published adaptive design: 22-57 tests and ~28 min at 232 node
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path

@@ -59,10 +59,11 @@ def _seconds(text: str, flag: str) -> float:
               help="Slow runs in a row before a group test fails (with --tail).")
 @click.option("--arity", default=4, show_default=True, type=click.IntRange(2, 64),
               help="Parts a failing group is split into.")
-@click.option("--budget", default="60m", show_default=True,
+@click.option("--budget", default="90m", show_default=True,
               help="Stop (exit 3) after this much time at --test-time a round.")
-@click.option("--test-time", default="4m", show_default=True,
-              help="How long one round of group tests takes (for the budget and estimates).")
+@click.option("--test-time", default="2m", show_default=True,
+              help="How long one round of group tests takes (for the budget and estimates; "
+                   "nccl-tests over 232 nodes: ~80 s, mostly launch and NCCL setup).")
 @click.option("--dry-run", is_flag=True, help="Show the plan and its estimated cost; run nothing.")
 @click.option("--sim-fault", "sim_faults", multiple=True, metavar="KIND=WHAT[:FACTOR]",
               help="--runner sim: inject node=N, pair=A,B, uplink=SWITCH or switch=SWITCH.")

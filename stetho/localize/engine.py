@@ -89,8 +89,10 @@ class Engine:
         fleet = self.topo.order(nodes if nodes is not None else self.topo.nodes)
         # Under a heavy tail, a pair is convicted only when each end is clean with others on
         # as many runs as it takes to fail a test, and one more: a straggler rarely is.
+        tail = bool(self.judge.tail)
         search = Search(self.topo, self.arity,
-                        clean_runs=self.judge.confirm + 1 if self.judge.tail else 1)
+                        clean_runs=self.judge.confirm + 1 if tail else 1,
+                        recheck_runs=self.judge.max_runs if tail else 1)
         self._tests: list[GroupTest] = []
         first = search.survey(fleet) if self.survey else search.screen(fleet)
         active = self._start(first)

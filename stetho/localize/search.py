@@ -17,7 +17,9 @@ packs them. The steps, from the top:
   with a different buddy; a pair needs its failing unions and each end passing with others; an
   uplink needs two ring probes and a confirmation; a switch needs every sampled node failing.
   A parent failure that no part or union reproduces is retested: a pass is a transient and
-  clears, a second failure leaves the group unresolved (fail closed).
+  clears, a second failure leaves the group unresolved (fail closed). Under a heavy tail the
+  retest must be clean on `recheck_runs` runs: a straggler that failed twice and hid from the
+  parts rarely is, so it stays unresolved (intermittent) rather than being cleared.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Search:
     topo: Topology
     arity: int = 4
     clean_runs: int = 1  # clean runs each end of a pair needs before the pair is convicted
+    recheck_runs: int = 1  # clean runs a recheck needs to call a failure transient
     cleared: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
     unresolved: set[str] = field(default_factory=set)
@@ -149,7 +152,8 @@ class Search:
             self.give_up([node])
             return []
         # Slow with one buddy, fine with another: the pair, or a transient. Run it again.
-        (again,) = yield [Request((node, *first.padding), "recheck")]
+        (again,) = yield [Request((node, *first.padding), "recheck",
+                                  runs=self.recheck_runs)]
         if again.verdict == FAIL and first.padding:
             return [self.confirm_pair(node, first.padding[0], [parent, first, again])]
         if again.verdict == PASS:
@@ -185,7 +189,8 @@ class Search:
                        if t.verdict == FAIL]
             if failing:
                 return [self.bisect_pair(parts[i], parts[j], t) for i, j, t in failing]
-        (again,) = yield [Request(tuple(self.topo.order(group)), "recheck")]
+        (again,) = yield [Request(tuple(self.topo.order(group)), "recheck",
+                                  runs=self.recheck_runs)]
         if again.verdict == PASS:
             self.transients.append(parent.id)
             return []
@@ -258,7 +263,8 @@ class Search:
                     found = failing
                     break
             if not found:
-                (again,) = yield [Request(tuple(self.topo.order(a + b)), "recheck")]
+                (again,) = yield [Request(tuple(self.topo.order(a + b)), "recheck",
+                                          runs=self.recheck_runs)]
                 if again.verdict == PASS:
                     self.transients.append(failed.id)
                 else:
@@ -274,7 +280,8 @@ class Search:
         asks = [self.lone(a, "pair confirm", avoid=[b], runs=self.clean_runs),
                 self.lone(b, "pair confirm", avoid=[a], runs=self.clean_runs)]
         if self.clean_runs > 1:  # under a tail: the two alone, slow again, not one bad test
-            asks.append(Request(tuple(self.topo.order([a, b])), "pair recheck"))
+            asks.append(Request(tuple(self.topo.order([a, b])), "pair recheck",
+                                runs=self.recheck_runs))
         ta, tb, *again = yield asks
         if ta.verdict == PASS and tb.verdict == PASS and all(t.verdict == FAIL for t in again):
             self.convict("pair", f"{a}<->{b}", [a, b], [*evidence, *again], [a, b],
