@@ -18,9 +18,10 @@ injectable fault that is slow only sometimes: e.g. 30% of its runs at 0.75.
 Every run also has a simulated duration (`duration`), from a model of nccl-tests' run time, so
 that a bench reports minutes from the runs rather than a fixed time a round.
 
-`render` turns a measurement into the text of the real recorded 2-node 16x A100 all_reduce_perf run (fixtures/real), with
-each host of the group given its own device lines and the bandwidth columns scaled, so that
-the same parser that reads real output reads the simulator's.
+`render` turns a measurement into the text of the real recorded 2-node 16x A100
+all_reduce_perf run (fixtures/real), with each host of the group given its own device lines and
+the bandwidth columns scaled, so that the same parser that reads real output reads the
+simulator's.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
-from stetho.localize.model import FAIL, PASS, Finding, GroupTest, Request
+from stetho.localize.model import FAIL, INTERMITTENT, PASS, Finding, GroupTest, Request
 from stetho.localize.topology import Topology
 
 Step = Generator[list[Request], list[GroupTest], list["Step"]]
@@ -50,6 +50,8 @@ class Search:
     # -- bookkeeping ------------------------------------------------------------------------
     def learn(self, tests: Sequence[GroupTest]) -> None:
         for t in tests:
+            if t.verdict == INTERMITTENT:  # whatever step asked: never cleared, never passed
+                self.give_up([*t.nodes, *t.padding])
             if t.verdict == PASS:
                 for n in (*t.nodes, *t.padding):
                     self.cleared.add(n)
