@@ -144,16 +144,22 @@ def main() -> None:
     ap.add_argument("--noise", choices=("heavy", "uniform"), default="heavy")
     ap.add_argument("--confirm", type=int, default=2,
                     help="slow runs in a row before a group test fails")
+    ap.add_argument("--judge-tail", type=float, default=None,
+                    help="the judge's --tail (default: the noise's, 0.03 heavy, 0 uniform); "
+                         "0 is the mean rule of old")
     ap.add_argument("--smoke", action="store_true", help="a tiny run: N=64, 3 trials")
     args = ap.parse_args()
     if args.smoke:
         args.trials, args.sizes = 3, "64"
-    tail = TAIL_P if args.noise == "heavy" else 0.0
+    tail = args.judge_tail if args.judge_tail is not None else (
+        TAIL_P if args.noise == "heavy" else 0.0)
     judge = Judge(tail=tail, confirm=args.confirm)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{args.trials} seeded trials per line (N > 1,024: {args.big_trials}); noise "
-          f"{args.noise}" + (f" (sd 1.5%, {TAIL_P:.0%} of healthy runs 20-40% slow), "
-                             f"{args.confirm} slow runs to fail a test" if tail else " ±3%")
+          f"{args.noise}" + (" (sd 1.5%, 3% of healthy runs 20-40% slow)"
+                             if args.noise == "heavy" else " ±3%")
+          + (f"; judge: {args.confirm} slow runs to fail a test" if tail
+             else "; judge: the mean rule (--tail 0)")
           + f"; leaves of {PER_LEAF}; load average {load}")
     print("minutes: each round lasts its longest test, from the fabric's nccl-tests duration "
           f"model ({fabric.STARTUP_S:.0f} s + {fabric.PER_NODE_S} s/node + 25 x 1 GiB ring "

@@ -59,7 +59,7 @@ def _seconds(text: str, flag: str) -> float:
               help="Slow runs in a row before a group test fails (with --tail).")
 @click.option("--arity", default=4, show_default=True, type=click.IntRange(2, 64),
               help="Parts a failing group is split into.")
-@click.option("--budget", default="90m", show_default=True,
+@click.option("--budget", default="2h", show_default=True,
               help="Stop (exit 3) after this much time at --test-time a round.")
 @click.option("--test-time", default="2m", show_default=True,
               help="How long one round of group tests takes (for the budget and estimates; "
