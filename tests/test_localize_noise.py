@@ -7,6 +7,7 @@ the tests' scores), never the search's report of itself.
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -152,6 +153,14 @@ def test_cli_names_a_straggler_intermittent_and_does_not_finish(tmp_path: Path) 
         "--no-history"])
     assert res.exit_code == 3, res.output
     assert "could not finish (unresolved: gpu[001-016]; intermittent" in res.output
+    (run_dir,) = tmp_path.iterdir()
+    rec = json.loads((run_dir / "localize.json").read_text())
+    assert "gpu007" in rec["unresolved"] and not rec["findings"] and rec["exit_code"] == 3
+    flaky = [t for t in rec["group_tests"] if t["verdict"] == INTERMITTENT]
+    assert flaky and "gpu007" in flaky[0]["nodes"] + flaky[0]["padding"]
+    slow = [x for x in flaky[0]["scores"] if x < SLOW]
+    assert len(slow) >= 3 and len(slow) < len(flaky[0]["scores"])  # slow, then clean, then slow
+    assert "intermittent" in (run_dir / "index.html").read_text()
 
 
 def stetho(*args: str) -> subprocess.CompletedProcess[str]:
