@@ -171,6 +171,8 @@ def main() -> None:
     for n in (int(s) for s in args.sizes.split(",")):
         trials = args.trials if n <= 1024 else args.big_trials
         for label, kind, k in SCENARIOS:
+            if kind == "straggler" and args.noise != "heavy":
+                continue  # the uniform model has no stragglers
             r = run(n, kind, k, trials, args.noise, judge)
             if label == "1 bad node":
                 per_node[n] = r["tests_med"]
