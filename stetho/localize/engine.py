@@ -87,7 +87,12 @@ class Engine:
     def run(self, nodes: Sequence[str] | None = None) -> Localization:
         started = time.monotonic()
         fleet = self.topo.order(nodes if nodes is not None else self.topo.nodes)
-        search = Search(self.topo, self.arity)
+        # Under a heavy tail, a pair is convicted only when each end is clean with others on
+        # as many runs as it takes to fail a test, and one more: a straggler rarely is.
+        tail = bool(self.judge.tail)
+        search = Search(self.topo, self.arity,
+                        clean_runs=self.judge.confirm + 1 if tail else 1,
+                        recheck_runs=self.judge.max_runs if tail else 1)
         self._tests: list[GroupTest] = []
         first = search.survey(fleet) if self.survey else search.screen(fleet)
         active = self._start(first)
@@ -207,11 +212,13 @@ class Engine:
             t.scores.append(score)
             if m.value is not None:
                 t.values.append(m.value)
-            t.verdict = self.judge.verdict(t.scores)
+            t.verdict = self.judge.verdict(t.scores, t.runs)
+            if t.verdict == PASS and self.judge.transient(t.scores):
+                search.transients.append(t.id)
         return len(scheduled)
 
     def _new(self, rnd: int, req: Request, pad: tuple[str, ...]) -> GroupTest:
-        t = GroupTest(len(self._tests) + 1, rnd, req.members, req.purpose, pad)
+        t = GroupTest(len(self._tests) + 1, rnd, req.members, req.purpose, pad, runs=req.runs)
         self._tests.append(t)
         return t
 

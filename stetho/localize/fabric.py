@@ -8,10 +8,20 @@ of its slowest member, its slowest pair, and the slowest switch or uplink its tr
 - uplink fault: groups with members both under the switch and outside it are slow.
 - switch fault: every group with a member under the switch is slow.
 
-Noise is uniform in ±`noise` around the group's speed, per run. `render` turns a measurement
-into the text of the real recorded 2-node 16x A100 all_reduce_perf run (fixtures/real), with
-each host of the group given its own device lines and the bandwidth columns scaled, so that
-the same parser that reads real output reads the simulator's.
+Noise, per run (`Noise`): `uniform` is ±`noise` around the group's speed, nothing else (the
+old model: it never changes a verdict). `heavy` is what a shared fabric does: a normal body
+with sd `noise`/2 (±`noise` is two sd), plus a tail: with probability `tail_p` (3%) a healthy
+group runs 20-40% slow on that run only (congestion, a noisy neighbour's job), which the next
+run does not repeat. A *straggler* (`stragglers`: node -> (probability, factor)) is the
+injectable fault that is slow only sometimes: e.g. 30% of its runs at 0.75.
+
+Every run also has a simulated duration (`duration`), from a model of nccl-tests' run time, so
+that a bench reports minutes from the runs rather than a fixed time a round.
+
+`render` turns a measurement into the text of the real recorded 2-node 16x A100
+all_reduce_perf run (fixtures/real), with each host of the group given its own device lines and
+the bandwidth columns scaled, so that the same parser that reads real output reads the
+simulator's.
 """
 
 from __future__ import annotations
@@ -31,6 +41,17 @@ _ROW = re.compile(r"^(\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+)\s+(.*)$")
 _DEVICE = re.compile(r"^(#\s+Rank\s+)(\d+)(.*? on )(\S+)( device .*)$")
 
 
+#: The duration model of one nccl-tests run over a group of n nodes (`all_reduce_perf -b 1G
+#: -e 1G -n 20`, 5 warm-up iterations): srun's launch and NCCL's bootstrap (STARTUP_S, plus
+#: PER_NODE_S for each node: ranks' connection setup grows with the group), then 25
+#: iterations of a ring all-reduce of MESSAGE bytes, each 2(n-1) latency steps plus
+#: 2(n-1)/n x MESSAGE / busbw, busbw the recorded run's at the group's speed this run.
+STARTUP_S, PER_NODE_S, STEP_LATENCY_S = 20.0, 0.25, 20e-6
+MESSAGE, ITERATIONS = 1 << 30, 25
+TAIL_SLOW = (0.60, 0.80)  # a transient's speed factor: 20-40% slow
+STRAGGLER_P = 0.30  # a straggler (the `stragglers` default): slow on 30% of its runs
+
+
 @dataclass
 class Fabric:
     topo: Topology
@@ -40,8 +61,14 @@ class Fabric:
     switches: dict[str, float] = field(default_factory=dict)
     noise: float = 0.03
     seed: int = 0
+    model: str = "uniform"  # or "heavy": normal body, heavy tail (see the module's docstring)
+    tail_p: float = 0.03
+    stragglers: dict[str, tuple[float, float]] = field(default_factory=dict)
+    durations: list[float] = field(default_factory=list)  # every run's simulated seconds
 
     def __post_init__(self) -> None:
+        if self.model not in ("uniform", "heavy"):
+            raise ValueError(f"fabric noise model {self.model!r}: uniform or heavy")
         self.rng = random.Random(self.seed)
 
     def factor(self, group: Iterable[str]) -> float:
@@ -63,12 +90,37 @@ class Fabric:
         return f
 
     def measure(self, group: Iterable[str]) -> float:
-        return self.factor(group) * (1 + self.rng.uniform(-self.noise, self.noise))
+        """One run's speed; its duration is appended to `durations`."""
+        members = list(group)
+        f = self.factor(members)
+        if self.model == "uniform":
+            speed = f * (1 + self.rng.uniform(-self.noise, self.noise))
+        else:
+            for n in members:
+                p, slow = self.stragglers.get(n, (0.0, 1.0))
+                if p and self.rng.random() < p:
+                    f = min(f, slow)
+            if self.rng.random() < self.tail_p:
+                f *= self.rng.uniform(*TAIL_SLOW)
+            speed = f * (1 + self.rng.gauss(0.0, self.noise / 2))
+        self.durations.append(duration(len(members), speed))
+        return speed
 
     def faulty(self) -> dict[str, set[str]]:
         """The injected faults by kind: the names a correct localization reports."""
-        return {"node": set(self.nodes), "pair": {"<->".join(sorted(p)) for p in self.pairs},
-                "uplink": set(self.uplinks), "switch": set(self.switches)}
+        out = {"node": set(self.nodes), "pair": {"<->".join(sorted(p)) for p in self.pairs},
+               "uplink": set(self.uplinks), "switch": set(self.switches)}
+        if self.stragglers:
+            out["straggler"] = set(self.stragglers)
+        return out
+
+
+def duration(n: int, speed: float) -> float:
+    """Seconds one nccl-tests run over n nodes takes at `speed` x healthy busbw."""
+    _, busbw = recorded()
+    per_iter = 2 * (n - 1) * STEP_LATENCY_S + 2 * (n - 1) / n * MESSAGE / (
+        busbw * 1e9 * max(speed, 0.05))
+    return STARTUP_S + PER_NODE_S * n + ITERATIONS * per_iter
 
 
 @cache

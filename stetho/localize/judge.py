@@ -6,6 +6,12 @@ a fault worth finding costs at least `min_slowdown`. The threshold sits half way
 slowdown. A test passes (or fails) once the mean of its runs is beyond the threshold by
 z·σ/√n for the requested confidence; until then it is repeated, and after `max_runs` it is
 "unknown", which no caller treats as pass.
+
+Under a heavy tail (`tail` > 0: a healthy group runs 20-40% slow on a fraction `tail` of its
+runs) one slow run is no evidence: each run is read on its own, slow or not, and a test fails
+only after `confirm` slow runs with no clean one between (a transient repeats with probability
+`tail`^`confirm`). A test whose runs disagree runs to `max_runs`: slow on `confirm` + 1 or more
+of them is "intermittent" (a straggler; never pass), slow once is a transient and passes.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 from statistics import NormalDist, fmean
 
 from stetho.errors import ConfigError
-from stetho.localize.model import FAIL, PASS, UNKNOWN
+from stetho.localize.model import FAIL, INTERMITTENT, PASS, UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,8 @@ class Judge:
     min_slowdown: float = 0.15
     confidence: float = 0.997
     max_runs: int = 5
+    tail: float = 0.0
+    confirm: int = 2
 
     def __post_init__(self) -> None:
         if not 0 < self.noise < 0.5:
@@ -35,6 +43,11 @@ class Judge:
             raise ConfigError(f"localize: confidence {self.confidence} must be in (0.5, 1)")
         if self.max_runs < 1:
             raise ConfigError("localize: max runs must be at least 1")
+        if not 0 <= self.tail < 0.5:
+            raise ConfigError(f"localize: tail {self.tail} must be a fraction in [0, 0.5)")
+        if self.tail and not 1 <= self.confirm < self.max_runs:
+            raise ConfigError(f"localize: confirmations {self.confirm} must be at least 1 and "
+                              f"below max runs ({self.max_runs})")
 
     @property
     def threshold(self) -> float:
@@ -46,10 +59,13 @@ class Judge:
         z = NormalDist().inv_cdf(self.confidence)
         return z * self.noise / 2
 
-    def verdict(self, scores: list[float]) -> str | None:
-        """PASS, FAIL, UNKNOWN (out of runs), or None: run it again."""
+    def verdict(self, scores: list[float], runs: int = 1) -> str | None:
+        """PASS, FAIL, UNKNOWN (out of runs), or None: run it again. Under a tail, a pass
+        needs `runs` clean runs (capped at max_runs)."""
         if not scores:
             return None
+        if self.tail:
+            return self._tailed(scores, min(runs, self.max_runs))
         m = fmean(scores)
         need = self.margin / math.sqrt(len(scores))
         if m - self.threshold >= need:
@@ -57,3 +73,17 @@ class Judge:
         if self.threshold - m >= need:
             return FAIL
         return UNKNOWN if len(scores) >= self.max_runs else None
+
+    def _tailed(self, scores: list[float], runs: int) -> str | None:
+        slow = sum(s < self.threshold for s in scores)
+        if slow == 0:
+            return PASS if len(scores) >= runs else None
+        if slow == len(scores):
+            return FAIL if slow >= self.confirm else None
+        if len(scores) < self.max_runs:
+            return None
+        return INTERMITTENT if slow > self.confirm else PASS
+
+    def transient(self, scores: list[float]) -> bool:
+        """A pass with a slow run in it: the tail, not a fault."""
+        return bool(self.tail) and any(s < self.threshold for s in scores)

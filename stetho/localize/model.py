@@ -1,7 +1,8 @@
 """What a localization run holds: the group tests asked for, the tests run, and the findings.
 
-A test's verdict is "pass", "fail" or "unknown" (the judge could not decide within its repeats,
-or the runner could not run it). Unknown is never pass: its members stay unresolved, and a run
+A test's verdict is "pass", "fail", "intermittent" (slow again after a clean run: a straggler,
+never cleared) or "unknown" (the judge could not decide within its repeats, or the runner could
+not run it). Unknown is never pass: its members stay unresolved, and a run
 with anything unresolved cannot say the fleet is healthy.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+INTERMITTENT = "intermittent"  # slow on some runs, fine on others, more often than a transient
 KINDS = ("node", "pair", "uplink", "switch")
 
 
@@ -24,6 +26,7 @@ class Request:
     near: str | None = None
     away: str | None = None
     avoid: frozenset[str] = frozenset()
+    runs: int = 1  # clean runs a pass needs (a clearing that a straggler must not slip through)
 
 
 @dataclass
@@ -63,6 +66,7 @@ class GroupTest:
     verdict: str | None = None
     error: str | None = None
     rounds: list[int] = field(default_factory=list)
+    runs: int = 1
 
     def as_dict(self) -> dict[str, object]:
         return {"id": self.id, "rounds": self.rounds, "nodes": list(self.nodes),

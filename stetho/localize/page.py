@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from stetho.core import hostlist
 from stetho.localize.engine import Localization
-from stetho.localize.model import FAIL, PASS
+from stetho.localize.model import FAIL, INTERMITTENT, PASS
 from stetho.sinks import runpage
 
 TEMPLATE = "localize-page.html.j2"
 #: A verdict's colour, from the run page's palette: a convicting test in the fail colour.
-VERDICT_STATUS = {FAIL: "fail", PASS: "pass"}
+VERDICT_STATUS = {FAIL: "fail", PASS: "pass", INTERMITTENT: "fail"}  # a straggler: never pass
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ def estimate(topo: Topology, *, arity: int = 4, survey: bool = True, judge: Judg
     first = topo.split(nodes, arity) if survey else [nodes]
 
     def run(bad: str | None, seed: int) -> tuple[int, int]:
-        fab = Fabric(topo, noise=judge.noise, seed=seed)
+        fab = Fabric(topo, noise=judge.noise, seed=seed,
+                     model="heavy" if judge.tail else "uniform", tail_p=judge.tail)
         if bad is not None:
             fab.nodes[bad] = 1 - judge.min_slowdown
         loc = Engine(topo, SimRunner(fab, render=False), judge, arity=arity,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from stetho.core import hostlist
 from stetho.localize.engine import Localization
-from stetho.localize.model import FAIL, PASS
+from stetho.localize.model import FAIL, INTERMITTENT, PASS
 from stetho.results import Result
 
 SCHEMA = "stetho.localize"
@@ -31,6 +31,10 @@ def verdict_line(loc: Localization) -> str:
         return f"{len(loc.findings)} fault(s) found: {kinds}; the rest verified healthy"
     why = loc.stopped or ("unresolved: " + hostlist.compress(loc.unresolved) if loc.unresolved
                           else "the rest of the fleet did not verify healthy")
+    flaky = [t.id for t in loc.tests if t.verdict == INTERMITTENT]
+    if flaky and not loc.stopped:
+        why += ("; intermittent (slow on some runs, fine on others: a straggler, or worse) in "
+                "test " + ", ".join(map(str, flaky)))
     found = f"; found so far: {', '.join(f.subject for f in loc.findings)}" if loc.findings \
         else ""
     return f"could not finish ({why}){found}"

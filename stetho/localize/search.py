@@ -17,7 +17,9 @@ packs them. The steps, from the top:
   with a different buddy; a pair needs its failing unions and each end passing with others; an
   uplink needs two ring probes and a confirmation; a switch needs every sampled node failing.
   A parent failure that no part or union reproduces is retested: a pass is a transient and
-  clears, a second failure leaves the group unresolved (fail closed).
+  clears, a second failure leaves the group unresolved (fail closed). Under a heavy tail the
+  retest must be clean on `recheck_runs` runs: a straggler that failed twice and hid from the
+  parts rarely is, so it stays unresolved (intermittent) rather than being cleared.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
-from stetho.localize.model import FAIL, PASS, Finding, GroupTest, Request
+from stetho.localize.model import FAIL, INTERMITTENT, PASS, Finding, GroupTest, Request
 from stetho.localize.topology import Topology
 
 Step = Generator[list[Request], list[GroupTest], list["Step"]]
@@ -37,6 +39,8 @@ class Search:
 
     topo: Topology
     arity: int = 4
+    clean_runs: int = 1  # clean runs each end of a pair needs before the pair is convicted
+    recheck_runs: int = 1  # clean runs a recheck needs to call a failure transient
     cleared: set[str] = field(default_factory=set)
     findings: list[Finding] = field(default_factory=list)
     unresolved: set[str] = field(default_factory=set)
@@ -46,6 +50,8 @@ class Search:
     # -- bookkeeping ------------------------------------------------------------------------
     def learn(self, tests: Sequence[GroupTest]) -> None:
         for t in tests:
+            if t.verdict == INTERMITTENT:  # whatever step asked: never cleared, never passed
+                self.give_up([*t.nodes, *t.padding])
             if t.verdict == PASS:
                 for n in (*t.nodes, *t.padding):
                     self.cleared.add(n)
@@ -84,10 +90,10 @@ class Search:
         self.unresolved.update(nodes)
 
     def lone(self, node: str, purpose: str, avoid: Sequence[str] = (),
-             away: str | None = None) -> Request:
+             away: str | None = None, runs: int = 1) -> Request:
         """One node with a known-good buddy (from its own leaf unless `away` says otherwise)."""
         return Request((node,), purpose, pad=1, near=None if away else self.topo.leaf(node),
-                       away=away, avoid=frozenset(avoid))
+                       away=away, avoid=frozenset(avoid), runs=runs)
 
     def request(self, part: Sequence[str], purpose: str) -> Request:
         return self.lone(part[0], purpose) if len(part) == 1 else Request(tuple(part), purpose)
@@ -148,7 +154,8 @@ class Search:
             self.give_up([node])
             return []
         # Slow with one buddy, fine with another: the pair, or a transient. Run it again.
-        (again,) = yield [Request((node, *first.padding), "recheck")]
+        (again,) = yield [Request((node, *first.padding), "recheck",
+                                  runs=self.recheck_runs)]
         if again.verdict == FAIL and first.padding:
             return [self.confirm_pair(node, first.padding[0], [parent, first, again])]
         if again.verdict == PASS:
@@ -184,7 +191,8 @@ class Search:
                        if t.verdict == FAIL]
             if failing:
                 return [self.bisect_pair(parts[i], parts[j], t) for i, j, t in failing]
-        (again,) = yield [Request(tuple(self.topo.order(group)), "recheck")]
+        (again,) = yield [Request(tuple(self.topo.order(group)), "recheck",
+                                  runs=self.recheck_runs)]
         if again.verdict == PASS:
             self.transients.append(parent.id)
             return []
@@ -257,7 +265,8 @@ class Search:
                     found = failing
                     break
             if not found:
-                (again,) = yield [Request(tuple(self.topo.order(a + b)), "recheck")]
+                (again,) = yield [Request(tuple(self.topo.order(a + b)), "recheck",
+                                          runs=self.recheck_runs)]
                 if again.verdict == PASS:
                     self.transients.append(failed.id)
                 else:
@@ -270,11 +279,21 @@ class Search:
         return [self.confirm_pair(a[0], b[0], [failed])]
 
     def confirm_pair(self, a: str, b: str, evidence: list[GroupTest]) -> Step:
-        ta, tb = yield [self.lone(a, "pair confirm", avoid=[b]), self.lone(b, "pair confirm",
-                                                                           avoid=[a])]
-        if ta.verdict == PASS and tb.verdict == PASS:
-            self.convict("pair", f"{a}<->{b}", [a, b], [*evidence], [a, b],
+        asks = [self.lone(a, "pair confirm", avoid=[b], runs=self.clean_runs),
+                self.lone(b, "pair confirm", avoid=[a], runs=self.clean_runs)]
+        if self.clean_runs > 1:  # under a tail: the two alone, slow again, not one bad test
+            asks.append(Request(tuple(self.topo.order([a, b])), "pair recheck",
+                                runs=self.recheck_runs))
+        ta, tb, *again = yield asks
+        if ta.verdict == PASS and tb.verdict == PASS and all(t.verdict == FAIL for t in again):
+            self.convict("pair", f"{a}<->{b}", [a, b], [*evidence, *again], [a, b],
                          "slow together, each healthy with other nodes")
+            return []
+        if ta.verdict == PASS and tb.verdict == PASS:  # the pair's failure did not repeat
+            if again and again[0].verdict == PASS:
+                self.transients.append(evidence[-1].id)
+            else:
+                self.give_up([a, b])
             return []
         steps: list[Step] = []
         for node, t in ((a, ta), (b, tb)):

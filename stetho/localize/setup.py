@@ -13,7 +13,7 @@ from typing import Any
 from stetho.core import hostlist
 from stetho.errors import ConfigError
 from stetho.localize import runners, topology
-from stetho.localize.fabric import Fabric
+from stetho.localize.fabric import STRAGGLER_P, Fabric
 from stetho.localize.runners import Runner
 
 RUNNERS = ("srun", "mpirun", "iperf3", "sim")
@@ -97,11 +97,13 @@ class RunnerOptions:
     sim_faults: Sequence[str] = ()
     seed: int = 0
     noise: float = 0.03
+    sim_noise: str = "uniform"
 
 
 def build_runner(opts: RunnerOptions, fl: Fleet, topo: topology.Topology) -> Runner:
     if opts.name == "sim":
-        return runners.SimRunner(sim_fabric(topo, opts.sim_faults, opts.noise, opts.seed))
+        return runners.SimRunner(sim_fabric(topo, opts.sim_faults, opts.noise, opts.seed,
+                                                    opts.sim_noise))
     if opts.name == "iperf3":
         return runners.Iperf3Runner(addresses(fl), rate_mbps=opts.rate_mbps,
                                     seconds=opts.seconds, prefix=opts.prefix)
@@ -126,10 +128,11 @@ def addresses(fl: Fleet) -> dict[str, str]:
 
 
 def sim_fabric(topo: topology.Topology, specs: Sequence[str], noise: float,
-               seed: int) -> Fabric:
+               seed: int, model: str = "uniform") -> Fabric:
     """`node=gpu07[:0.5]`, `pair=gpu01,gpu09[:0.6]`, `uplink=leaf002[:0.5]`,
-    `switch=leaf003[:0.7]`: the speed factor defaults to 0.5."""
-    fab = Fabric(topo, noise=noise, seed=seed)
+    `switch=leaf003[:0.7]`: the speed factor defaults to 0.5; `straggler=gpu07[:0.75]`: slow
+    on 30% of its runs (heavy noise only)."""
+    fab = Fabric(topo, noise=noise, seed=seed, model=model)
     switches = {s for p in topo.paths.values() for s in p}
     for spec in specs:
         kind, _, rest = spec.partition("=")
@@ -143,9 +146,14 @@ def sim_fabric(topo: topology.Topology, specs: Sequence[str], noise: float,
         elif kind == "pair" and len(ends := what.split(",")) == 2 and \
                 all(e in topo.paths for e in ends):
             fab.pairs[frozenset(ends)] = factor
+        elif kind == "straggler" and what in topo.paths:
+            if model != "heavy":
+                raise ConfigError(f"--sim-fault {spec}: a straggler needs --sim-noise heavy")
+            fab.stragglers[what] = (STRAGGLER_P, factor if factor_text else 0.75)
         elif kind in ("uplink", "switch") and what in switches:
             (fab.uplinks if kind == "uplink" else fab.switches)[what] = factor
         else:
-            raise ConfigError(f"--sim-fault {spec}: node=NODE, pair=A,B, uplink=SWITCH or "
-                              "switch=SWITCH, with names from this fleet and topology")
+            raise ConfigError(f"--sim-fault {spec}: node=NODE, pair=A,B, uplink=SWITCH, "
+                              "switch=SWITCH or straggler=NODE, with names from this fleet and "
+                              "topology")
     return fab
