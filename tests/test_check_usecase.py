@@ -160,4 +160,6 @@ def test_a_gate_output_that_cannot_be_written_leaves_the_verdict_as_it_is(tmp_pa
     assert ok.run_dir is not None and (ok.run_dir / "index.html").is_file()
     assert json.loads((ok.run_dir / "results.json").read_text())["exit_code"] == 1
     blocked = _samples(tmp_path / "tf" / "stetho-gate.prom", "stetho_gate_blocked")
-    assert blocked == [({"command": "gate", "policy": "pre-job", "node": "n1"}, 1.0)]
+    # every gate series says its mode (enforce, or shadow for a policy only watched)
+    assert blocked == [({"command": "gate", "policy": "pre-job", "mode": "enforce",
+                         "node": "n1"}, 1.0)]
