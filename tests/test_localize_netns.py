@@ -53,6 +53,9 @@ def localize(fab: netns_fabric.NetnsFabric, tmp_path: Path) -> tuple[int, dict[s
         "localize", "-i", str(inv), "--benchmark", "iperf3", "--topology", "groups",
         "--prefix", "ip netns exec {node}", "--rate", "20", "--flow-seconds", "1",
         "--noise", "0.4", "--min-slowdown", "0.9", "--confidence", "0.9", "--max-runs", "6",
+        # the mean rule: paced iperf3 here is slow as a whole or not at all, not heavy-tailed
+        # (the confirming judge is held to the heavy tail in tests/test_localize_noise.py)
+        "--tail", "0",
         "--test-time", "30s", "--budget", "30m",
         "--out", str(tmp_path / "runs"), "--json", str(tmp_path / "loc.json"),
         "--db", str(tmp_path / "h.db")])
