@@ -329,3 +329,15 @@ def node_verdict(decision: Decision, node: str) -> tuple[str, tuple[str, ...]]:
         return "unevaluated", tuple(sorted({r.check for r in decision.results
                                             if r.node == node and r.status == "error"}))
     return "go", ()
+
+
+def lacking(results: list[Result], names: list[str], need: frozenset[str]
+            ) -> dict[str, list[str]]:
+    """node -> the needed checks it has no result for (a check not run is never a pass);
+    nodes that could not be checked at all (a `gate` or `sweep` error) already say why."""
+    have: dict[str, set[str]] = {n: set() for n in names}
+    for r in results:
+        if r.node in have:
+            have[r.node].add(r.check)
+    return {n: sorted(need - have[n]) for n in names
+            if need - have[n] and not {"gate", "sweep"} & have[n]}

@@ -18,6 +18,7 @@ from stetho.gate.decision import (
     FromHistory,
     decide,
     from_history,
+    lacking,
     load_overrides,
     missing,
     required_checks,
@@ -202,19 +203,11 @@ def _incomplete(policy: GatePolicy, results: list[Result], names: list[str],
     """A `gate` error for each node whose results (live or history) lack a check the policy
     needs: a check that was not run is never a pass."""
     need = required_checks(policy) if required is None else required
-    have: dict[str, set[str]] = {n: set() for n in names}
-    for r in results:
-        if r.node in have:
-            have[r.node].add(r.check)
     out = []
-    for n in names:
-        if "gate" in have[n] or "sweep" in have[n]:
-            continue  # already could not be checked at all, and says why
-        lacking = sorted(need - have[n])
-        if lacking:
-            out += missing([n], f"no result for {', '.join(lacking[:8])}"
-                           + (f" and {len(lacking) - 8} more" if len(lacking) > 8 else "")
-                           + f" from {sources.get(n, 'the checks')}")
+    for n, lacks in lacking(results, names, need).items():
+        out += missing([n], f"no result for {', '.join(lacks[:8])}"
+                       + (f" and {len(lacks) - 8} more" if len(lacks) > 8 else "")
+                       + f" from {sources.get(n, 'the checks')}")
     return out
 
 

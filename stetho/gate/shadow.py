@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from stetho.errors import StethoError
-from stetho.gate.decision import decide, load_overrides, missing, node_verdict, required_checks
+from stetho.gate.decision import (
+    decide,
+    lacking,
+    load_overrides,
+    missing,
+    node_verdict,
+    required_checks,
+)
 from stetho.gate.policy import GatePolicy
 from stetho.history.decisions import NodeDecision
 from stetho.results import Result
@@ -88,16 +95,10 @@ def _incomplete(results: list[Result], names: list[str], need: frozenset[str]
                 ) -> list[Result]:
     """A `gate` error per node lacking a check the shadow needs: never GO on what was not
     run (the rule stetho.gate.evaluate applies to the enforcing policy)."""
-    have: dict[str, set[str]] = {n: set() for n in names}
-    for r in results:
-        if r.node in have:
-            have[r.node].add(r.check)
     out = []
-    for n in names:
-        lacking = sorted(need - have[n])
-        if lacking and not {"gate", "sweep"} & have[n]:
-            out += missing([n], "no result for " + ", ".join(lacking[:8])
-                           + " (the shadow policy needs it; the gate did not run it)")
+    for n, lacks in lacking(results, names, need).items():
+        out += missing([n], "no result for " + ", ".join(lacks[:8])
+                       + " (the shadow policy needs it; the gate did not run it)")
     return out
 
 
