@@ -279,3 +279,48 @@ def test_require_bundles_raises_what_find_bundles_raises(tmp_path):
         with pytest.raises(BundleError) as got:
             require_bundles(path)
         assert str(got.value) == str(want.value)
+
+
+def test_a_stray_byte_in_a_kernel_log_keeps_the_log_readable(bindir):
+    """A kernel log with one line carrying a raw non-UTF-8 byte (a device's string) is still
+    text: the byte becomes U+FFFD and the Xid after it is there to judge."""
+    _tool(bindir, "dmesg", "printf '[  1.0] usb 1-1: Product: Cam\\377ra\\n"
+          "[  2.0] NVRM: Xid (PCI:0000:18:00): 48, pid=1, DBE\\n'")
+    rec = run(Probe("k", ("dmesg",)), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert not rec.binary and rec.status == "ok"
+    assert "Cam\ufffdra" in rec.stdout and "Xid (PCI:0000:18:00): 48" in rec.stdout
+
+
+def test_a_character_cut_at_the_byte_limit_is_still_text(bindir):
+    _tool(bindir, "says", "printf 'temp: 40 \\342\\204\\203 ok\\n'")  # U+2103, 3 bytes
+    rec = run(Probe("s", ("says",), max_bytes=11), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert not rec.binary and rec.stdout.startswith("temp: 40 ")
+
+
+def test_mostly_undecodable_output_is_binary(bindir):
+    _tool(bindir, "noise", "head -c 4000 /dev/urandom | tr -d '\\000'")
+    rec = run(Probe("n", ("noise",)), Environment(path=f"{bindir}:/usr/bin:/bin"))
+    assert rec.binary
+
+
+def test_an_xid_after_a_stray_byte_is_still_judged(tmp_path):
+    """End to end on a simulated node with an Xid 48 whose kernel log also holds a line with a
+    raw 0xff byte: gpu_xid fails on the Xid (before, the whole log was 'binary data' and every
+    kernel-log check was an error)."""
+    import subprocess
+    import sys
+
+    from stetho.sim.builder import build_node
+
+    root = tmp_path / "n1"
+    build_node(root, "n1", ["xid=48"])
+    tsv = root / "data" / "dmesg.tsv"
+    tsv.write_bytes(b"900\t000000\tusb 1-1: Product: Cam\xffra\n" + tsv.read_bytes())
+    out = tmp_path / "r.json"
+    subprocess.run([sys.executable, "-m", "stetho", "check", "--sim", str(root), "--json",
+                    str(out), "-q", "-k", "gpu_xid"], capture_output=True, text=True,
+                   timeout=300)
+    results = json.loads(out.read_text())["results"]
+    xid = [r for r in results if r["check"] == "gpu_xid"]
+    assert xid and {r["status"] for r in xid} >= {"fail"}, xid
+    assert not [r for r in xid if r["status"] == "error"], xid

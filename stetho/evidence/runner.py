@@ -311,11 +311,22 @@ def read_bounded(path: str, max_bytes: int, chunk: int = READ_CHUNK) -> bytes:
     return b"".join(read_chunks(path, max_bytes, chunk))
 
 
+#: Bytes that are not UTF-8 a text may carry and still be text (a kernel log line with a
+#: device's raw string, a multi-byte character cut at the probe's byte limit): beyond this
+#: share, or with a NUL byte, the output is binary.
+_STRAY_SHARE = 0.01
+
+
 def _decode(data: bytes) -> tuple[str, bool]:
+    """The text, and whether it is binary. One stray byte in a kernel log must not make the
+    whole log unreadable (every Xid in it would go unjudged): it becomes U+FFFD and the rest
+    is read. A NUL, or more than 1% undecodable bytes, is binary data."""
     try:
         return data.decode("utf-8"), False
     except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace"), True
+        text = data.decode("utf-8", errors="replace")
+        stray = text.count("\ufffd")
+        return text, b"\x00" in data or stray > max(4, len(data) * _STRAY_SHARE)
 
 
 def _first_line(text: str) -> str:
