@@ -273,3 +273,30 @@ def test_sacctmgr_without_slurmdbd_is_said_not_available_and_not_an_error(
     assert sorted((d["node"], d["sources"][0], d["open"]) for d in f["drains"]["intervals"]
                   if d["sources"] != ["ledger"]) == [("n02", "slurm-current", True),
                                                      ("n03", "slurm-current", True)]
+
+
+def test_a_drain_slurm_has_no_time_for_confirms_or_is_named_never_fails_the_source(
+        tmp_path: Path) -> None:
+    """sinfo -R prints `Unknown` for a reason with no stamp (a node down since a slurmctld
+    restart). The listing is still read: n06's Unknown line confirms its open drain from
+    slurmdbd's events (Slurm seen, still out); n08's has nothing to confirm, so it is named
+    as out with its start unknown and is in no repair-time figure."""
+    now = int(time.time())
+    db, ledger = _history(tmp_path, now)
+    listing = tmp_path / "sinfo.txt"
+    listing.write_text((FIX / "sinfo-R-drained.txt").read_text()
+                       + "n06|Unknown|slurm|drained|Kill task failed\n"
+                       + "n08|Unknown|slurm|down*|Not responding\n")
+    bindir = _stand_in(tmp_path / "bin", "sinfo", f"cat {listing}")
+    _stand_in(bindir, "sacctmgr", f"cat {FIX / 'sacctmgr-show-event.WRITTEN.txt'}")
+    p = _stats({**os.environ, "PATH": f"{bindir}{os.pathsep}/usr/bin:/bin"}, db, ledger, now,
+               "--slurm", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    f = json.loads(p.stdout)
+    assert f["sources"]["slurm"]["error"] is None
+    [n06] = [d for d in f["drains"]["intervals"] if d["node"] == "n06" and d["open"]]
+    assert set(n06["sources"]) == {"slurm-events", "slurm-current"}
+    assert not [d for d in f["drains"]["intervals"] if d["node"] == "n08"]
+    [said] = [n for n in f["notes"] if "no time in Slurm" in n]
+    assert "n08 (down*: Not responding)" in said and "n06" not in said
+    assert {d["node"] for d in f["drains"]["intervals"] if d["open"]} >= {"n02", "n03", "n06"}

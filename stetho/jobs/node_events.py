@@ -43,10 +43,12 @@ class NodeEventsError(EvaluationError):
 @dataclass(frozen=True)
 class NodeEvent:
     """A node out of service from `start` until `end` (None: still out). `source` says who
-    told: "slurm-events" (sacctmgr) or "slurm-current" (sinfo -R)."""
+    told: "slurm-events" (sacctmgr) or "slurm-current" (sinfo -R). `start` None: Slurm has no
+    time for it (sinfo prints `Unknown` where a node went down with no reason stamp, as after
+    a slurmctld restart): the node is out now, since when is not known."""
 
     node: str
-    start: float
+    start: float | None
     end: float | None
     state: str
     user: str
@@ -79,14 +81,15 @@ def _fields(text: str, n: int, cmd: str) -> list[tuple[int, list[str]]]:
 
 def parse_sinfo(text: str) -> list[NodeEvent]:
     """`sinfo -R -N -h -o SINFO_FORMAT` -> one open event per node (a node listed under two
-    partitions once)."""
+    partitions once); a node whose reason has no time (`Unknown`) is an event with no start,
+    never a reason to refuse the whole listing."""
     seen: dict[str, NodeEvent] = {}
     for lineno, (node, at, user, state, reason) in _fields(text, 5, "sinfo -R"):
         if not _STATE.match(state):
             raise NodeEventsError(f"sinfo -R line {lineno}: state {state!r} is not a node "
                                   "state")
-        ev = NodeEvent(node, _time(at, f"sinfo -R line {lineno}"), None, state, user, reason,
-                       "slurm-current")
+        when = None if at.lower() in _OPEN_END else _time(at, f"sinfo -R line {lineno}")
+        ev = NodeEvent(node, when, None, state, user, reason, "slurm-current")
         seen.setdefault(node, ev)
     return list(seen.values())
 
@@ -98,8 +101,9 @@ def parse_sacctmgr(text: str) -> list[NodeEvent]:
     for lineno, (node, start, end, state, user, reason) in _fields(text, 6, "sacctmgr"):
         what = f"sacctmgr line {lineno}"
         stop = None if end.lower() in _OPEN_END else _time(end, what)
-        ev = NodeEvent(node, _time(start, what), stop, state, user, reason, "slurm-events")
-        if stop is not None and stop < ev.start:
+        began = _time(start, what)
+        ev = NodeEvent(node, began, stop, state, user, reason, "slurm-events")
+        if stop is not None and stop < began:
             raise NodeEventsError(f"{what}: ends ({end}) before it starts ({start})")
         out.append(ev)
     return out

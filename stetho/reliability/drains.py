@@ -56,7 +56,26 @@ def merge(ledger: Source, slurm: Source) -> Source:
                 same.released = d.released
             same.reason = same.reason or d.reason
     out.items = sorted(merged, key=lambda m: (m.at, m.node))
+    out.note = _undated(slurm, merged) or None
     return out
+
+
+def _undated(slurm: Source, merged: list[Interval]) -> str:
+    """Drains Slurm lists as open now with no time: each confirms its node's open interval
+    (Slurm seen, still out); one with no open interval to confirm is named, out of service
+    with its start unknown, and is in no repair-time figure (an invented start would be)."""
+    unknown = []
+    for d in slurm.undated:
+        open_ = [m for m in merged if m.node == d.node and m.released is None]
+        if open_:
+            if d.source not in open_[-1].sources:
+                open_[-1].sources.append(d.source)
+            continue
+        unknown.append(f"{d.node} ({d.reason})" if d.reason else d.node)
+    if not unknown:
+        return ""
+    return (f"out of service now with no time in Slurm (sinfo -R: Unknown), so in no "
+            f"repair-time figure: {', '.join(unknown)}")
 
 
 def to_json(m: Interval, fmt: Callable[[int], str]) -> dict[str, object]:

@@ -41,6 +41,9 @@ class Source:
     error: str | None = None
     #: loaded, but with something left out that the reader must be told
     note: str | None = None
+    #: drains Slurm lists as open now with no time (sinfo %H `Unknown`): `at` means nothing;
+    #: each confirms an open drain of its node, or is named as out with its start unknown
+    undated: list[Drain] = field(default_factory=list)
     _by_node: dict[str, list[Any]] | None = field(default=None, repr=False)
 
     def of(self, node: str) -> list[Any]:
@@ -111,8 +114,10 @@ def slurm(env: Mapping[str, str] | None, since: float) -> Source:
         return src
     src.note = why or None
     src.items = [Drain(e.node, e.start, e.end, e.source, e.reason)
-                 for e in [*(past or []), *now] if e.source == "slurm-current"
-                 or e.start >= since]
+                 for e in [*(past or []), *now] if e.start is not None
+                 and (e.source == "slurm-current" or e.start >= since)]
+    src.undated = [Drain(e.node, 0.0, None, e.source, f"{e.state}: {e.reason}".strip(": "))
+                   for e in now if e.start is None]
     return src
 
 
