@@ -79,7 +79,7 @@ def test_a_failing_port_is_the_answer_with_time_report_and_shared_leaf(db: Path,
     _record(db, t_fail + 600, {"n03": bad})  # still failing, no report this time
     tl = _build(db, topology=from_slurm(TOPOLOGY))
     v = screen.verdict(_job(), tl)
-    since = time.strftime("%H:%M", time.localtime(t_fail))
+    since = time.strftime("%H:%M %Z", time.localtime(t_fail))
     assert v.code == screen.FINDING
     assert v.headline == (f"likely hardware: node n03's mlx5_0:1 (ib_port_state): mlx5_0 port "
                           f"at 200 Gb/s, expected 400 Gb/s since {since} (report {report}), "
@@ -99,7 +99,7 @@ def test_a_fault_already_there_at_the_first_record_is_not_said_to_begin_then(
     _record(db, t, {"n01": [Result("n01", "gpu_xid", "gpu1", "fail", "Xid 79")],
                     **{n: _ok(n) for n in NODES[1:]}})
     v = screen.verdict(_job(), _build(db))
-    since = time.strftime("%H:%M", time.localtime(t))
+    since = time.strftime("%H:%M %Z", time.localtime(t))
     assert f"Xid 79 since at least {since} (its first record in the window)" in v.headline
 
 

@@ -30,12 +30,19 @@ class Verdict:
 
 
 def clock(t: float, day: bool = False) -> str:
+    """Local time, as Slurm prints the job's times (so they read side by side)."""
     return time.strftime("%Y-%m-%d %H:%M" if day else "%H:%M", time.localtime(t))
+
+
+def zone(t: float) -> str:
+    """The zone the clock times are in (`UTC`, `CET`): a line pasted into a ticket alone
+    must say which 14:05 it means."""
+    return time.strftime("%Z", time.localtime(t)) or time.strftime("%z", time.localtime(t))
 
 
 def window(tl: Timeline) -> str:
     same_day = time.localtime(tl.since)[:3] == time.localtime(tl.until)[:3]
-    return f"{clock(tl.since, True)}–{clock(tl.until, not same_day)}"
+    return f"{clock(tl.since, True)}–{clock(tl.until, not same_day)} {zone(tl.until)}"
 
 
 def _short(text: str, most: int = _MESSAGE) -> str:
@@ -76,7 +83,7 @@ def _finding(tl: Timeline, first: Event) -> str:
     part = f"{first.subject} ({first.check})" if first.subject else first.check
     began = min(e.time for e in tl.of("fail") if e.node == first.node
                 and e.check == first.check and e.subject == first.subject)
-    since = clock(began)
+    since = f"{clock(began)} {zone(began)}"
     if began <= tl.first_row.get(first.node, began - 1):
         since = f"at least {since} (its first record in the window)"
     text = (f"likely hardware: node {first.node}'s {part}: "
