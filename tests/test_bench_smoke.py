@@ -1,0 +1,63 @@
+"""Every bench of bench/ in its --smoke mode, so none rots: each runs with `--smoke --runs 1`
+and must print its median line(s), a ratio or goal line and the load line. Its figures mean
+nothing at that size, and no time is asserted (timing belongs in bench/, not in a test)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+MEDIAN = r"median \d+ ms|median \d+\.\d s"
+LOAD = r"load \d+\.\d / \d+\.\d \(1 / 5 min\) on \d+ cores"
+
+# bench -> (extra arguments, patterns its output must hold beyond a median and the load)
+BENCHES: dict[str, tuple[list[str], list[str]]] = {
+    "stats": ([], [r"history: 72 node_runs rows",
+                   r"stetho stats \(this tree\): " + MEDIAN,
+                   r"ratio: stetho stats \(this tree\) is \d+\.\d\dx the floor",
+                   r"goal: stetho stats \(this tree\) median .* \(goal <= 10\.0 s\)"]),
+    "job": ([], [r"job: 8 nodes gpu\[0003-0010\]",  # its 4th node fails its IB port
+                 r"stetho job says: likely hardware: node gpu0006's mlx5_0:1 \(ib_port_state\)",
+                 r"stetho job 4242 \(this tree\): median \d+ ms .* exit \[1\]",
+                 r"floor: the same SQLite query alone: median .* rows 32",
+                 r"goal: stetho job 4242 \(this tree\) median .* \(goal <= 2000 ms\)"]),
+    "check_textfile": ([], [r"check --local \(without --textfile\): " + MEDIAN,
+                            r"check --local --textfile \(this tree\): " + MEDIAN,
+                            r"textfile: \d+ KiB written",
+                            r"ratio: .* the run without it \(goal <= 1\.05x\)",
+                            r"the textfile alone, in process .*: render \+ write: " + MEDIAN]),
+}
+
+# benches other helpers own, each smoke-tested in its own branch (tightened at integration)
+ELSEWHERE = {"sweep", "check_local", "replay", "replay_scale", "history", "gate", "ingest",
+             "controller_cpu"}
+
+
+@pytest.mark.xdist_group("bench-smoke")
+@pytest.mark.parametrize("name", sorted(BENCHES))
+def test_the_bench_runs_in_its_smoke_mode(name: str) -> None:
+    extra, patterns = BENCHES[name]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+    p = subprocess.run([sys.executable, str(REPO / "bench" / f"{name}.py"), "--smoke",
+                        "--runs", "1", *extra], capture_output=True, text=True, env=env,
+                       cwd=REPO, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for pattern in [MEDIAN, LOAD, r"^(ratio|goal): ", *patterns]:
+        assert re.search(pattern, p.stdout, re.M), f"{pattern!r} not in:\n{p.stdout}"
+
+
+def test_every_bench_has_a_smoke_test() -> None:
+    """A new bench cannot ship without one: each script in bench/ is in BENCHES above, or
+    named as bench/<name>.py by another test module."""
+    scripts = {p.stem for p in (REPO / "bench").glob("*.py")} - {"harness", "__init__"}
+    others = "".join(p.read_text() for p in (REPO / "tests").glob("test_*.py")
+                     if p.name != "test_bench_smoke.py")
+    named = {s for s in scripts if f"bench/{s}.py" in others or f'"bench" / "{s}.py"' in others}
+    missing = scripts - set(BENCHES) - named - ELSEWHERE
+    assert not missing, f"benches without a smoke test: {sorted(missing)}"
