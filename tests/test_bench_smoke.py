@@ -32,6 +32,17 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                             r"textfile: \d+ KiB written",
                             r"ratio: .* the run without it \(goal <= 1\.05x\)",
                             r"the textfile alone, in process .*: render \+ write: " + MEDIAN]),
+    "overrides": ([], [r"database: one sweep of 64 nodes, every pre-job check passing",
+                       r"with 20 signed overrides \(15 ignored as expired or revoked\)",
+                       r"gate without overrides \(this tree\): " + MEDIAN + r".* exit \[0\]",
+                       r"gate with overrides, cache warm \(this tree\): .* exit \[0\]",
+                       r"gate with overrides, cache cold \(this tree\): .* exit \[0\]",
+                       r"floor: python -c pass: " + MEDIAN,
+                       r"goal: added by overrides .* \(goal <= 150 ms\)"]),
+    "bench_suite": ([], [r"check --local \(floor\): " + MEDIAN,
+                         r"check --local --bench quick \(this tree\): " + MEDIAN,
+                         r"goal: the quick suite adds .* \(goal <= 2 s wall\)",
+                         r"dcgmi-diag-r1 +1 ", r"nvbandwidth +\d+ "]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
