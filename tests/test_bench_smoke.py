@@ -43,6 +43,10 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                          r"check --local --bench quick \(this tree\): " + MEDIAN,
                          r"goal: the quick suite adds .* \(goal <= 2 s wall\)",
                          r"dcgmi-diag-r1 +1 ", r"nvbandwidth +\d+ "]),
+    "gate_replay": ([], [r"3 days x 8 nodes = 24 decision points, 408 stored results",
+                         r"stetho gate replay \(this tree\): " + MEDIAN,
+                         r"floor: read \+ decode the same rows: " + MEDIAN,
+                         r"goal: stetho gate replay \(this tree\) median .* \(goal <= 10\.0 s\)"]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
