@@ -47,6 +47,10 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                          r"stetho gate replay \(this tree\): " + MEDIAN,
                          r"floor: read \+ decode the same rows: " + MEDIAN,
                          r"goal: stetho gate replay \(this tree\) median .* \(goal <= 10\.0 s\)"]),
+    "report": ([], [r"run folder: 24 nodes, 6 failing",
+                    r"stetho report \(this tree\): " + MEDIAN + r".*\(6 reports, \d+ charts\)",
+                    r"floor: read and parse the run folder: " + MEDIAN,
+                    r"goal: stetho report \(this tree\) median .* \(goal <= 10\.0 s\)"]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
