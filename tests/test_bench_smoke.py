@@ -51,6 +51,19 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                     r"stetho report \(this tree\): " + MEDIAN + r".*\(6 reports, \d+ charts\)",
                     r"floor: read and parse the run folder: " + MEDIAN,
                     r"goal: stetho report \(this tree\) median .* \(goal <= 10\.0 s\)"]),
+    "textfile": ([], [r"textfile of 16 nodes, \d+ results, in process",
+                      r"render \+ atomic write: " + MEDIAN,
+                      r"floor: the atomic write alone: " + MEDIAN,
+                      r"goal: render \+ atomic write median .* \(goal <= 500 ms\)"]),
+    "observe": ([], [r"16 nodes, \d+ results \(110 subjects each\)",
+                     r"textfile render \+ atomic write: " + MEDIAN,
+                     r"index\.html render \+ write: " + MEDIAN,
+                     r"goal: index\.html render \+ write median .* \(goal <= 1000 ms\)",
+                     r"goal: index\.html .* MB <= 5 MB"]),
+    "runpage": ([], [r"folded, cold \(template compiled\): " + MEDIAN,
+                     r"folded index\.html render \+ write: " + MEDIAN,
+                     r"floor: the page's write alone: " + MEDIAN,
+                     r"goal: folded index\.html render \+ write median .* \(goal <= 1000 ms\)"]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
