@@ -64,6 +64,14 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                      r"folded index\.html render \+ write: " + MEDIAN,
                      r"floor: the page's write alone: " + MEDIAN,
                      r"goal: folded index\.html render \+ write median .* \(goal <= 1000 ms\)"]),
+    "drift_cost": ([], [r"drift check, 100 metrics x 30 samples, one node: " + MEDIAN,
+                        r"floor: read every sample once: " + MEDIAN,
+                        r"goal: drift check, .* \(goal <= 10 ms\)"]),
+    "drift": ([], [r"false alarms: \d+ drift warnings",
+                   r"drift for one node on 3 nights of history: " + MEDIAN,
+                   r"floor: reading its history alone: " + MEDIAN,
+                   r"goal: 0 drift warnings on healthy nodes \(issue 18\)",
+                   r"goal: every drift that started is found \(issue 18\): not judged"]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
