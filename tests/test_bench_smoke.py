@@ -72,6 +72,10 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                    r"floor: reading its history alone: " + MEDIAN,
                    r"goal: 0 drift warnings on healthy nodes \(issue 18\)",
                    r"goal: every drift that started is found \(issue 18\): not judged"]),
+    "drain_budget": ([], [r"latency p95 of a round: " + MEDIAN,
+                          r"floor: the same callers taking a bare POSIX lock .*: " + MEDIAN,
+                          r"goal: latency p95 under 2 callers median .* \(goal <= 100 ms\)",
+                          r"goal: granted \[2\] a round, never more than the limit"]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
