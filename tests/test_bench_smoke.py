@@ -76,6 +76,14 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                           r"floor: the same callers taking a bare POSIX lock .*: " + MEDIAN,
                           r"goal: latency p95 under 2 callers median .* \(goal <= 100 ms\)",
                           r"goal: granted \[2\] a round, never more than the limit"]),
+    "localize": ([], [r"1 seeded trials per line.*noise heavy",
+                      *(rf"^ +64 {label} " for label in (
+                          "healthy", "1 bad node", "2 bad nodes", "4 bad nodes", "1 bad link",
+                          "1 bad uplink", "1 bad switch", "1 straggler")),
+                      r"^ +64 healthy +\d+/\d+ +\d+/\d+ +\d+/\d+ +100\.0% +0 ",
+                      r"the search's CPU a trial at N=64: " + MEDIAN,
+                      r"22-57 tests, ~28 min at N=232",
+                      r"goal: detection >= 99% and 0 false accusations at N=232 .*: not judged"]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
