@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO
 
-MEDIAN = r"median \d+ ms|median \d+\.\d s"
+MEDIAN = r"median (\d+ ms|\d+\.\d s)"
 LOAD = r"load \d+\.\d / \d+\.\d \(1 / 5 min\) on \d+ cores"
 
 # bench -> (extra arguments, patterns its output must hold beyond a median and the load)
@@ -84,6 +84,14 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
                       r"the search's CPU a trial at N=64: " + MEDIAN,
                       r"22-57 tests, ~28 min at N=232",
                       r"goal: detection >= 99% and 0 false accusations at N=232 .*: not judged"]),
+    "health_check": ([], [r"cluster of 2 slurmd up",
+                          r"health check on n02 \(this tree\): " + MEDIAN,
+                          r"floor: python -c pass in the node's namespace: " + MEDIAN,
+                          r"goal: health check on n02 .* \(goal <= 5000 ms\)"]),
+    "health_check_soak": ([], [r"2 health checks over 2 nodes",
+                               r"one health check under the soak: median",
+                               r"goal: the drain budget \(\d+\) never passed \(issue 26\): met",
+                               r"goal: every verdict reached the history \(issue 26\): met"]),
 }
 
 # benches other helpers own, each smoke-tested in its own branch (tightened at integration)
@@ -91,9 +99,18 @@ ELSEWHERE = {"sweep", "check_local", "replay", "replay_scale", "history", "gate"
              "controller_cpu"}
 
 
-@pytest.mark.xdist_group("bench-smoke")
-@pytest.mark.parametrize("name", sorted(BENCHES))
+NEEDS_CLUSTER = {"health_check", "health_check_soak"}  # root, slurm-wlm, munge
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xdist_group("slurm-cluster")) if n in NEEDS_CLUSTER else n
+    for n in sorted(BENCHES)])  # each bench on its own temp files; the clusters take turns
 def test_the_bench_runs_in_its_smoke_mode(name: str) -> None:
+    if name in NEEDS_CLUSTER:
+        from tests import slurm_cluster
+
+        if slurm_cluster.missing():
+            pytest.skip(f"the test cluster needs {', '.join(slurm_cluster.missing())}")
     extra, patterns = BENCHES[name]
     env = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
     p = subprocess.run([sys.executable, str(REPO / "bench" / f"{name}.py"), "--smoke",
