@@ -8,6 +8,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +132,26 @@ def test_every_bench_has_a_smoke_test() -> None:
     named = {s for s in scripts if f"bench/{s}.py" in others or f'"bench" / "{s}.py"' in others}
     missing = scripts - set(BENCHES) - named - ELSEWHERE
     assert not missing, f"benches without a smoke test: {sorted(missing)}"
+
+
+def test_before_runs_the_other_checkout_beside_this_one() -> None:
+    """`--before REF` times REF's own worktree (made under /tmp, removed here if this test
+    made it), interleaved: both `stetho job` lines, each exit 1 for the failing node."""
+    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    where = Path(tempfile.gettempdir()) / f"stetho-before-{rev}"
+    made = not where.exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+    try:
+        p = subprocess.run([sys.executable, str(REPO / "bench" / "job.py"), "--smoke", "--runs",
+                            "1", "--before", "HEAD"], capture_output=True, text=True, env=env,
+                           cwd=REPO, timeout=300)
+    finally:
+        if made and where.exists():
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
+                            str(where)], capture_output=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"stetho job 4242 \(this tree\): " + MEDIAN + r".* exit \[1\]", p.stdout)
+    assert re.search(rf"stetho job 4242 \(before \(HEAD = {rev}\)\): " + MEDIAN +
+                     r".* exit \[1\]", p.stdout), p.stdout
+    assert re.search(r"ratio: .* the checkout before \(goal <= 1x\)", p.stdout)
