@@ -171,8 +171,11 @@ def main() -> None:
             plain, warm = statistics.median(times[names[k]]), \
                 statistics.median(times[names[k + 1]])
             added = warm - plain
-            print(f"goal: added by overrides ({names[k + 1]}) {added * 1000:.0f} ms (goal <= "
-                  f"150 ms): {'met' if added <= 0.150 else 'NOT MET'}")
+            cpu = statistics.median(sides[names[k + 1]].cpu) - \
+                statistics.median(sides[names[k]].cpu)
+            print(f"goal: added by overrides ({names[k + 1]}) {added * 1000:.0f} ms wall, "
+                  f"{cpu * 1000:.0f} ms CPU (goal <= 150 ms): "
+                  f"{'met' if added <= 0.150 else 'NOT MET'}")
         harness.judge(names[1], times[names[1]], times[names[-1]], None)
         if len(names) > 4:
             harness.judge(names[1], times[names[1]], times[names[4]], 1.0, "the checkout before")
