@@ -1,8 +1,9 @@
 """What `stetho bench` costs beyond the benchmarks themselves.
 
 1. Wall of `stetho check --local --sim <8-GPU node> --bench quick` against the floor
-   `stetho check --local --sim <same node>`, interleaved, medians of N runs (target: the quick
-   suite adds <= 2 s), and `stetho bench run --suite quick --sim` alone.
+   `stetho check --local --sim <same node>`, interleaved in fresh processes, medians of N runs
+   with CPU (goal: the quick suite adds <= 2 s, README "stetho bench"), and `stetho bench run
+   --suite quick --sim` alone; `--before REF` times that checkout's `--bench quick` run too.
 2. Per benchmark, in process: the wall of running it (needs checks, busy probe, temp folder,
    server start/stop, repeats) minus the tool's own time (the sum of its processes' durations),
    median over rounds: the overhead stetho adds. The GPU benchmarks run on the simulated node
@@ -10,66 +11,55 @@
    `--runtime` seconds each (default 2; the shipped default is 10), so their rows also show
    that a run is bounded by the tool's configured runtime.
 
-    python bench/bench_suite.py [--runs 5] [--rounds 3] [--runtime 2]
+    python bench/bench_suite.py [--runs 5] [--rounds 3] [--runtime 2] [--before REF]
+    python bench/bench_suite.py --smoke --runs 1
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-def timed(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
-    """(wall, CPU seconds of the command and its children): on a shared machine the CPU time
-    is the steadier figure."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode not in (0, 1):
-        sys.exit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-500:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, cpu
+from bench import harness  # noqa: E402
 
 
-def cli_walls(node: Path, runs: int, env: dict[str, str], cwd: str) -> None:
-    base = [sys.executable, "-m", "stetho"]
-    common = ["--sim", str(node), "--profile", "h100-sxm-8gpu", "--no-history", "-q"]
-    floor = [*base, "check", "--local", *common]
-    with_bench = [*base, "check", "--local", *common, "--bench", "quick"]
-    bench_only = [*base, "bench", "run", "--suite", "quick", *common]
-    argvs = {"check --local (floor)": floor, "check --local --bench quick": with_bench,
-             "bench run --suite quick": bench_only}
-    for argv in argvs.values():  # warm the bytecode and page caches
-        timed(argv, env, cwd)
-    walls: dict[str, list[float]] = {k: [] for k in argvs}
-    cpus: dict[str, list[float]] = {k: [] for k in argvs}
-    for _ in range(runs):  # interleaved, so machine noise hits all alike
-        for name, argv in argvs.items():
-            wall, cpu = timed(argv, env, cwd)
-            walls[name].append(wall)
-            cpus[name].append(cpu)
-    med = {k: statistics.median(v) for k, v in walls.items()}
-    cpu_med = {k: statistics.median(v) for k, v in cpus.items()}
-    for name, values in walls.items():
-        print(f"{name:<30} wall median {med[name]:.3f} s (min {min(values):.3f}, max "
-              f"{max(values):.3f}, n={runs})  CPU median {cpu_med[name]:.3f} s")
-    extra = med["check --local --bench quick"] - med["check --local (floor)"]
-    extra_cpu = cpu_med["check --local --bench quick"] - cpu_med["check --local (floor)"]
-    print(f"quick suite beyond check --local: wall {extra:+.3f} s, CPU {extra_cpu:+.3f} s   "
-          "(target <= 2 s wall)")
+def cli_walls(node: Path, args: argparse.Namespace, tmp: str) -> None:
+    common = ("--sim", str(node), "--profile", "h100-sxm-8gpu", "--no-history", "-q")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+    sides: dict[str, harness.Side] = {}
+    for tree in harness.trees(args.before):
+        env, label = tree.env(base), tree.label
+        if label == "this tree":
+            sides["check --local (floor)"] = harness.Side(
+                tree.stetho("check", "--local", *common), env=env, cwd=tmp)
+            sides["bench run --suite quick"] = harness.Side(
+                tree.stetho("bench", "run", "--suite", "quick", *common), env=env, cwd=tmp)
+        sides[f"check --local --bench quick ({label})"] = harness.Side(
+            tree.stetho("check", "--local", *common, "--bench", "quick"), env=env, cwd=tmp)
+    harness.header("stetho bench's quick suite on a simulated 8x H100 node")
+    times = harness.interleave(sides, args.runs, warm=not args.smoke)
+    for name, side in sides.items():
+        if not side.codes <= {0, 1}:
+            sys.exit(f"{name} exited {sorted(side.codes)}: {side.last_output[-500:]}")
+        print(harness.line(name, times[name], side.cpu))
+    names = list(sides)
+    floor, with_bench = "check --local (floor)", names[2]
+    extra = statistics.median(times[with_bench]) - statistics.median(times[floor])
+    extra_cpu = statistics.median(sides[with_bench].cpu) - statistics.median(sides[floor].cpu)
+    print(f"goal: the quick suite adds {extra:+.3f} s wall ({extra_cpu:+.3f} s CPU) beyond "
+          f"check --local (goal <= 2 s wall): {'met' if extra <= 2 else 'NOT MET'}")
+    if len(names) == 4:
+        harness.judge(with_bench, times[with_bench], times[names[3]], 1.0, "the checkout before")
 
 
-def per_benchmark(node: Path, rounds: int, runtime: float) -> None:
+def per_benchmark(node: Path, rounds: int, runtime: float, smoke: bool) -> None:
     from dataclasses import replace
 
     from stetho import config
@@ -82,6 +72,8 @@ def per_benchmark(node: Path, rounds: int, runtime: float) -> None:
     picks = {"dcgmi-diag-r1": sim_env, "gpu-burn": sim_env, "nvbandwidth": sim_env,
              "nccl-all-reduce": sim_env, "fio-randread-4k": host_env,
              "fio-seqwrite-1m": host_env, "iperf3-tcp": host_env}
+    if smoke:  # the tiny mode: simulated tools only (fio lays out its file for half a minute)
+        picks = {"dcgmi-diag-r1": sim_env, "nvbandwidth": sim_env}
     known = {b.name: b for b in bench_run.suite("acceptance")}
     ctx = bench_run.BenchContext(node="node01", suite="acceptance", gpus=8, peer="127.0.0.1",
                                  runtime_s=runtime)
@@ -109,18 +101,18 @@ def per_benchmark(node: Path, rounds: int, runtime: float) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
+    ap = harness.parser(__doc__, runs=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runtime", type=float, default=2.0)
     args = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if args.smoke:
+        args.rounds, args.runtime = 1, 0.5
     with tempfile.TemporaryDirectory() as tmp:
         from stetho.sim.builder import build_node
 
         node = build_node(Path(tmp) / "node01", "node01")
-        cli_walls(node, args.runs, env, tmp)
-        per_benchmark(node, args.rounds, args.runtime)
+        cli_walls(node, args, tmp)
+        per_benchmark(node, args.rounds, args.runtime, args.smoke)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """`stetho gate replay` of DAYS nightly sweeps of NODES nodes under two policies (a current one
-and a candidate that tightens a threshold), in process: median seconds of the replay (reading,
-verifying, deciding, scoring) against a floor measured in the same run, interleaved: reading
-and decoding the same rows (SELECT, zlib, json) and nothing else.
+and a candidate that tightens a threshold): median seconds of the command (Python start-up,
+reading, verifying, deciding, scoring, split over the cores as the command does) against a
+floor interleaved with it in fresh processes: one Python process reading and decoding the same
+rows (SELECT, zlib, json) and nothing else. Goal: <= 10 s for 30 days, <= 60 s for a year
+(README, "Replay and shadow"). `--before REF` times that checkout's command too.
 
 The history is built the way bench/history.py builds it (the same 17 results per node and
 night: gpu_clocks on 8 GPUs, ib_counters on 9 ports), without the metrics the replay never
@@ -9,24 +11,24 @@ reads, with 0.5% of the nights failing a check and the counters drawn around the
 limit, so both policies block some nodes and the comparison lists changes. Kept with --keep.
 
     python bench/gate_replay.py [--nodes 1024] [--days 30] [--runs 3] [--db PATH --keep]
-    python bench/gate_replay.py --days 365        # the year figure (target <= 60 s)
+    python bench/gate_replay.py --days 365        # the year figure (goal <= 60 s)
+    python bench/gate_replay.py --smoke --runs 1  # 8 nodes x 3 nights
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import statistics
+import shutil
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import harness  # noqa: E402
 from bench.history import DAY, results_for  # noqa: E402
 from stetho.history.store import History, NodeRun  # noqa: E402
 from stetho.results import Result  # noqa: E402
@@ -61,84 +63,69 @@ def build(db: Path, nodes: int, days: int, now: float) -> None:
         print(f"  built in {time.perf_counter() - start:.0f} s", flush=True)
 
 
-def floor(db: Path, since: int, until: int) -> int:
-    """Reading and decoding the same rows, nothing else: what no replay can beat."""
-    with History(db) as h:
-        n = 0
-        for (blob,) in h.conn.execute(
-                "SELECT nr.results FROM node_runs nr JOIN runs r ON r.key = nr.run_key "
-                "WHERE nr.time >= ? AND nr.time <= ? ORDER BY nr.node_id, nr.time, "
-                "nr.run_key", (since, until)):
-            n += len(json.loads(zlib.decompress(blob)))
-    return n
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and the workers it waited for."""
-    import resource
-
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + kids.ru_utime + kids.ru_stime
+FLOOR = """import json, sqlite3, sys, zlib
+con = sqlite3.connect(sys.argv[1])
+n = 0
+for (blob,) in con.execute(
+        "SELECT nr.results FROM node_runs nr JOIN runs r ON r.key = nr.run_key "
+        "WHERE nr.time >= ? AND nr.time <= ? ORDER BY nr.node_id, nr.time, nr.run_key",
+        (int(sys.argv[2]), int(sys.argv[3]))):
+    n += len(json.loads(zlib.decompress(blob)))
+print(n)
+"""
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__, runs=3)
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--days", type=int, default=30)
-    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--db", help="history database (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="reuse/keep the built database")
-    ap.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
-                    help="processes, as `stetho gate replay` uses (default: the cores, at "
-                    "most 8); the floor is one process")
     args = ap.parse_args()
-    from stetho import config
-    from stetho.gate import policy as policies
-    from stetho.gate import replay, replay_score
-
+    if args.smoke:
+        args.nodes, args.days = 8, 3
     tmp = Path(tempfile.mkdtemp(prefix="replay-bench-"))
-    db = Path(args.db) if args.db else tmp / "h.db"
-    if db.exists() and not args.keep:
-        for p in db.parent.glob(db.name + "*"):
-            p.unlink()
-    now = time.time()
-    build(db, args.nodes, args.days, now)
-    (tmp / "current.yml").write_text(CURRENT)
-    (tmp / "candidate.yml").write_text(CANDIDATE)
-    config.activate(config.load())
-    pols = [policies.load(str(tmp / "candidate.yml")), policies.load(str(tmp / "current.yml"))]
-    since, until = int(now - args.days * DAY), int(now)
-    t_replay, t_floor, c_replay, c_floor = [], [], [], []
-    doc: dict[str, object] = {}
-    for _ in range(args.runs):
-        s, c = time.perf_counter(), _cpu()
-        result = replay.run(db, pols, since, until, workers=args.workers)
-        doc = replay_score.score(result, against=1, horizon_s=48 * 3600,
-                                 events=[], outcome_sources={})
-        t_replay.append(time.perf_counter() - s)
-        c_replay.append(_cpu() - c)
-        del result
-        s, c = time.perf_counter(), time.process_time()
-        decoded = floor(db, since, until)
-        t_floor.append(time.perf_counter() - s)
-        c_floor.append(time.process_time() - c)
-    points = doc["decision_points"]
-    rows = doc["policies"]
-    assert isinstance(rows, list)
-    cand = rows[0]
-    print(f"history: {args.days} days x {args.nodes} nodes = {points} decision points, "
-          f"{decoded} stored results")
-    print(f"candidate: {cand['decision_points']}, {len(cand['added'])} blocks added, "
-          f"{len(cand['removed'])} removed")
-    med, low = statistics.median(t_replay), statistics.median(t_floor)
-    target = 10 if args.days <= 30 else 60
-    # CPU seconds beside the wall: on a shared machine the wall mostly measures the queue
-    print(f"gate replay, 2 policies, {args.days} d x {args.nodes} nodes, {args.workers} "
-          f"processes: median {med:.2f} s "
-          f"({', '.join(f'{x:.2f}' for x in t_replay)}; CPU median "
-          f"{statistics.median(c_replay):.2f} s)   target <= {target} s")
-    print(f"floor (read + decode the same rows): median {low:.2f} s (CPU "
-          f"{statistics.median(c_floor):.2f} s); replay / floor = {med / low:.2f}")
+    try:
+        db = Path(args.db) if args.db else tmp / "h.db"
+        if db.exists() and not args.keep:
+            for p in db.parent.glob(db.name + "*"):
+                p.unlink()
+        now = time.time()
+        build(db, args.nodes, args.days, now)
+        (tmp / "current.yml").write_text(CURRENT)
+        (tmp / "candidate.yml").write_text(CANDIDATE)
+        base = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+        sides: dict[str, harness.Side] = {}
+        for k, tree in enumerate(harness.trees(args.before)):
+            sides[f"stetho gate replay ({tree.label})"] = harness.Side(
+                tree.stetho("gate", "replay", "--policy", str(tmp / "candidate.yml"),
+                            "--against", str(tmp / "current.yml"), "--since",
+                            f"{args.days + 1}d", "--db", str(db), "--json",
+                            str(tmp / f"replay{k}.json")), env=tree.env(base), cwd=tmp)
+        since = int(now - (args.days + 1) * DAY)
+        sides["floor: read + decode the same rows"] = harness.Side(
+            [sys.executable, "-c", FLOOR, str(db), str(since), str(int(now) + 3600)], env=base)
+        harness.header(f"stetho gate replay, 2 policies, {args.days} d x {args.nodes} nodes")
+        times = harness.interleave(sides, args.runs, warm=not args.smoke)
+        names = list(sides)
+        for name, side in sides.items():
+            if side.codes != {0}:
+                sys.exit(f"{name} exited {sorted(side.codes)}: {side.last_output[-800:]}")
+        doc = json.loads((tmp / "replay0.json").read_text())
+        cand = doc["policies"][0]
+        print(f"history: {args.days} days x {args.nodes} nodes = {doc['decision_points']} "
+              f"decision points, {sides[names[-1]].last_output.strip()} stored results")
+        print(f"candidate: {cand['decision_points']}, {len(cand['added'])} blocks added, "
+              f"{len(cand['removed'])} removed")
+        for name in names:
+            print(harness.line(name, times[name], sides[name].cpu))
+        harness.judge(names[0], times[names[0]], times[names[-1]], None)
+        harness.absolute(names[0], times[names[0]], 10.0 if args.days <= 30 else 60.0)
+        if len(names) == 3:
+            harness.judge(names[0], times[names[0]], times[names[1]], 1.0, "the checkout before")
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,7 +102,24 @@ class Side:
         return wall
 
 
-def interleave(sides: Mapping[str, Side], runs: int, warm: bool = True
+@dataclass
+class Call:
+    """One thing to time in this process (a library call a long-lived process makes, e.g. a
+    sweep rendering its textfile): wall seconds, and CPU seconds of this process in `cpu`."""
+
+    fn: Callable[[], object]
+    cpu: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        cpu = time.process_time()
+        start = time.perf_counter()
+        self.fn()
+        wall = time.perf_counter() - start
+        self.cpu.append(time.process_time() - cpu)
+        return wall
+
+
+def interleave(sides: Mapping[str, Side | Call], runs: int, warm: bool = True
                ) -> dict[str, list[float]]:
     """Wall seconds of each side over `runs` rounds, the order reversed every other round;
     `warm` runs each side once first, untimed (bytecode, page cache) where the user's side is
@@ -136,13 +153,16 @@ def line(name: str, times: Sequence[float], cpu: Sequence[float] = ()) -> str:
     return text + f"; {len(times)} runs)"
 
 
-def judge(name: str, times: Sequence[float], floor: Sequence[float], goal: float,
+def judge(name: str, times: Sequence[float], floor: Sequence[float], goal: float | None,
           floor_name: str = "the floor") -> float:
-    """Print the ratio of medians against `floor` and whether it meets `goal` (x floor);
-    returns the ratio."""
+    """Print the ratio of medians against `floor` and whether it meets `goal` (x floor; None:
+    the goal is absolute and judged on its own line); returns the ratio."""
     ratio = statistics.median(times) / statistics.median(floor)
-    verdict = "met" if ratio <= goal else "NOT MET"
-    print(f"ratio: {name} is {ratio:.2f}x {floor_name} (goal <= {goal:g}x): {verdict}")
+    if goal is None:
+        print(f"ratio: {name} is {ratio:.2f}x {floor_name} (no ratio goal: see the goal line)")
+    else:
+        verdict = "met" if ratio <= goal else "NOT MET"
+        print(f"ratio: {name} is {ratio:.2f}x {floor_name} (goal <= {goal:g}x): {verdict}")
     return ratio
 
 
@@ -151,6 +171,27 @@ def absolute(name: str, times: Sequence[float], goal_s: float) -> None:
     med = statistics.median(times)
     print(f"goal: {name} median {ms(med)} (goal <= {ms(goal_s)}): "
           f"{'met' if med <= goal_s else 'NOT MET'}")
+
+
+def goal(what: str, met: bool | None) -> None:
+    """Print a goal that is not a time (a count, a rate): `met`, `NOT MET`, or `not judged`
+    (None: this run did not measure it, e.g. in --smoke)."""
+    print(f"goal: {what}: {'not judged' if met is None else 'met' if met else 'NOT MET'}")
+
+
+def in_process(ap: argparse.ArgumentParser, before: str | None) -> None:
+    """Refuse --before in a bench that times library calls in this process (no stetho command
+    to run from the other tree): say so, never time this tree twice."""
+    if before:
+        ap.error("--before: this bench times stetho's functions in this process, not a stetho "
+                 "command; run it in the other checkout (git worktree add DIR REF; cd DIR; "
+                 "python bench/...) and compare the printed medians")
+
+
+def p95(values: Sequence[float]) -> float:
+    """The 95th percentile (nearest rank): the tail a fleet's slowest callers see."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def header(what: str) -> None:

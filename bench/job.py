@@ -9,18 +9,17 @@ IB port from 6 h ago and drift warnings on another; the job is gpu[0017-0528], s
 ago, still running; topology.conf puts 32 nodes under each leaf (so the job's first and last
 leaves hold other nodes, whose failures are read too). sacct and scontrol are stand-ins that
 answer at once, with scontrol's recorded line shape (fixtures/recorded/slurm-jobs-testbed/),
-so the figure is stetho's and not a slurmctld's. Target: <= 2 s.
+so the figure is stetho's and not a slurmctld's. Goal: <= 2 s (README, `stetho job`);
+`--before REF` times that checkout's `stetho job` too, interleaved.
 
-    python bench/job.py [--runs 7] [--keep DIR]      # --tiny: 16 nodes, 6 h (the smoke test)
+    python bench/job.py [--runs 7] [--keep DIR] [--before REF]
+    python bench/job.py --smoke --runs 1     # 16 nodes, 6 h: the smoke test
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import harness  # noqa: E402
 from bench.gate import whole_run  # noqa: E402
 from stetho.core import hostlist  # noqa: E402
 from stetho.gate import policy  # noqa: E402
@@ -73,12 +73,6 @@ def build(db: Path, names: list[str], hours: int, failing: str, drifting: str,
             h.record(f"job-bench-{int(t)}", "gate-health-check", runs, when=t)
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
-    start = time.perf_counter()
-    p = subprocess.run(argv, env=env, capture_output=True, text=True)
-    return time.perf_counter() - start, p.returncode, p.stdout + p.stderr
-
-
 _FLOOR = """import sqlite3, sys
 nodes = sys.argv[2].split(",")
 con = sqlite3.connect(sys.argv[1])
@@ -97,12 +91,10 @@ print(n)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--tiny", action="store_true", help="16 nodes, 6 h: the smoke test")
+    ap = harness.parser(__doc__)
     ap.add_argument("--keep", help="build (or reuse) the database in this folder")
     args = ap.parse_args()
-    fleet, job_n, hours, per_leaf, first = ((16, 8, 6, 4, 3) if args.tiny
+    fleet, job_n, hours, per_leaf, first = ((16, 8, 6, 4, 3) if args.smoke
                                              else (1024, 512, 36, 32, 17))
     names = [f"gpu{i:04d}" for i in range(1, fleet + 1)]
     job = names[first - 1:first - 1 + job_n]
@@ -119,7 +111,7 @@ def main() -> None:
                 p.unlink()
         build(db, names, hours, failing, drifting, now)
         built = time.perf_counter() - t0
-        start = now - (hours - 13 if not args.tiny else 3) * HOUR
+        start = now - (hours - 13 if not args.smoke else 3) * HOUR
         (folder / "topology.conf").write_text("".join(
             f"SwitchName=leaf{k:02d} Nodes={hostlist.compress(names[i:i + per_leaf])}\n"
             for k, i in enumerate(range(0, fleet, per_leaf))))
@@ -127,36 +119,41 @@ def main() -> None:
         bin_dir.mkdir(exist_ok=True)
         expr = hostlist.compress(job)
         _stand_ins(bin_dir, expr, job[0], job_n, start)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        env["STETHO_DRAIN_LEDGER"] = str(folder / "ledger.db")
-        cmd = [sys.executable, "-m", "stetho", "job", "4242", "--db", str(db), "--topology",
-               str(folder / "topology.conf"), "--margin", "1h"]
-        floor = [sys.executable, "-c", _FLOOR, str(db), ",".join(job),
-                 str(int(start - HOUR)), str(int(now + 3600))]
+        base = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+        base["PATH"] = f"{bin_dir}{os.pathsep}{base.get('PATH', '')}"
+        base["STETHO_DRAIN_LEDGER"] = str(folder / "ledger.db")
+        sides: dict[str, harness.Side] = {}
+        for tree in harness.trees(args.before):
+            sides[f"stetho job 4242 ({tree.label})"] = harness.Side(
+                tree.stetho("job", "4242", "--db", str(db), "--topology",
+                            str(folder / "topology.conf"), "--margin", "1h"),
+                env=tree.env(base), cwd=tree.root)
+        sides["floor: the same SQLite query alone"] = harness.Side(
+            [sys.executable, "-c", _FLOOR, str(db), ",".join(job), str(int(start - HOUR)),
+             str(int(now + 3600))], env=base)
         with History(db) as h:
             rows = h.conn.execute("SELECT count(*) FROM node_runs").fetchone()[0]
+        span = (now - start + HOUR) / HOUR
+        harness.header(f"stetho job for a {job_n}-node job over {span:.0f} h of hourly checks "
+                       f"of {fleet} nodes")
         print(f"database: {fleet} nodes, {hours} h of hourly health checks, {rows} node rows "
               f"({db.stat().st_size / 1e6:.0f} MB; built in {built:.1f} s); job: {job_n} "
               f"nodes {expr}, started {(now - start) / HOUR:.0f} h ago, margin 1 h")
-        _, code, out = timed(cmd, env)  # warm the page cache and bytecode
+        times = harness.interleave(sides, args.runs, warm=not args.smoke)
+        names_ = list(sides)
+        out = sides[names_[0]].last_output
         print("stetho job says: " + out.splitlines()[0] if out else "(no output)")
-        jobs, floors, codes, counted = [], [], set(), set()
-        for _ in range(args.runs):
-            t, rc, _ = timed(cmd, env)
-            jobs.append(t)
-            codes.add(rc)
-            t, _, out = timed(floor, env)
-            floors.append(t)
-            counted.add(out.strip())
-        mj, mf = statistics.median(jobs), statistics.median(floors)
-        span = (now - start + HOUR) / HOUR
-        print(f"stetho job 4242 ({job_n} nodes, {span:.0f} h window): median {mj * 1000:.0f} ms "
-              f"(min {min(jobs) * 1000:.0f}, max {max(jobs) * 1000:.0f}; exit {sorted(codes)}) "
-              f"  target <= 2000 ms")
-        print(f"floor: the same SQLite query alone ({', '.join(sorted(counted))} rows): median "
-              f"{mf * 1000:.0f} ms (min {min(floors) * 1000:.0f}, max {max(floors) * 1000:.0f})")
-        print(f"ratio: {mj / mf:.2f}x the floor ({args.runs} runs each, interleaved)")
+        for name in names_:
+            side = sides[name]
+            extra = (f" rows {side.last_output.strip()}" if name.startswith("floor")
+                     else f" exit {sorted(side.codes)}")
+            print(harness.line(name, times[name], side.cpu) + extra)
+        floor = times[names_[-1]]
+        harness.judge(names_[0], times[names_[0]], floor, None)
+        harness.absolute(names_[0], times[names_[0]], 2.0)
+        if len(names_) == 3:
+            harness.judge(names_[0], times[names_[0]], times[names_[1]], 1.0,
+                          "the checkout before")
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

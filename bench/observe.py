@@ -1,21 +1,21 @@
 """Observability outputs for a 1,024-node run: the Prometheus textfile (render + atomic write)
-and the static run page (render + write), median wall time of several runs, and their sizes.
+and the static run page (render + write), in process as a sweep makes them, each interleaved
+with its floor (writing the same text alone), medians of wall and CPU, and their sizes.
 
-Targets (issue 17): textfile for 1,024 nodes x 110 subjects <= 0.5 s; index.html for 1,024
+Goals (issue 17): textfile for 1,024 nodes x 110 subjects <= 0.5 s; index.html for 1,024
 nodes <= 1 s and <= 5 MB. The results are real: two simulated H100 nodes (one healthy, one
 with a powersave governor and a 20% busbw drop) checked through the CLI, then copied to 1,024
 node names (every 16th node failing) with 110 subjects each.
 
     python bench/observe.py [--nodes 1024] [--subjects 110] [--runs 7]
+    python bench/observe.py --smoke --runs 1
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import harness  # noqa: E402
 from stetho.results import Result  # noqa: E402
 from stetho.sim.builder import build_node  # noqa: E402
 from stetho.sinks import prometheus, runpage  # noqa: E402
@@ -54,22 +55,14 @@ def fleet(folder: Path, nodes: int, subjects: int | None = None) -> list[Result]
     return out
 
 
-def median_s(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
-    fn()  # warm-up (caches, page cache)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__, runs=7)
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--subjects", type=int, default=110)
-    ap.add_argument("--runs", type=int, default=7)
     args = ap.parse_args()
+    harness.in_process(ap, args.before)
+    if args.smoke:
+        args.nodes = 16
     with tempfile.TemporaryDirectory(prefix="stetho-observe-bench-") as tmp:
         folder = Path(tmp)
         results = fleet(folder, args.nodes, args.subjects)
@@ -78,28 +71,42 @@ def main() -> None:
         prom = folder / "textfile" / "stetho.prom"
         prom.parent.mkdir()
 
-        def textfile() -> None:
-            prometheus.write(prom, prometheus.render(
-                results, run_id="bench", started_at=time.time(), duration_s=1.0,
-                gate=gate, command="sweep"))
+        def prom_text() -> str:
+            return prometheus.render(results, run_id="bench", started_at=time.time(),
+                                     duration_s=1.0, gate=gate, command="sweep")
 
         page = folder / "index.html"
         reports = {n: f"{n}/diagnosis-report.md" for n in nodes}
         busbw = runpage.busbw_from(results)
 
-        def index() -> None:
-            page.write_text(runpage.render(results, title="bench sweep", reports=reports,
-                                           busbw=busbw), encoding="utf-8")
+        def page_text() -> str:
+            return runpage.render(results, title="bench sweep", reports=reports, busbw=busbw)
 
-        t_prom = median_s(textfile, args.runs)
-        t_page = median_s(index, args.runs)
+        text, html = prom_text(), page_text()
+        sides = {
+            "textfile render + atomic write": harness.Call(
+                lambda: prometheus.write(prom, prom_text())),
+            "floor: the textfile's atomic write alone": harness.Call(
+                lambda: prometheus.write(folder / "textfile" / "floor.prom", text)),
+            "index.html render + write": harness.Call(
+                lambda: page.write_text(page_text(), encoding="utf-8")),
+            "floor: index.html's write alone": harness.Call(
+                lambda: (folder / "floor.html").write_text(html, encoding="utf-8"))}
+        harness.header(f"{len(nodes)} nodes, {len(results)} results ({args.subjects} subjects "
+                       "each), in process")
+        times = harness.interleave(sides, args.runs)
+        for name, call in sides.items():
+            print(harness.line(name, times[name], call.cpu))
         lines = prom.read_text().count("\n")
-        print(f"{len(nodes)} nodes, {len(results)} results ({args.subjects} subjects each), "
-              f"median of {args.runs}")
-        print(f"textfile render + atomic write: {t_prom:.3f} s  "
-              f"({prom.stat().st_size / 1e6:.1f} MB, {lines} lines; target <= 0.5 s)")
-        print(f"index.html render + write:      {t_page:.3f} s  "
-              f"({page.stat().st_size / 1e6:.2f} MB; target <= 1 s, <= 5 MB)")
+        print(f"textfile: {prom.stat().st_size / 1e6:.1f} MB, {lines} lines; index.html: "
+              f"{page.stat().st_size / 1e6:.2f} MB")
+        names = list(sides)
+        harness.judge(names[0], times[names[0]], times[names[1]], None)
+        harness.absolute(names[0], times[names[0]], 0.5)
+        harness.judge(names[2], times[names[2]], times[names[3]], None)
+        harness.absolute(names[2], times[names[2]], 1.0)
+        harness.goal(f"index.html {page.stat().st_size / 1e6:.2f} MB <= 5 MB",
+                     page.stat().st_size <= 5e6)
 
 
 if __name__ == "__main__":

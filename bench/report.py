@@ -9,16 +9,20 @@ over N runs and prints the median. Then builds the catalogue's nodes once and sc
 top-1 and top-3 accuracy, the expected causes ruled out by evidence (and any listed as ruled
 out without a measurement), watch-vs-drain agreement, repeat handling (four nightly reports
 of an unchanged state are one event; of a growing counter, four), hypotheses on healthy nodes
-(must be 0), median lines from the top of a report to its first action. With --before SRC
-(a checkout of another stetho, e.g. main's), the same run folder and the same catalogue are
-scored with that code too, in the same run.
+(must be 0), median lines from the top of a report to its first action. With --before REF
+(a git ref, run from its own worktree), the same run folder and the same catalogue are timed
+and scored with that code too, interleaved.
 
-    python bench/report.py [--nodes 1024] [--failing 0.05] [--runs 3] [--before /tmp/main]
+The report is timed in fresh processes, interleaved with its floor: one Python reading and
+parsing the run folder (every evidence.json and summary.json, and results.json), which any
+report must do. Goal: <= 10 s for 1,024 nodes (issue 3).
+
+    python bench/report.py [--nodes 1024] [--failing 0.05] [--runs 3] [--before REF]
+    python bench/report.py --smoke --runs 1       # 24 nodes, 6 failing; no catalogue
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -29,27 +33,38 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if "--evaluate" not in sys.argv:
+if "--evaluate" not in sys.argv:  # evaluating: the stetho on PYTHONPATH (the tree scored)
     sys.path.insert(0, str(ROOT))
+    from bench import harness
 
 FAULTS = [["riser"], ["nvme-rotational"], ["nccl-socket"], ["ib-rate-downgrade"],
           ["ecc-dbe"], ["xid=79"], ["thermal-slowdown"], ["clocks-unlocked"],
           ["governor-powersave"], ["host-oom"], ["optics-degrading"]]
 
 
+FLOOR = """import json, sys
+from pathlib import Path
+run = Path(sys.argv[1])
+n = len(json.loads((run / "results.json").read_text())["results"])
+for host in sorted((run / "hosts").iterdir()):
+    json.loads((host / "evidence.json").read_text())
+    json.loads((host / "summary.json").read_text())
+print(n)
+"""
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    if sys.argv[1:2] == ["--evaluate"]:
+        print(json.dumps(evaluate(Path(sys.argv[2]))))
+        return
+    ap = harness.parser(__doc__, runs=3)
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--failing", type=float, default=0.05)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--before", help="another stetho source tree to score in the same run")
     ap.add_argument("--part", choices=("all", "run", "catalogue"), default="all",
                     help="only the 1,024-node run, or only the catalogue")
-    ap.add_argument("--evaluate", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.evaluate:
-        print(json.dumps(evaluate(Path(args.evaluate))))
-        return
+    if args.smoke:  # the catalogue takes minutes to build: the run part only, 24 nodes
+        args.nodes, args.failing, args.part = 24, 0.25, "run"
     from stetho import profiles
     from stetho.checking import run as checkrun
     from stetho.evidence import collect
@@ -57,15 +72,16 @@ def main() -> None:
     from stetho.sinks import json_out
 
     prof = profiles.load("h100-sxm-8gpu")
-    codes = [("after", str(ROOT))] + ([("before", args.before)] if args.before else [])
+    trees = harness.trees(args.before)
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         if args.part == "catalogue":
-            _catalogue(tmp / "catalogue", codes)
+            _catalogue(tmp / "catalogue", trees)
             return
+        faults = FAULTS[:2] if args.smoke else FAULTS
         seeds = []
-        for i, faults in enumerate([[]] + FAULTS):
-            root = build_node(tmp / "sim" / f"seed{i:02d}", f"seed{i:02d}", faults)
+        for i, fault in enumerate([[]] + faults):
+            root = build_node(tmp / "sim" / f"seed{i:02d}", f"seed{i:02d}", fault)
             env, name = collect.sim_environment(str(root))
             b = collect.collect(prof, env, name)
             run = checkrun.run([b])
@@ -75,7 +91,7 @@ def main() -> None:
         results = []
         for i in range(args.nodes):
             name = f"gpu{i + 1:04d}"
-            seed = 1 + i % len(FAULTS) if i < n_fail else 0
+            seed = 1 + i % len(faults) if i < n_fail else 0
             bundle, rs, summary = seeds[seed]
             host = run_dir / "hosts" / name
             host.mkdir(parents=True)
@@ -88,27 +104,38 @@ def main() -> None:
         print(f"run folder: {args.nodes} nodes, {n_fail} failing, {len(results)} results")
         db = tmp / "history.db"
         _history(db, run_dir, results)
-        for label, src in codes:
-            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-            env["STETHO_DB"] = str(db)
-            env["PYTHONPATH"] = src
-            walls = []
-            for k in range(args.runs):
-                out = tmp / f"reports-{label}{k}"
-                start = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "stetho", "report", str(run_dir),
-                                       "--out", str(out)], env=env, capture_output=True,
-                                      text=True, cwd=tmp)
-                walls.append(time.perf_counter() - start)
-                if proc.returncode != 0:
-                    sys.exit(proc.stderr[-2000:])
-                written = len(list(out.glob("*.md")))
-                charts = len(list(out.glob("*.svg")))
-            print(f"{label}: stetho report (diagnose + render {written} reports, {charts} "
-                  f"charts, with history): median {statistics.median(walls):.2f} s "
-                  f"({', '.join(f'{w:.2f}' for w in walls)})   target <= 10 s")
+        base = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+        base["STETHO_DB"] = str(db)
+        sides: dict[str, harness.Side] = {}
+        for k, tree in enumerate(trees):
+            # each run writes a fresh folder (the old one removed inside the command)
+            out = tmp / f"reports-{k}"
+            sides[f"stetho report ({tree.label})"] = harness.Side(
+                ["sh", "-c", 'rm -rf "$0" && exec "$@"', str(out),
+                 *tree.stetho("report", str(run_dir), "--out", str(out))],
+                env=tree.env(base), cwd=tmp)
+        sides["floor: read and parse the run folder"] = harness.Side(
+            [sys.executable, "-c", FLOOR, str(run_dir)], env=base)
+        harness.header(f"stetho report of a {args.nodes}-node run, {n_fail} failing, with "
+                       "history")
+        times = harness.interleave(sides, args.runs, warm=not args.smoke)
+        names = list(sides)
+        for k, name in enumerate(names):
+            side = sides[name]
+            if side.codes != {0}:
+                sys.exit(f"{name} exited {sorted(side.codes)}: {side.last_output[-2000:]}")
+            made = ""
+            if k < len(trees):
+                out = tmp / f"reports-{k}"
+                made = (f" ({len(list(out.glob('*.md')))} reports, "
+                        f"{len(list(out.glob('*.svg')))} charts)")
+            print(harness.line(name, times[name], side.cpu) + made)
+        harness.judge(names[0], times[names[0]], times[names[-1]], None)
+        harness.absolute(names[0], times[names[0]], 10.0)
+        if len(names) == 3:
+            harness.judge(names[0], times[names[0]], times[names[1]], 1.0, "the checkout before")
         if args.part == "all":
-            _catalogue(tmp / "catalogue", codes)
+            _catalogue(tmp / "catalogue", trees)
 
 
 def _history(db: Path, run_dir: Path, results: list) -> None:
@@ -131,14 +158,15 @@ def _history(db: Path, run_dir: Path, results: list) -> None:
                                         for n, m in nodes], when=now)
 
 
-def _catalogue(root: Path, codes: list[tuple[str, str]]) -> None:
+def _catalogue(root: Path, trees: list[harness.Tree]) -> None:
     from tests.diagnosis_catalogue import build
 
     start = time.perf_counter()
     build(root)
     print(f"catalogue built in {time.perf_counter() - start:.1f} s")
-    for label, src in codes:
-        env = dict(os.environ, PYTHONPATH=src)
+    for tree in trees:
+        label = tree.label
+        env = tree.env()
         proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--evaluate",
                                str(root)], env=env, capture_output=True, text=True, cwd=root)
         if proc.returncode != 0:

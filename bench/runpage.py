@@ -2,28 +2,31 @@
 
 Builds bench/replay_scale.py's fleet (16 simulated nodes collected for real, 4 with faults,
 cloned under new names up to N), replays it once for real (`stetho check --evidence DIR -n 2
---json OUT`), then renders and writes index.html from those results `--repeat` times in one
-process, every failing or unevaluated node linked to a report as a sweep links them. Prints the
-first (cold: template compiled) and the median render+write seconds (wall and CPU: the steadier
-figure on a shared machine), and the page's size. `--unfolded` also measures the page with
-every healthy node drawn one row each (what runpage.MAX_HEALTHY_ROWS avoids). Targets (issue
-27): <= 1 s and <= 5 MB at 1,024 nodes.
+--json OUT`), then renders and writes index.html from those results in one process (as a
+sweep does), every failing or unevaluated node linked to a report as a sweep links them,
+interleaved with the floor (writing the same page alone). Prints the first (cold: template
+compiled) and the median render+write seconds (wall and CPU: the steadier figure on a shared
+machine), and the page's size. `--unfolded` also measures the page with every healthy node
+drawn one row each (what runpage.MAX_HEALTHY_ROWS avoids). Goals (issue 27): <= 1 s and
+<= 5 MB at 1,024 nodes.
 
-    python bench/runpage.py [--nodes 1024] [--repeat 5] [--keep DIR]
+    python bench/runpage.py [--nodes 1024] [--runs 5] [--keep DIR] [--unfolded]
+    python bench/runpage.py --smoke --runs 1
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.replay_scale import fleet, seeds
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import harness  # noqa: E402
+from bench.observe import fleet as observed  # noqa: E402
+from bench.replay_scale import fleet, seeds  # noqa: E402
 
 
 def replayed(folder: Path, out: Path) -> Path:
@@ -34,53 +37,66 @@ def replayed(folder: Path, out: Path) -> Path:
     return out
 
 
-def measure(results: list, run_dir: Path, repeat: int) -> tuple[float, float, float, int]:
-    """(cold seconds, median wall seconds, median CPU seconds, bytes) of render + write, the
-    way a sweep calls them. CPU time is the steadier figure on a loaded machine."""
-    from stetho.sinks import runpage
-
-    links = {r.node: f"reports/{r.node}-cause-r1.md" for r in results
-             if r.status in ("fail", "error")}
-    times, cpus = [], []
-    for _ in range(repeat + 1):
-        start, cpu = time.perf_counter(), time.process_time()
-        page = runpage.write(run_dir, runpage.render(
-            results, title="stetho sweep bench", reports=links,
-            busbw=runpage.busbw_from(results), generated_at="2026-12-06T00:00:00+00:00"))
-        times.append(time.perf_counter() - start)
-        cpus.append(time.process_time() - cpu)
-    return (times[0], statistics.median(times[1:]), statistics.median(cpus[1:]),
-            page.stat().st_size)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__, runs=5)
     ap.add_argument("--nodes", type=int, default=1024)
-    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--unfolded", action="store_true")
     ap.add_argument("--keep", type=Path, help="keep the generated fleet and replay here")
     args = ap.parse_args()
+    harness.in_process(ap, args.before)
+    if args.smoke:
+        args.nodes = 16
     from stetho.sinks import json_out, runpage
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="stetho-runpage-"))
-    folder = fleet(work / f"fleet{args.nodes}", args.nodes, seeds())
-    out = work / f"replay{args.nodes}.json"
-    if not out.is_file():
-        replayed(folder, out)
-    results = json_out.load(out.read_text())
-    bad = len({r.node for r in results if r.status in ("fail", "error")})
-    print(f"{args.nodes} nodes replayed: {len(results)} results, {bad} nodes failing or not "
-          f"evaluated; render + write, {args.repeat} runs, median")
-    variants = [("folded", runpage.MAX_HEALTHY_ROWS)] + (
-        [("unfolded", 10 ** 9)] if args.unfolded else [])
-    for label, rows in variants:
-        runpage.MAX_HEALTHY_ROWS = rows
-        run_dir = work / f"run-{label}"
-        run_dir.mkdir(exist_ok=True)
-        cold, median, cpu, size = measure(results, run_dir, args.repeat)
-        print(f"{label:8s} index.html: {median:.3f} s wall, {cpu:.3f} s CPU (cold {cold:.3f} s "
-              f"wall), {size / 1e6:.2f} MB  [targets <= 1 s, <= 5 MB]")
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    try:
+        if args.smoke:  # two nodes checked, copied to 16 (the fleet collects 16 for real)
+            results = observed(work / "observed", args.nodes, None)
+        else:
+            folder = fleet(work / f"fleet{args.nodes}", args.nodes, seeds())
+            out = work / f"replay{args.nodes}.json"
+            if not out.is_file():
+                replayed(folder, out)
+            results = json_out.load(out.read_text())
+        bad = len({r.node for r in results if r.status in ("fail", "error")})
+        links = {r.node: f"reports/{r.node}-cause-r1.md" for r in results
+                 if r.status in ("fail", "error")}
+        harness.header(f"index.html for {args.nodes} nodes' results ({len(results)} results, "
+                       f"{bad} nodes failing or not evaluated), in process")
+        folded = runpage.MAX_HEALTHY_ROWS
+
+        def page(rows: int, run_dir: Path) -> Path:
+            run_dir.mkdir(exist_ok=True)
+            runpage.MAX_HEALTHY_ROWS = rows
+            return runpage.write(run_dir, runpage.render(
+                results, title="stetho sweep bench", reports=links,
+                busbw=runpage.busbw_from(results), generated_at="2026-12-06T00:00:00+00:00"))
+
+        cold = harness.Call(lambda: page(folded, work / "run-folded"))
+        print(harness.line("folded, cold (template compiled)", [cold()], cold.cpu))
+        html = (work / "run-folded" / "index.html").read_text()
+        sides = {"folded index.html render + write": harness.Call(
+                     lambda: page(folded, work / "run-folded")),
+                 "floor: the page's write alone": harness.Call(
+                     lambda: (work / "floor.html").write_text(html, encoding="utf-8"))}
+        if args.unfolded:
+            sides["unfolded index.html render + write"] = harness.Call(
+                lambda: page(10 ** 9, work / "run-unfolded"))
+        times = harness.interleave(sides, args.runs)
+        runpage.MAX_HEALTHY_ROWS = folded
+        for name, call in sides.items():
+            print(harness.line(name, times[name], call.cpu))
+        names = list(sides)
+        size = (work / "run-folded" / "index.html").stat().st_size
+        print(f"folded index.html: {size / 1e6:.2f} MB" + (
+            f"; unfolded: {(work / 'run-unfolded' / 'index.html').stat().st_size / 1e6:.2f} MB"
+            if args.unfolded else ""))
+        harness.judge(names[0], times[names[0]], times[names[1]], None)
+        harness.absolute(names[0], times[names[0]], 1.0)
+        harness.goal(f"folded index.html {size / 1e6:.2f} MB <= 5 MB", size <= 5e6)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -2,31 +2,32 @@
 rows, signed): median wall time of the whole command, Python start-up included, against the
 floor measured in the same run, interleaved: one Python process that opens the database and
 reads node_runs' summary columns (node, time, run, fail, error, warn) once, which any answer
-must do. Goal: <= 10 s.
+must do. Goal: <= 10 s (README, "Reliability figures"); `--before REF` times that checkout's
+`stetho stats` too, interleaved.
 
 The history is built with bench/history.py's results (what bench/gate.py uses), without the
 metric rows (stats does not read them, and they take minutes to write), plus faults: on
 about 0.3% of node-nights a failing check for one to three nights, and a warning on 1%.
 
-    python bench/stats.py [--db /tmp/stetho-stats-bench.db] [--keep] [--runs 5]
-    python bench/stats.py --nodes 8 --days 20 --runs 1     # the smoke test's tiny mode
+    python bench/stats.py [--db /tmp/stetho-stats-bench.db] [--keep] [--runs 5] [--before REF]
+    python bench/stats.py --smoke --runs 1     # 6 nodes x 12 nights: the smoke test
 """
 
 from __future__ import annotations
 
-import argparse
+import atexit
 import json
 import os
 import random
-import resource
-import statistics
-import subprocess
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import harness  # noqa: E402
 from bench.history import results_for  # noqa: E402
 from stetho.history.store import History, NodeRun  # noqa: E402
 from stetho.results import Result  # noqa: E402
@@ -68,62 +69,49 @@ def build(path: Path, nodes: int, days: int) -> None:
     print(f"built {days} sweeps x {nodes} nodes in {time.perf_counter() - start:.0f} s")
 
 
-def timed(argv: list[str], env: dict[str, str]
-          ) -> tuple[float, float, subprocess.CompletedProcess[str]]:
-    """(wall, CPU seconds user + system, the process): on a loaded machine the wall time
-    mostly measures the queue for a core, the CPU time what the command itself costs."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, proc
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__, runs=3)
     ap.add_argument("--db", default="/tmp/stetho-stats-bench.db")
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--days", type=int, default=365)
-    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="reuse the database if it is there")
     args = ap.parse_args()
+    if args.smoke:
+        args.nodes, args.days = 6, 12
+        tmp = tempfile.mkdtemp(prefix="stetho-stats-smoke-")
+        atexit.register(shutil.rmtree, tmp, True)
+        args.db = str(Path(tmp) / "h.db")
     db = Path(args.db)
     if db.exists() and not args.keep:
         for p in db.parent.glob(db.name + "*"):
             p.unlink()
     if not db.exists():
         build(db, args.nodes, args.days)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.pop("STETHO_KB_REPO", None)
-    env.pop("STETHO_OVERRIDE_REPO", None)
-    stats = [sys.executable, "-m", "stetho", "stats", "--db", str(db), "--since",
-             f"{args.days + 1}d", "--json"]
-    floor = [sys.executable, "-c", FLOOR, str(db)]
-    timed(floor, env)  # warm the page cache for both
-    t_stats, t_floor, c_stats, c_floor = [], [], [], []
-    rows = incidents = "?"
-    for _ in range(max(1, args.runs)):
-        t, c, proc = timed(stats, env)
-        if proc.returncode != 0:
-            sys.exit(f"stetho stats failed ({proc.returncode}): {proc.stderr.strip()}")
-        t_stats.append(t)
-        c_stats.append(c)
-        got = json.loads(proc.stdout)
-        rows, incidents = got["rows"]["read"], got["incidents"]
-        t, c, proc = timed(floor, env)
-        t_floor.append(t)
-        c_floor.append(c)
-    ms, mf = statistics.median(t_stats), statistics.median(t_floor)
-    cs, cf = statistics.median(c_stats), statistics.median(c_floor)
-    print(f"history: {rows:,} node_runs rows, {incidents:,} incidents; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"stetho stats --since {args.days + 1}d: median {ms:.2f} s over {len(t_stats)} runs "
-          f"(min {min(t_stats):.2f}, max {max(t_stats):.2f}; CPU median {cs:.2f} s)   "
-          "goal <= 10 s")
-    print(f"floor (one scan of node_runs' summary columns, python start-up included): median "
-          f"{mf:.2f} s (min {min(t_floor):.2f}, max {max(t_floor):.2f}; CPU median {cf:.2f} s)")
-    print(f"ratio stats / floor: {ms / mf:.2f} wall, {cs / cf:.2f} CPU")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+    sides: dict[str, harness.Side] = {}
+    for tree in harness.trees(args.before):
+        sides[f"stetho stats ({tree.label})"] = harness.Side(
+            tree.stetho("stats", "--db", str(db), "--since", f"{args.days + 1}d", "--json"),
+            env=tree.env(base), cwd=tree.root)
+    sides["floor"] = harness.Side([sys.executable, "-c", FLOOR, str(db)], env=base)
+    harness.header(f"stetho stats --since {args.days + 1}d over {args.days} nightly sweeps x "
+                   f"{args.nodes} nodes")
+    times = harness.interleave(sides, max(1, args.runs), warm=not args.smoke)
+    names = list(sides)
+    for name, side in sides.items():
+        if side.codes != {0}:
+            sys.exit(f"{name} exited {sorted(side.codes)}: {side.last_output[-800:]}")
+    got = json.loads(sides[names[0]].last_output)
+    print(f"history: {got['rows']['read']:,} node_runs rows, {got['incidents']:,} incidents")
+    for name in names:
+        print(harness.line(name, times[name], sides[name].cpu))
+    for name in names[:-1]:
+        harness.judge(name, times[name], times["floor"], None)
+        harness.judge(name + " CPU", sides[name].cpu, sides["floor"].cpu, None,
+                      "the floor's CPU")
+    harness.absolute(names[0], times[names[0]], 10.0)
+    if len(names) == 3:
+        harness.judge(names[0], times[names[0]], times[names[1]], 1.0, "the checkout before")
 
 
 if __name__ == "__main__":

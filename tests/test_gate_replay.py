@@ -311,19 +311,6 @@ def test_the_last_replayed_point_is_what_the_live_gate_says_now(tmp_path):
                                                   if v == "unevaluated"]
 
 
-def test_the_bench_runs_in_tiny_mode(tmp_path):
-    """bench/gate_replay.py end to end on 8 nodes x 3 nights: it prints the median against
-    its floor (no time is asserted)."""
-    from tests.conftest import REPO
-
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gate_replay.py"), "--nodes",
-                           "8", "--days", "3", "--runs", "1", "--db", str(tmp_path / "b.db")],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "3 days x 8 nodes = 24 decision points, 408 stored results" in proc.stdout
-    assert "gate replay, 2 policies" in proc.stdout and "replay / floor = " in proc.stdout
-
-
 def _run_folder(tmp_path):
     from stetho.sinks import json_out
 

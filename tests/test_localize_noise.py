@@ -178,21 +178,3 @@ def test_cli_straggler_needs_heavy_noise_and_uniform_stays_selectable(tmp_path: 
     assert res.returncode == 1 and "node gpu033" in res.stdout
     res = stetho(*sim, "--confirm", "5")
     assert res.returncode == 2 and "confirmations 5" in res.stderr
-
-
-def test_bench_smoke_prints_every_scenario_with_minutes_and_the_floor() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "localize.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
-    assert "3 seeded trials" in out and "load average" in out and "heavy" in out
-    rows = [line.split() for line in out.splitlines() if line.lstrip().startswith("64 ")]
-    assert len(rows) == 8
-    for label in ("healthy", "1 bad node", "4 bad nodes", "1 bad link", "1 bad uplink",
-                  "1 bad switch", "1 straggler"):
-        assert f" 64 {label} " in out
-    healthy = rows[0]
-    assert healthy[1] == "healthy" and healthy[5] == "100.0%" and healthy[6] == "0"
-    minutes = float(healthy[4].split("/")[0])
-    assert 0 < minutes < 10  # two rounds of a 64-node run: ~40 s each
-    assert "22-57 tests, ~28 min at N=232" in out
