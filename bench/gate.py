@@ -18,6 +18,7 @@ that git ref's checkout on the same database (a real worktree, run from its own 
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -82,7 +83,7 @@ def counts(db: Path) -> str:
     c = sqlite3.connect(db)
     nodes, runs = (c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("nodes", "runs"))
     node_runs, pruned = c.execute("SELECT count(*), sum(substr(results, 1, 14) = "
-                                  "'stetho-pruned:') FROM node_runs").fetchone()
+                                  "CAST('stetho-pruned:' AS BLOB)) FROM node_runs").fetchone()
     metrics = c.execute("SELECT count(*) FROM metrics").fetchone()[0]
     c.close()
     size = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
@@ -147,6 +148,9 @@ def main() -> None:
     print(f"goal: gate p95 {p95 * 1000:.0f} ms (goal <= {GOAL_P95_S * 1000:.0f} ms): "
           f"{'met' if p95 <= GOAL_P95_S else 'NOT MET'}")
     print(harness.load())
+    shutil.rmtree(scratch, ignore_errors=True)
+    if args.smoke:
+        shutil.rmtree(db.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":
