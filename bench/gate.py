@@ -92,6 +92,39 @@ def counts(db: Path) -> str:
             f"rows")
 
 
+def in_process(db: Path, now: float, runs: int) -> tuple[list[float], list[float]]:
+    """Wall seconds of the gate's history read and of the floor's query + decode, in this
+    process, interleaved (no start-up, no run folder: what the read itself costs)."""
+    import json
+    import sqlite3
+    import zlib
+
+    from stetho.gate.decision import required_checks
+
+    pre_job = policy.load("pre-job")
+    wanted = required_checks(pre_job)
+    read: list[float] = []
+    bare: list[float] = []
+    q = ",".join("?" * len(NODES))
+    for _ in range(runs):
+        start = time.perf_counter()
+        with open_history(db) as h:
+            got = h.latest_per_check(NODES, pre_job.freshness_s, now=now, checks=wanted)
+        read.append(time.perf_counter() - start)
+        assert len(got) == len(NODES) and not any(v.distrusted for v in got.values())
+        start = time.perf_counter()
+        c = sqlite3.connect(db)
+        for *_, blob in c.execute(
+                "SELECT n.name, nr.time, r.id, nr.results FROM nodes n JOIN node_runs nr ON "
+                "nr.node_id = n.id JOIN runs r ON r.key = nr.run_key WHERE n.name IN "
+                f"({q}) AND nr.time >= ? AND nr.time <= ? ORDER BY n.name, nr.time DESC",
+                [*NODES, int(now - pre_job.freshness_s), int(now + 300)]):
+            json.loads(zlib.decompress(blob))
+        c.close()
+        bare.append(time.perf_counter() - start)
+    return read, bare
+
+
 def smoke_db() -> Path:
     from bench import history_build
 
@@ -144,6 +177,12 @@ def main() -> None:
     floor = times["floor"]
     print(f"ratio: the gate's p50 is {statistics.median(gate) / statistics.median(floor):.2f}x "
           f"the floor's, its p95 {pct(gate, 95) / pct(floor, 95):.2f}x")
+    read, bare = in_process(db, now, runs)
+    print(f"the gate's history read alone, in process (open_history + latest_per_check, every "
+          f"row and chain verified): p50 {pct(read, 50) * 1000:.0f} ms, p95 "
+          f"{pct(read, 95) * 1000:.0f} ms; the same query + decode unverified: p50 "
+          f"{pct(bare, 50) * 1000:.0f} ms, p95 {pct(bare, 95) * 1000:.0f} ms "
+          f"({statistics.median(read) / statistics.median(bare):.2f}x)")
     p95 = pct(gate, 95)
     print(f"goal: gate p95 {p95 * 1000:.0f} ms (goal <= {GOAL_P95_S * 1000:.0f} ms): "
           f"{'met' if p95 <= GOAL_P95_S else 'NOT MET'}")
