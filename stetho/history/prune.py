@@ -16,13 +16,26 @@ whole: pruning them would make them unverifiable.
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from stetho.history import chain, integrity
 from stetho.history.errors import HistoryCorrupt
-from stetho.history.integrity import ROW
-from stetho.history.store import History
+from stetho.history.integrity import ROW, RowCheck
+
+
+class Store(Protocol):
+    """What prune needs of stetho.history.store.History (which calls it: no import back)."""
+
+    path: Path
+    conn: sqlite3.Connection
+    rows: RowCheck
+
+    def transaction(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass
@@ -36,7 +49,7 @@ class Pruned:
     bytes_freed: int = 0
 
 
-def prune(h: History, keep_s: float, now: float | None = None) -> Pruned:
+def prune(h: Store, keep_s: float, now: float | None = None) -> Pruned:
     """Drop the results blobs older than `keep_s` from the history `h`, in one transaction
     under the seal's lock. A HistoryCorrupt naming the row where one fails its integrity
     check (nothing is pruned then)."""
