@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from stetho.history import integrity
-from stetho.history.store import MIGRATIONS, History, NodeRun
+from stetho.history.store import MIGRATIONS, SCHEMA_VERSION, History, NodeRun
 from stetho.results import Result
 
 PROFILE = "h100-sxm-8gpu"
@@ -299,7 +299,7 @@ def test_the_chain_starts_at_the_upgrade_and_covers_what_follows(tmp_path):
     assert stetho(*gate).returncode == 0  # a signed row from before the chain: as before
     _narrow(db, "new", {"gpu_count": "fail"}, time.time() - 60)
     with History(db) as h:
-        assert h.schema_version() == 4
+        assert h.schema_version() == SCHEMA_VERSION
         assert h.conn.execute("SELECT seq FROM node_runs ORDER BY time").fetchall() == \
             [(None,), (1,)]
     assert stetho(*gate).returncode == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stetho.history.store import MIGRATIONS, History, NodeRun
+from stetho.history.store import MIGRATIONS, SCHEMA_VERSION, History, NodeRun
 from stetho.results import Result
 
 PROFILE = "h100-sxm-8gpu"
@@ -179,7 +179,7 @@ def test_rows_from_before_signing_are_unverified_and_new_ones_count(tmp_path, op
     assert "could not evaluate 1 (n1; n1: no result younger than 6 h for gpu_count" \
         in _summary(proc)
     with History(db) as h:
-        assert h.schema_version() == 4
+        assert h.schema_version() == SCHEMA_VERSION
         assert h.conn.execute("SELECT mac FROM node_runs").fetchone()[0] is None  # not laundered
     _signed(db, status="pass", run="new")  # a run recorded after the upgrade is signed and believed
     assert _gate(db, "n1", str(ops)).returncode == 0

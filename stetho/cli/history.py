@@ -110,3 +110,31 @@ def reseal(db: str | None, launder: bool) -> None:
         count = h.reseal()
     click.echo(f"sealed {count} nodes in {cfg.db}.seal (laundered: rows deleted from the "
                "newest end before now are no longer detected)")
+
+
+@history.command("prune")
+@db_option
+@click.option("--keep-results", default="30d", show_default=True,
+              help="Keep each node-run's full results this long (30d, 12w); older rows keep "
+                   "their verdict counts, chain and metrics.")
+@click.option("--vacuum", is_flag=True, help="Then VACUUM, to give the freed pages back to "
+              "the filesystem (needs free space the size of the database; without it SQLite "
+              "reuses them for new rows).")
+def prune(db: str | None, keep_results: str, vacuum: bool) -> None:
+    """Drop results older than --keep-results, keeping every row verifiable: a pruned row is
+    never fresh evidence (the gate, replay and `stetho job` need the results, so keep them
+    longer than any policy's freshness and the windows you replay)."""
+    from stetho.history.store import History, parse_since
+
+    keep = parse_since(keep_results)
+    cfg = settings(db=db)
+    if not cfg.db.exists():
+        raise ConfigError(f"history prune: no history database at {cfg.db}")
+    with History(cfg.db) as h:
+        done = h.prune(keep)
+        if vacuum:
+            h.conn.execute("VACUUM")
+    click.echo(f"pruned the results of {done.rows} node-runs older than {keep_results} "
+               f"({done.bytes_freed / 2**20:.1f} MiB{' given back' if vacuum else ' reusable'}); "
+               f"{done.already} pruned before, {done.kept_old_format} kept whole (signed "
+               f"before schema 5), {done.kept_unsigned} kept (unsigned, never evidence)")

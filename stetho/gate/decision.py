@@ -190,7 +190,8 @@ def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | No
     A database that cannot be read is no results at all, with the reason kept."""
     import sqlite3
 
-    from stetho.history.store import History, HistoryError, describe
+    from stetho.history.backend import open_history
+    from stetho.history.store import HistoryError, describe
 
     now = now if now is not None else time.time()
     out = FromHistory()
@@ -198,7 +199,7 @@ def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | No
         return out
     wanted = required_checks(policy)
     try:
-        with History(db) as h:
+        with open_history(db) as h:
             latest = h.latest_per_check(nodes, policy.freshness_s, now=now, checks=wanted)
     except HistoryError as exc:
         out.unavailable = str(exc)

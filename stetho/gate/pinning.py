@@ -83,14 +83,15 @@ def pins_for(nodes: list[str], db: Path,
     check, whose own judging the gate reports anyway)."""
     import sqlite3
 
-    from stetho.history.store import History, HistoryError, describe
+    from stetho.history.backend import open_history
+    from stetho.history.store import HistoryError, describe
     from stetho.profiles import DEFAULT_PROFILE
 
     pins = Pins()
     problem = None
     if db.exists():
         try:
-            with History(db) as h:
+            with open_history(db) as h:
                 for node, (profile, run, why) in h.pinned_profiles(
                         nodes, frozenset({DEFAULT_PROFILE})).items():
                     # a pin history cannot vouch for matches nothing: every pass judged

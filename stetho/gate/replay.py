@@ -165,6 +165,7 @@ def run(db: Path, policies: list[GatePolicy], since: int, until: int,
         ex.distrusted.update(more.distrusted)
         ex.unsigned.update(more.unsigned)
         ex.unreadable.update(more.unreadable)
+        ex.pruned.update(more.pruned)
         ex.why.update(more.why)
     return out
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stetho.history.decisions import KIND as SHADOW_KIND
-from stetho.history.integrity import ROW
+from stetho.history.integrity import ROW, pruned
 from stetho.history.store import History, HistoryError, describe
 
 #: a node's row: (time, run id, run kind, its results as stored dicts)
@@ -32,12 +32,14 @@ class Excluded:
     distrusted: dict[str, int] = field(default_factory=dict)
     unsigned: dict[str, int] = field(default_factory=dict)
     unreadable: dict[str, int] = field(default_factory=dict)
+    #: rows whose results were pruned (stetho.history.prune): verified, but nothing to judge
+    pruned: dict[str, int] = field(default_factory=dict)
     #: node -> the first reason a row of it failed its integrity check
     why: dict[str, str] = field(default_factory=dict)
 
     def total(self) -> int:
         return sum(self.distrusted.values()) + sum(self.unsigned.values()) \
-            + sum(self.unreadable.values())
+            + sum(self.unreadable.values()) + sum(self.pruned.values())
 
 
 def _open(db: Path) -> History:
@@ -105,6 +107,9 @@ def _rows(h: History, since: int, until: int, wanted: Callable[[str], bool],
             into[name] = into.get(name, 0) + 1
             if why:
                 excluded.why.setdefault(name, why)
+            continue
+        if pruned(row[-2]):
+            excluded.pruned[name] = excluded.pruned.get(name, 0) + 1
             continue
         try:
             stored = loads(decompress(row[-2]))

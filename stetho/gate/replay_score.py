@@ -40,7 +40,7 @@ DEFINITIONS = {
     "precision": "TP / (TP + FP); null when both are 0",
     "recall": "TP / (TP + miss); null when both are 0",
     "excluded": "rows failing their integrity check, unsigned rows from before signing and "
-                "unreadable rows: left out, never judged",
+                "unreadable rows, rows whose results were pruned: left out, never judged",
 }
 
 
@@ -130,7 +130,8 @@ def score(replay: Replay, *, against: int | None, horizon_s: float,
         "decision_points": len(replay.points),
         "nodes": len({p[0] for p in replay.points}),
         "excluded": {"total": ex.total(), "failed_integrity": ex.distrusted,
-                     "unsigned": ex.unsigned, "unreadable": ex.unreadable, "why": ex.why},
+                     "unsigned": ex.unsigned, "unreadable": ex.unreadable, "pruned": ex.pruned,
+                     "why": ex.why},
         "outcome_sources": outcome_sources, "problems": replay.problems,
         "policies": policies, "definitions": DEFINITIONS,
     }

@@ -33,6 +33,7 @@ from typing import Any
 from stetho.facts import kinds
 from stetho.facts.kinds import MetricKind
 from stetho.history import stats
+from stetho.history.backend import HistoryBackend
 from stetho.history.ks import ks_2samp
 from stetho.history.reference import (
     DAY,
@@ -44,7 +45,7 @@ from stetho.history.reference import (
     needs,
     reference,
 )
-from stetho.history.store import History, Sample
+from stetho.history.store import Sample
 from stetho.profiles import DriftSpec, Profile
 from stetho.results import Result
 
@@ -62,7 +63,7 @@ class Current:
         return (self.check, self.subject, self.metric)
 
 
-def evaluate(history: History, node: str, profile: Profile, current: Iterable[list[Any]],
+def evaluate(history: HistoryBackend, node: str, profile: Profile, current: Iterable[list[Any]],
              now: float | None = None) -> list[Result]:
     now = now if now is not None else time.time()
     spec = profile.drift

@@ -85,7 +85,8 @@ def _read(path: Path) -> tuple[dict[str, Any], list[Result]]:
 
 def ingest(folder: Path, db: Path) -> Ingested:
     """Record every verdict file in `folder` into the history at `db`, oldest name first."""
-    from stetho.history.store import History, NodeRun
+    from stetho.history.backend import open_history
+    from stetho.history.store import NodeRun
 
     out = Ingested()
     files = sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
@@ -93,7 +94,7 @@ def ingest(folder: Path, db: Path) -> Ingested:
         return out
     done, bad = folder / "ingested", folder / "bad"
     done.mkdir(exist_ok=True)
-    with History(db) as h:
+    with open_history(db) as h:
         for path in files:
             try:
                 doc, results = _read(path)
@@ -105,8 +106,7 @@ def ingest(folder: Path, db: Path) -> Ingested:
                 out.bad.append((path.name, why))
                 continue
             run_id = str(doc["run_id"])
-            known = h.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if known:
+            if h.has_run(run_id):
                 out.duplicates.append(run_id)
             else:
                 try:

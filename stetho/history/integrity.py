@@ -18,6 +18,12 @@ unsigned row of a later run was stripped (a failure); one of an earlier run is u
 read as if it were not there, so the gate checks the node live or cannot evaluate it. Likewise
 `meta.chained_after_run_key` marks where chaining began: a later row with no chain position
 was stripped of it.
+
+From schema 5 a chained row's MAC covers the SHA-256 of its results blob instead of the blob's
+bytes ("stetho-node-run-3"), so that `stetho history prune` can drop an old blob and keep the
+row verifiable: a pruned row's blob is `PRUNED` + that digest, its summary columns, chain place
+and metrics still signed, its results gone (never evidence: readers skip it as they skip a row
+they cannot verify). Rows signed the older way (v1, v2) still verify; they cannot be pruned.
 """
 
 from __future__ import annotations
@@ -131,26 +137,56 @@ def load_or_create(path: Path) -> bytes:
     return key
 
 
+#: a pruned row's results column: this, then the hex SHA-256 of the blob it replaced
+PRUNED = b"stetho-pruned:"
+
+
+def pruned(blob: object) -> bool:
+    """Whether a results column holds a pruned row's digest instead of results (no zlib
+    stream starts with these bytes)."""
+    return isinstance(blob, bytes) and blob.startswith(PRUNED)
+
+
+def results_digest(blob: bytes) -> str:
+    """The SHA-256 a v3 MAC covers: of the blob, or the one a pruned row kept."""
+    if pruned(blob):
+        return blob[len(PRUNED):].decode("ascii", "replace")
+    return hashlib.sha256(blob).hexdigest()
+
+
 def mac(key: bytes, node: str, run: str, t: int, profile: str | None, exit_code: int | None,
-        counts: tuple[int, ...], blob: bytes, chain: Chain | None = None) -> str:
+        counts: tuple[int, ...], blob: bytes, chain: Chain | None = None,
+        by_digest: bool = False) -> str:
     """The row's HMAC-SHA256, hex: over every column that says something about the node, and
-    for a chained row (schema 4) its place in the node's chain and its metrics' digest."""
+    for a chained row (schema 4) its place in the node's chain and its metrics' digest;
+    `by_digest` (schema 5, chained rows): over the blob's SHA-256, so it survives pruning."""
     fields: list[Any] = ["stetho-node-run-1", node, run, int(t), profile, exit_code,
                          list(counts)]
     if chain is not None:
-        fields = ["stetho-node-run-2", *fields[1:], int(chain[0]), str(chain[1]),
-                  str(chain[2])]
+        fields = ["stetho-node-run-3" if by_digest else "stetho-node-run-2", *fields[1:],
+                  int(chain[0]), str(chain[1]), str(chain[2])]
+        if by_digest:
+            fields.append(results_digest(blob))
     head = json.dumps(fields, separators=(",", ":")).encode()
     h = hmac.new(key, head, hashlib.sha256)
     h.update(b"\0")
-    h.update(blob)
+    if not (by_digest and chain is not None):
+        h.update(blob)
     return h.hexdigest()
 
 
 def verify(key: bytes, expected: str, node: str, run: str, t: int, profile: str | None,
            exit_code: int | None, counts: tuple[int, ...], blob: bytes,
            chain: Chain | None = None) -> bool:
-    """Whether the row's stored MAC is the one its content gives (constant-time compare)."""
+    """Whether the row's stored MAC is the one its content gives (constant-time compare): a
+    chained row signed over its blob's digest (v3) or, written before schema 5, over the blob
+    (v2); a pruned row only as v3 (its blob is gone)."""
+    if chain is not None and hmac.compare_digest(
+            mac(key, node, run, t, profile, exit_code, counts, blob, chain, by_digest=True),
+            str(expected)):
+        return True
+    if pruned(blob):
+        return False
     return hmac.compare_digest(mac(key, node, run, t, profile, exit_code, counts, blob, chain),
                                str(expected))
 

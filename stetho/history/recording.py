@@ -31,7 +31,8 @@ def after_run(kind: str, run_id: str, results: list[Result],
     from stetho import profiles
     from stetho.errors import ConfigError
     from stetho.history import drift
-    from stetho.history.store import History, HistoryCorrupt, HistoryError, NodeRun, describe
+    from stetho.history.backend import open_history
+    from stetho.history.store import HistoryCorrupt, HistoryError, NodeRun, describe
 
     say = warn or (lambda m: print(f"stetho: warning: {m}", file=sys.stderr))
     now = when if when is not None else time.time()
@@ -42,7 +43,7 @@ def after_run(kind: str, run_id: str, results: list[Result],
             refused[node] = why
             say(f"history did not record {why}")
     try:
-        history = History(db)
+        history = open_history(db)
     except (HistoryError, sqlite3.Error, OSError) as exc:
         say(f"history unavailable, this run was not recorded ({db}): {exc}")
         return []

@@ -45,7 +45,7 @@ from stetho.history.latest import NodeLatest
 from stetho.profiles import DEFAULT_PROFILE
 from stetho.results import Result, known_status
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: version -> statements bringing the previous version to it. Append, never edit.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -91,6 +91,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE node_runs ADD COLUMN metrics_digest TEXT",
         "CREATE INDEX node_runs_seq ON node_runs(node_id, seq)",
         "INSERT OR REPLACE INTO meta VALUES ('chained_after_run_key', "
+        "(SELECT coalesce(max(key), 0) FROM runs))",
+    ),
+    5: (  # each new row's MAC over its blob's digest, so old blobs can be pruned (prune.py)
+        "INSERT OR REPLACE INTO meta VALUES ('digest_signed_after_run_key', "
         "(SELECT coalesce(max(key), 0) FROM runs))",
     ),
 }
@@ -286,7 +290,8 @@ class History:
                 tally = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
                 seq, prev = new.heads.get(n.node, (0, ""))
                 link = (seq + 1, prev, digests.get(nid) or chain.digest([]))
-                sig = integrity.mac(key, n.node, run_id, t, n.profile, code, tally, blob, link)
+                sig = integrity.mac(key, n.node, run_id, t, n.profile, code, tally, blob, link,
+                                  by_digest=True)
                 node_rows.append((run_key, nid, t, n.profile, code, *tally, blob, sig, *link))
                 new.heads[n.node] = (seq + 1, sig)
                 if n.profile and n.profile != DEFAULT_PROFILE:
@@ -336,6 +341,10 @@ class History:
         return known
 
     # -- reading ----------------------------------------------------------------------------
+    def has_run(self, run_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)
+                                 ).fetchone() is not None
+
     def node_id(self, node: str) -> int | None:
         row = self.conn.execute("SELECT id FROM nodes WHERE name = ?", (node,)).fetchone()
         return int(row[0]) if row else None
@@ -394,6 +403,13 @@ class History:
         it launders). Returns the number of nodes sealed."""
         return self.chained.reseal()
 
+    def prune(self, keep_s: float, now: float | None = None) -> Any:
+        """Drop results blobs older than keep_s, keeping each row verified
+        (stetho.history.prune). Returns its Pruned counts."""
+        from stetho.history.prune import prune
+
+        return prune(self, keep_s, now)
+
     def pinned_profiles(self, nodes: list[str], unpinned: frozenset[str] = frozenset()
                         ) -> dict[str, tuple[str, str, str | None]]:
         """Each node's profile pin, the seal's where it has one (ChainedRows.pins)."""
@@ -438,6 +454,8 @@ class History:
                 raise HistoryCorrupt(why)
             self.chained.walk(name, self.node_id(name) or 0, row[7])
             blob = row[-2]
+            if integrity.pruned(blob):  # its results were pruned: no evidence left
+                continue
             results = [Result.from_json(d) for d in json.loads(zlib.decompress(blob))]
             out[name] = (int(t), str(run), results)
 
@@ -480,6 +498,8 @@ class History:
                 continue
             if why:
                 latest.distrusted = why
+                continue
+            if integrity.pruned(row[-2]):  # verified, but its results were pruned: not evidence
                 continue
             used[name] = min(used.get(name, 2**62), int(row[7]) if row[7] is not None else 1)
             known.setdefault(name, set()).add((run_key, t))

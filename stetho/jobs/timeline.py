@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stetho.history.errors import HistoryCorrupt
-from stetho.history.integrity import ROW
+from stetho.history.integrity import ROW, pruned
 from stetho.history.store import History
 from stetho.localize.topology import Topology
 from stetho.results import Result
@@ -185,6 +185,12 @@ def _scan(h: History, nodes: Sequence[str], since: float, until: float, statuses
         fail, error, warn = (int(x or 0) for x in row[2:5])
         if not (fail or error or warn):
             seen.add(name)
+            continue
+        if pruned(row[-2]):  # its counts are verified, its results gone (history prune)
+            seen.add(name)
+            events.append(Event(float(t), name, "unverified", run=str(run), message=(
+                f"results pruned (stetho history prune): {fail} fail, {error} error, {warn} "
+                "warn recorded, which checks is no longer kept")))
             continue
         results = _decode(row[-2])
         if results is None:

@@ -20,7 +20,7 @@ import json
 import zlib
 from dataclasses import dataclass, field
 
-from stetho.history.integrity import ROW, key_path
+from stetho.history.integrity import ROW, key_path, pruned, results_digest
 from stetho.history.store import History, HistoryCorrupt, HistoryKeyError
 
 PASS, UNKNOWN, FAIL = 0, 1, 2
@@ -110,11 +110,14 @@ def _fold(h: History, tl: Timeline, names: dict[int, str], runs: dict[int, str],
         if seq is None:  # signed before rows were chained (schema 3)
             ih.update(f'["stetho-node-run-1",{node_js.get(nid)},{run_js.get(rk)},{t},{pj},'
                       f'{"null" if code is None else code},[{f},{e},{w},{sk},{p}]]\0'.encode())
-        else:  # stetho.history.integrity.mac with the row's place in its node's chain
-            ih.update(f'["stetho-node-run-2",{node_js.get(nid)},{run_js.get(rk)},{t},{pj},'
+        elif isinstance(blob, bytes):  # stetho.history.integrity.mac, v3: over the blob's
+            # digest, with the row's place in its node's chain (older v2 rows: _bad decides)
+            ih.update(f'["stetho-node-run-3",{node_js.get(nid)},{run_js.get(rk)},{t},{pj},'
                       f'{"null" if code is None else code},[{f},{e},{w},{sk},{p}],{seq},'
-                      f'{json.dumps(str(prv))},{json.dumps(str(digest))}]\0'.encode())
-        ih.update(blob if isinstance(blob, bytes) else b"")
+                      f'{json.dumps(str(prv))},{json.dumps(str(digest))},'
+                      f'"{results_digest(blob)}"]\0'.encode())
+        if seq is None:
+            ih.update(blob if isinstance(blob, bytes) else b"")
         oh = outer.copy()
         oh.update(ih.digest())
         if nid != prev_nid and nid != link_nid:
@@ -275,6 +278,8 @@ def _first_warn(h: History, tl: Timeline, nid: int, node: str, inc: Incident, si
 
 
 def _decode(node: str, run: str, blob: bytes) -> list[dict[str, object]]:
+    if pruned(blob):  # verified counts, its results pruned: no early sign to find
+        return []
     try:
         out = json.loads(zlib.decompress(blob))
         if not isinstance(out, list) or not all(isinstance(d, dict) for d in out):
