@@ -15,27 +15,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.checking.dirs import check_dirs
 from stetho.core.resources import shipped
-from stetho.errors import ConfigError, EvaluationError
+from stetho.errors import EvaluationError
 from stetho.results import Result
 
 if TYPE_CHECKING:
     from stetho.checking.nodes import NodeSummary
     from stetho.evidence.bundle import Bundle
-
-
-def check_dirs(extra: tuple[str, ...] = ()) -> list[Path]:
-    """Shipped checks, then the configured ones (STETHO_CHECKS), then --checks folders."""
-    from stetho import config
-
-    dirs = [shipped("checks")]
-    wanted: list[Path | str] = [*config.active().checks, *extra]
-    for d in wanted:
-        path = Path(d)
-        if not path.exists():
-            raise ConfigError(f"checks folder {d} does not exist")
-        dirs.append(path)
-    return dirs
 
 
 #: pytest's built-in plugins a check run does without: reporting is stetho's, and each costs

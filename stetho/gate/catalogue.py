@@ -56,7 +56,7 @@ class Catalogue:
 
 def load() -> Catalogue:
     """The catalogue for the configured check folders."""
-    from stetho.checking.run import check_dirs
+    from stetho.checking.dirs import check_dirs
 
     return _load(tuple(check_dirs()))
 

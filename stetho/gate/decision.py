@@ -184,6 +184,22 @@ def required_checks(policy: GatePolicy) -> frozenset[str]:
     return frozenset(wanted - set(PSEUDO_CHECKS) - set(policy.exclude))
 
 
+def _shadow_needs(policy: GatePolicy) -> frozenset[str]:
+    """The checks the policy's shadows count: read with the gate's own, so a shadow is judged
+    on what it needs. A shadow that cannot be loaded adds none (stetho.gate.shadow says why)."""
+    from stetho.errors import StethoError
+    from stetho.gate import policy as policies
+
+    need: set[str] = set()
+    for name in policy.shadow:
+        try:
+            sp = policies.load(name)
+        except StethoError:
+            continue
+        need |= required_checks(sp) | set(sp.local_checks)
+    return frozenset(need)
+
+
 def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | None = None
                  ) -> FromHistory:
     """Per node and check the newest fresh result (stetho.history.store.latest_per_check).
@@ -200,7 +216,8 @@ def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | No
     wanted = required_checks(policy)
     try:
         with open_history(db) as h:
-            latest = h.latest_per_check(nodes, policy.freshness_s, now=now, checks=wanted)
+            latest = h.latest_per_check(nodes, policy.freshness_s, now=now, checks=wanted,
+                                        keep=wanted | _shadow_needs(policy))
     except HistoryError as exc:
         out.unavailable = str(exc)
         return out

@@ -37,9 +37,11 @@ class HistoryBackend(Protocol):
         """Whether a run of this id is recorded: the ingest ledger (exactly once)."""
 
     def latest_per_check(self, nodes: list[str], max_age_s: float, now: float | None = None,
-                         checks: frozenset[str] | None = None) -> dict[str, NodeLatest]:
+                         checks: frozenset[str] | None = None,
+                         keep: frozenset[str] | None = None) -> dict[str, NodeLatest]:
         """The gate's read: per node and check the newest verified result no older than
-        max_age_s (a pruned or unverifiable row is never evidence)."""
+        max_age_s (a pruned or unverifiable row is never evidence). `keep`: only these
+        checks' results (and the `gate`/`sweep` pseudo-checks) are decoded and returned."""
 
     def pinned_profiles(self, nodes: list[str], unpinned: frozenset[str] = frozenset()
                         ) -> dict[str, tuple[str, str, str | None]]:

@@ -11,6 +11,10 @@ from typing import Any
 from stetho.results import Result
 
 #: (node, run, run key, time, the ROW columns) -> why the row cannot be believed, or None
+#: A run's own verdict on a node it could not check at all (stetho.gate.catalogue's
+#: PSEUDO_CHECKS): always kept, taken from the newest run only.
+PSEUDO = frozenset({"gate", "sweep"})
+
 Verify = Callable[[str, str, int, int, tuple[Any, ...]], "str | None"]
 
 
@@ -27,14 +31,18 @@ class NodeLatest:
     distrusted: str | None = None
     #: check -> the profile its result was judged against ("" where the run recorded none)
     profiles: dict[str, str] = field(default_factory=dict)
+    #: runs folded in so far: the pseudo-checks come from the first only (counted, since a
+    #: run whose kept results are none still is the node's newest)
+    folded: int = 0
 
     def add(self, t: int, run: str, results: list[Result], profile: str = "") -> None:
         """Fold in one older run (runs arrive newest first)."""
-        first = not self.checks and not self.results
+        first = self.folded == 0
+        self.folded += 1
         self.newest = max(self.newest, t)
         ran = {r.check for r in results} - self.checks.keys()
         if not first:
-            ran -= {"gate", "sweep"}
+            ran -= PSEUDO
         for check in ran:
             self.checks[check] = (t, run)
             self.profiles[check] = profile

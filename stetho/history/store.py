@@ -41,7 +41,7 @@ from stetho.history.errors import HistoryCorrupt as HistoryCorrupt
 from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
 from stetho.history.integrity import ROW, RowCheck
-from stetho.history.latest import NodeLatest
+from stetho.history.latest import PSEUDO, NodeLatest
 from stetho.profiles import DEFAULT_PROFILE
 from stetho.results import Result, known_status
 
@@ -460,22 +460,28 @@ class History:
             out[name] = (int(t), str(run), results)
 
     def latest_per_check(self, nodes: list[str], max_age_s: float, now: float | None = None,
-                         checks: frozenset[str] | None = None) -> dict[str, NodeLatest]:
+                         checks: frozenset[str] | None = None,
+                         keep: frozenset[str] | None = None) -> dict[str, NodeLatest]:
         """Per node and check, the results of the newest run no older than max_age_s that ran
         that check: a narrow run (`-k cpu_governor`, a prolog's quick checks) replaces only
         what it ran. Reads each node's runs inside the window, newest first (one range scan
         of node_runs, clustered by node then time), and stops once every wanted check is
         found. The pseudo-checks `gate` and `sweep` (could not check the node at all) are
-        taken only from the node's newest run: a later run that checked it clears them."""
+        taken only from the node's newest run: a later run that checked it clears them.
+        `keep`: decode only these checks' results (and the pseudo-checks): a 64-node gate
+        on real-size runs (227 results a node) spent most of its read building results of
+        checks its policy never counts."""
         now = now if now is not None else time.time()
         out: dict[str, NodeLatest] = {}
         with chain.locked(self.path, shared=True):
             for chunk in _chunks(nodes, 500):
-                self._latest_chunk(out, chunk, max_age_s, now, checks)
+                self._latest_chunk(out, chunk, max_age_s, now, checks,
+                                   None if keep is None else keep | PSEUDO)
         return out
 
     def _latest_chunk(self, out: dict[str, NodeLatest], chunk: list[str], max_age_s: float,
-                      now: float, checks: frozenset[str] | None) -> None:
+                      now: float, checks: frozenset[str] | None,
+                      keep: frozenset[str] | None = None) -> None:
         """latest_per_check for up to 500 nodes: each row's signature, then the node's chain
         from the seal's head down to the oldest row read (a node whose rows fail is distrusted:
         could not evaluate, every other node judged)."""
@@ -503,7 +509,7 @@ class History:
                 continue
             used[name] = min(used.get(name, 2**62), int(row[7]) if row[7] is not None else 1)
             known.setdefault(name, set()).add((run_key, t))
-            latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks),
+            latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks, keep),
                        str(row[0] or ""))
         for name, low in used.items():  # the rows used, and every row between, still there
             if out[name].distrusted:
@@ -515,13 +521,14 @@ class History:
                 out[name].distrusted = str(exc)
 
     @staticmethod
-    def _decode(node: str, run: str, blob: bytes, known: Container[str] = ()) -> list[Result]:
+    def _decode(node: str, run: str, blob: bytes, known: Container[str] = (),
+                keep: Container[str] | None = None) -> list[Result]:
         """A node's results in one run, less those of checks in `known` (already found in a
-        newer run: parsing them would be thrown away)."""
+        newer run: parsing them would be thrown away) and, given `keep`, of checks not in it."""
         try:
             out = []
             for d in json.loads(zlib.decompress(blob)):
-                if d["check"] in known:
+                if d["check"] in known or (keep is not None and d["check"] not in keep):
                     continue
                 try:  # what Result.to_json wrote: its fields exactly, half the cost of from_json
                     out.append(known_status(Result(**d)))
