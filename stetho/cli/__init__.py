@@ -17,40 +17,71 @@ import click
 from stetho import __version__
 from stetho.errors import StethoError
 
-#: command -> "module:attribute". Commands load only when used: `stetho gate` in a Slurm
-#: prolog must not pay for importing the sweep, the knowledge base or the override machinery.
-COMMANDS = {
-    "check": "stetho.cli.check:check",
-    "collect": "stetho.cli.check:collect",
-    "sweep": "stetho.cli.sweep:sweep",
-    "bench": "stetho.cli.bench:bench",
-    "history": "stetho.cli.history:history",
-    "baseline": "stetho.cli.baseline:baseline",
-    "gate": "stetho.cli.gate:gate",
-    "report": "stetho.cli.report:report",
-    "remedy": "stetho.cli.remedy:remedy",
-    "kb": "stetho.cli.kb:kb",
-    "override": "stetho.cli.override:override",
-    "breaker": "stetho.cli.breaker:breaker",
-    "sim": "stetho.cli.sim:sim",
-    "export": "stetho.cli.export:export",
-    "localize": "stetho.cli.localize:localize",
-    "job": "stetho.cli.job:job",
-    "stats": "stetho.cli.stats:stats",
-    "impact": "stetho.cli.impact:impact",
+#: command -> ("module:attribute", the first line of its docstring). Commands load only when
+#: used: `stetho gate` in a Slurm prolog must not pay for importing the sweep, the knowledge base
+#: or the override machinery, and `stetho --help` lists them all from these lines without
+#: importing any (tests/test_cli_lazy.py keeps each line equal to its command's docstring).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("stetho.cli.check:check", "Run the health checks on this node (or a simulated "
+              "one), or replay saved evidence."),
+    "collect": ("stetho.cli.check:collect", "Collect this node's evidence into a bundle, "
+                "without checking it."),
+    "sweep": ("stetho.cli.sweep:sweep", "Run `stetho check --local` on every inventory host "
+              "through Ansible."),
+    "bench": ("stetho.cli.bench:bench", "Benchmarks (benchmarks/*.yml): run a suite, record "
+              "and compare baselines."),
+    "history": ("stetho.cli.history:history", "A node's metrics over time (`stetho history "
+                "NODE`), or `stetho history ingest`."),
+    "baseline": ("stetho.cli.baseline:baseline", "Healthy values of a node class, measured on "
+                 "real nodes, with their versions."),
+    "gate": ("stetho.cli.gate:gate", "Go (0) or blocked (1) for a job or release on these "
+             "nodes, by a gate policy."),
+    "report": ("stetho.cli.report:report", "Diagnose a run's failing nodes: ranked root causes "
+               "and a diagnosis report each"),
+    "remedy": ("stetho.cli.remedy:remedy", "Remediate a run's diagnosed nodes, per cause as "
+               "the rules declare (dry run by default)."),
+    "kb": ("stetho.cli.kb:kb", "The knowledge base: diagnosis reports committed to a git "
+           "repository, searchable."),
+    "override": ("stetho.cli.override:override", "Two-person overrides: let a failing gate "
+                 "check pass on named nodes, for a while."),
+    "breaker": ("stetho.cli.breaker:breaker", "The drain budget's circuit breaker: stetho "
+                "drains at most max(min_nodes, max_pct %) of a"),
+    "sim": ("stetho.cli.sim:sim", "Simulated nodes built from real recorded tool outputs."),
+    "export": ("stetho.cli.export:export", "Artefacts generated from stetho's own "
+               "configuration."),
+    "localize": ("stetho.cli.localize:localize", "Find the bad nodes, links (pairs) and "
+                 "switches of a fleet with group benchmarks."),
+    "job": ("stetho.cli.job:job", "What hardware touched job JOBID: failing checks, drains, "
+            "reports, drift and shared"),
+    "stats": ("stetho.cli.stats:stats", "Incidents per cause, MTBF, MTTR, time to detect and "
+              "to localize, false positives,"),
+    "impact": ("stetho.cli.impact:impact", "The blast radius of PART: its nodes, the running "
+               "jobs on them (user, partition, nodes"),
 }
 
 
 class _LazyGroup(click.Group):
+    """Imports a command's module only when that command runs (or shows its own help)."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        module, attr = COMMANDS[name].split(":")
+        module, attr = COMMANDS[name][0].split(":")
         cmd: click.Command = getattr(importlib.import_module(module), attr)
         return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the table's help lines, laid out as click lays out loaded
+        commands (the same truncation), so `stetho --help` imports no command."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [(n, click.Command(n, help=COMMANDS[n][1]).get_short_help_str(limit))
+                for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
