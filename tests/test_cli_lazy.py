@@ -19,7 +19,8 @@ from pathlib import Path
 import click
 import pytest
 
-from stetho.cli import COMMANDS, cli
+from stetho.cli import COMMANDS, HELP, cli
+from stetho.cli.helptext import render
 
 #: Never imported by `stetho --help`, `stetho check --help` or a node's `stetho check`.
 HEAVY = ("ansible", "ansible_runner", "jinja2", "sqlite_utils", "requests", "rich", "xdist",
@@ -27,8 +28,10 @@ HEAVY = ("ansible", "ansible_runner", "jinja2", "sqlite_utils", "requests", "ric
          "stetho.fleet", "stetho.publish", "stetho.gate", "stetho.remedy", "stetho.sim",
          "stetho.evidence.bench_run", "stetho.cli.gate", "stetho.cli.sweep")
 
-#: The stetho modules `stetho --help` may import: the CLI table and the configuration.
-HELP_MODULES = {"stetho", "stetho.cli", "stetho.config", "stetho.errors"}
+#: The stetho modules `stetho --help` may import: the CLI tables, the page's layout and the
+#: configuration (a broken config file is reported as for any command).
+HELP_MODULES = {"stetho", "stetho.cli", "stetho.cli.table", "stetho.cli.helptext", "stetho.config",
+                "stetho.errors"}
 
 _SHOW_MODULES = (
     "import atexit, json, runpy, sys\n"
@@ -63,20 +66,50 @@ def test_table_help_line_is_the_commands_docstring_first_line(name: str) -> None
     assert COMMANDS[name][1] == docstring_line(name)
 
 
-@pytest.mark.parametrize("columns", ["50", "80", "120"])
-def test_help_lists_every_command_as_click_would_with_all_loaded(
-        columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", columns)
+def eager_group() -> click.Group:
+    """The group as click would build it with every command loaded."""
     eager = click.Group(name="stetho", help=cli.help, params=cli.params,
                         context_settings=cli.context_settings)
     for name in COMMANDS:
         module, attr = COMMANDS[name][0].split(":")
         eager.add_command(getattr(importlib.import_module(module), attr), name)
-    want = eager.get_help(click.Context(eager, info_name="stetho"))
-    got = cli.get_help(click.Context(cli, info_name="stetho"))
-    assert got == want
+    return eager
+
+
+@pytest.mark.parametrize("columns", ["30", "52", "60", "67", "72", "80", "81", "120"])
+def test_help_is_what_click_prints_with_every_command_loaded(
+        columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    eager = eager_group()
+    want = eager.get_help(eager.make_context("stetho", ["--help"], resilient_parsing=True))
+    lazy = cli.get_help(cli.make_context("stetho", ["--help"], resilient_parsing=True))
+    assert lazy == want  # the click path (a usage error shows it too)
+    fast = render("stetho", HELP, [(n, COMMANDS[n][1]) for n in sorted(COMMANDS)])
+    assert fast == want  # the path `stetho --help` takes, without click
     for name in COMMANDS:
-        assert f"\n  {name} " in got
+        assert f"\n  {name} " in fast
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_stetho_help_prints_the_page_and_exits_0(flag: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "stetho", flag], capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, COLUMNS="80"))
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("Usage: stetho [OPTIONS] COMMAND [ARGS]...\n")
+    assert "\nCommands:\n  baseline " in proc.stdout and "  sweep " in proc.stdout
+
+
+def test_help_with_a_broken_config_file_reports_it_as_every_command_does(
+        tmp_path: Path) -> None:
+    bad = tmp_path / "stetho.toml"
+    bad.write_text("db = [unclosed\n")
+    env = dict(os.environ, STETHO_CONFIG=str(bad))
+    fast = subprocess.run([sys.executable, "-m", "stetho", "--help"], capture_output=True,
+                          text=True, timeout=60, env=env)
+    other = subprocess.run([sys.executable, "-m", "stetho", "check", "--help"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert fast.returncode == other.returncode == 2
+    assert fast.stderr == other.stderr and "stetho.toml" in fast.stderr
 
 
 def test_help_imports_no_command_module() -> None:
@@ -84,6 +117,7 @@ def test_help_imports_no_command_module() -> None:
     assert code == 0
     assert {m for m in modules if m.startswith("stetho")} <= HELP_MODULES
     assert heavy_in(modules) == []
+    assert "click" not in modules  # importing click alone costs ~4x starting Python
 
 
 def test_check_help_imports_only_the_check_command() -> None:
@@ -91,8 +125,8 @@ def test_check_help_imports_only_the_check_command() -> None:
     assert code == 0
     assert heavy_in(modules) == []
     assert "stetho.cli.check" in modules
-    others = {m for m in modules if m.startswith("stetho.cli.")} - {"stetho.cli.check",
-                                                                   "stetho.cli.common"}
+    others = {m for m in modules if m.startswith("stetho.cli.")} - {
+        "stetho.cli.table", "stetho.cli.group", "stetho.cli.check", "stetho.cli.common"}
     assert others == set()
     assert "pytest" not in modules  # the checks' machinery loads when checks run
 
@@ -108,3 +142,13 @@ def test_node_check_imports_nothing_heavy(tmp_path: Path) -> None:
     assert (tmp_path / "history.db").is_file()
     assert "stetho.checking.plugin" in modules and "stetho.history.store" in modules
     assert heavy_in(modules) == []
+
+
+def test_help_with_nothing_configured_reads_no_configuration(tmp_path: Path) -> None:
+    if Path("/etc/stetho/stetho.toml").exists():
+        pytest.skip("this machine has a system-wide stetho.toml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path)  # no stetho/stetho.toml in it
+    code, modules = imported("--help", env=env)
+    assert code == 0
+    assert "stetho.config" not in modules and "click" not in modules
