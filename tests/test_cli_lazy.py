@@ -143,12 +143,3 @@ def test_node_check_imports_nothing_heavy(tmp_path: Path) -> None:
     assert "stetho.checking.plugin" in modules and "stetho.history.store" in modules
     assert heavy_in(modules) == []
 
-
-def test_help_with_nothing_configured_reads_no_configuration(tmp_path: Path) -> None:
-    if Path("/etc/stetho/stetho.toml").exists():
-        pytest.skip("this machine has a system-wide stetho.toml")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
-    env["XDG_CONFIG_HOME"] = str(tmp_path)  # no stetho/stetho.toml in it
-    code, modules = imported("--help", env=env)
-    assert code == 0
-    assert "stetho.config" not in modules and "click" not in modules

@@ -75,15 +75,13 @@ def main(argv: list[str] | None = None) -> None:
 def _help_without_click() -> bool:
     """Print `stetho --help` from the tables (stetho.cli.helptext); False when the
     configuration cannot be read, so that the full path reports it as for any command."""
-    from stetho.cli.helptext import nothing_configured, render
+    from stetho import config
+    from stetho.cli.helptext import render
 
-    if not nothing_configured():  # a broken file or variable fails here as everywhere
-        from stetho import config
-
-        try:
-            config.activate(config.load())
-        except StethoError:
-            return False
+    try:  # a broken config file or variable fails here as for every command
+        config.activate(config.load())
+    except StethoError:
+        return False
     page = render("stetho", HELP, [(n, COMMANDS[n][1]) for n in sorted(COMMANDS)])
     sys.stdout.write(page + "\n")
     sys.stdout.flush()

@@ -9,8 +9,7 @@ anything else (`stetho CMD --help`, a usage error) goes through click itself.
 
 from __future__ import annotations
 
-import os
-import sys
+import shutil
 import textwrap
 from collections.abc import Sequence
 
@@ -23,7 +22,7 @@ USAGE_ARGS = "[OPTIONS] COMMAND [ARGS]..."
 def render(prog: str, help_text: str, commands: Sequence[tuple[str, str]]) -> str:
     """The whole page (no trailing newline, as click's get_help): usage, the group's help,
     its options, and each command with its help line shortened to fit."""
-    width = max(min(columns(), 80) - 2, 50)
+    width = max(min(shutil.get_terminal_size().columns, 80) - 2, 50)
     out = [_wrap(USAGE_ARGS, width, f"Usage: {prog} ", " " * len(f"Usage: {prog} ")), "\n"]
     text = cleandoc(help_text).partition("\f")[0]
     if text:
@@ -32,31 +31,6 @@ def render(prog: str, help_text: str, commands: Sequence[tuple[str, str]]) -> st
     limit = width - 6 - max(len(n) for n, _ in commands)
     out += ["\nCommands:\n", *_dl([(n, short(h, limit)) for n, h in commands], width)]
     return "".join(out).rstrip("\n")
-
-
-def columns() -> int:
-    """The terminal's columns as shutil.get_terminal_size reports them ($COLUMNS first, 80
-    when not a terminal), without importing shutil."""
-    try:
-        cols = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        cols = 0
-    if cols <= 0:
-        try:
-            cols = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):
-            cols = 0
-    return cols or 80
-
-
-def nothing_configured() -> bool:
-    """No STETHO_* variable and no config file (stetho.config's places): no configuration
-    can fail, so the page needs none loaded."""
-    if any(k.startswith("STETHO_") for k in os.environ):
-        return False
-    home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return not any(os.path.exists(p) for p in ("/etc/stetho/stetho.toml",
-                                                 os.path.join(home, "stetho", "stetho.toml")))
 
 
 def cleandoc(doc: str) -> str:
