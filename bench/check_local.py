@@ -1,19 +1,24 @@
-"""Wall time of `stetho check --local --sim <8-GPU node>` against the floor of pytest itself.
+"""A node's own check and `stetho --help`, each against its floor (issue 32's goals).
 
-Prints the median of N runs of each, measured in the same run, and their ratio. The floor is
-`python -m pytest` on one trivial test: the cost of starting Python and pytest, which any
-pytest-based check pays. Bytecode caching is on for both, as on an installed node.
+* `stetho check --local --sim <8x H100 node>` (the node check with its history, as a Slurm
+  prolog or the sweep runs it) against **a pytest run of one trivial test**, the same
+  interpreter: the cost of starting Python and pytest that any pytest-based check pays.
+  Goal: <= 1.5x the floor.
+* `stetho --help` against **`python -c pass`**: what a user waits for before anything is
+  checked. Goal: <= 3x the floor. Timed both as `python -m stetho --help` (the form `--before`
+  can run for another checkout) and, where installed, as the `stetho` script a user types
+  (this tree's, as the editable install points here).
 
-    python bench/check_local.py [--runs 7] [--before CHECKOUT]
+Every side is a fresh process, interleaved (bench/harness.py), bytecode caching on for all of
+them, as on an installed node; medians of wall and CPU, with the load. `--before REF` also runs
+REF's checkout for real (a worktree) for both commands; `--smoke` is what
+tests/test_check_local_bench.py runs (its figures mean nothing).
 
-`--before` also times another checkout of stetho (its `stetho` package first on PYTHONPATH,
-the same interpreter and history database), interleaved with this one: the ratio of this
-checkout's median to the other's is what a change cost.
+    python bench/check_local.py [--runs 15] [--before main] [--smoke]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -22,8 +27,19 @@ import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: the repository root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import harness  # noqa: E402
+
+#: The issue's goals, as multiples of each floor.
+CHECK_GOAL = 1.5
+HELP_GOAL = 3.0
+
 
 def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
+    """Wall seconds of one run (exit 0 or 1 accepted: a check may fail); what
+    bench/check_textfile.py times with."""
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
@@ -33,45 +49,65 @@ def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
     return elapsed
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--before", type=Path, help="another checkout to time alongside")
-    args = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    with tempfile.TemporaryDirectory() as tmp:
-        from stetho.sim.builder import build_node
+def sides(tmp: Path, before: str | None) -> dict[str, harness.Side]:
+    """Every command this bench times, by label: this tree's (and REF's) check and --help,
+    and the two floors."""
+    from stetho.sim.builder import build_node
 
-        node = build_node(Path(tmp) / "node01", "node01")
-        trivial = Path(tmp) / "floor" / "test_trivial.py"
-        trivial.parent.mkdir()
-        trivial.write_text("def test_trivial():\n    assert True\n")
-        check = [sys.executable, "-m", "stetho", "check", "--local", "--sim", str(node),
-                 "--profile", "h100-sxm-8gpu"]
-        floor = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(trivial)]
-        env["STETHO_DB"] = str(Path(tmp) / "history.db")  # the check reads and records it
-        before_env = dict(env, PYTHONPATH=str(args.before.resolve())) if args.before else None
-        for argv in (check, floor):  # warm the bytecode caches and the page cache
-            timed(argv, env, tmp)
-        if before_env is not None:
-            timed(check, before_env, tmp)
-        t_check, t_floor, t_before = [], [], []
-        for _ in range(args.runs):  # interleaved, so machine noise hits both alike
-            t_check.append(timed(check, env, tmp))
-            t_floor.append(timed(floor, env, tmp))
-            if before_env is not None:
-                t_before.append(timed(check, before_env, tmp))
-    m_check, m_floor = statistics.median(t_check), statistics.median(t_floor)
-    print(f"stetho check --local --sim <8x H100 node>  median {m_check:.3f} s  "
-          f"(min {min(t_check):.3f}, max {max(t_check):.3f}, n={args.runs})")
-    print(f"floor: python -m pytest <1 trivial test>   median {m_floor:.3f} s  "
-          f"(min {min(t_floor):.3f}, max {max(t_floor):.3f}, n={args.runs})")
-    print(f"ratio check/floor: {m_check / m_floor:.2f}x   (targets: <= 1.0 s and <= 2x)")
-    if t_before:
-        m_before = statistics.median(t_before)
-        print(f"before: {args.before}  median {m_before:.3f} s  (min {min(t_before):.3f}, "
-              f"max {max(t_before):.3f})")
-        print(f"ratio this/before: {m_check / m_before:.2f}x")
+    node = build_node(tmp / "node01", "node01")
+    trivial = tmp / "floor" / "test_trivial.py"
+    trivial.parent.mkdir()
+    trivial.write_text("def test_trivial():\n    assert True\n")
+    out: dict[str, harness.Side] = {}
+    for i, tree in enumerate(harness.trees(before)):
+        # one history database per tree: a schema the other tree does not know never mixes
+        env = tree.env(dict(os.environ, STETHO_DB=str(tmp / f"history-{i}.db")))
+        tag = "" if i == 0 else " [before]"
+        out["check" + tag] = harness.Side(
+            tree.stetho("check", "--local", "--sim", str(node), "--profile", "h100-sxm-8gpu",
+                        "-q"), env=env, cwd=tree.root)
+        out["help" + tag] = harness.Side(tree.stetho("--help"), env=env, cwd=tree.root)
+        if i == 0:
+            out["pytest floor"] = harness.Side(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(trivial)],
+                env=env, cwd=tmp)
+            out["python -c pass"] = harness.Side([sys.executable, "-c", "pass"], env=env,
+                                                 cwd=tmp)
+            script = Path(sys.executable).parent / "stetho"  # what a user types, no runpy
+            if script.is_file():
+                out["stetho --help (script)"] = harness.Side([str(script), "--help"], env=env,
+                                                             cwd=tree.root)
+    return out
+
+
+def main() -> None:
+    args = harness.parser(__doc__, runs=15).parse_args()
+    runs = 1 if args.smoke else args.runs
+    harness.header(f"stetho check --sim and --help against their floors ({runs} rounds"
+                   f"{', smoke: figures mean nothing' if args.smoke else ''})")
+    with tempfile.TemporaryDirectory() as tmp:
+        timed_sides = sides(Path(tmp), args.before)
+        times = harness.interleave(timed_sides, runs)
+    for name, side in timed_sides.items():
+        bad = side.codes - {0, 1}
+        if bad or ("check" in name and 0 not in side.codes):
+            sys.exit(f"{name} exited {sorted(side.codes)}: {side.last_output[-800:]}")
+        print(harness.line(name, times[name], side.cpu))
+    harness.judge("check --sim", times["check"], times["pytest floor"], CHECK_GOAL,
+                  "the one-test pytest floor")
+    harness.judge("python -m stetho --help", times["help"], times["python -c pass"],
+                  HELP_GOAL, "python -c pass")
+    if "stetho --help (script)" in times:
+        harness.judge("stetho --help", times["stetho --help (script)"],
+                      times["python -c pass"], HELP_GOAL, "python -c pass")
+    cpu = {n: statistics.median(s.cpu) for n, s in timed_sides.items()}
+    print(f"CPU ratios: check {cpu['check'] / cpu['pytest floor']:.2f}x the pytest floor, "
+          f"--help {cpu['help'] / cpu['python -c pass']:.2f}x python -c pass")
+    if args.before:
+        for cmd in ("check", "help"):
+            ratio = statistics.median(times[cmd]) / statistics.median(times[cmd + " [before]"])
+            print(f"this/before: {cmd} {ratio:.2f}x")
+    print(harness.load())
 
 
 if __name__ == "__main__":

@@ -24,11 +24,6 @@ from pathlib import Path
 
 from stetho.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 
 @dataclass(frozen=True)
 class Config:
@@ -167,6 +162,11 @@ def config_files(env: Mapping[str, str]) -> list[Path]:
 
 
 def _read_file(path: Path) -> dict[str, object]:
+    # the TOML reader loads only when a file exists: most runs (`stetho --help`) read none
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

@@ -73,6 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if not settings.is_active():  # plain `pytest checks/`: this is the edge
         settings.activate(settings.load())
+    # batches carry it (stetho check runs with its own empty config, xdist loaded or not)
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker")
     s = Session(config)
     config.stash[_SESSION] = s
     config.pluginmanager.register(s, "stetho-session")

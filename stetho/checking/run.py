@@ -124,6 +124,10 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
     if not fleet:
         args += ["--stetho-no-fleet"]
     args += ["-p", "stetho.checking.plugin"]
+    if bundles is not None and not (select or workers or progress):
+        # A node's own check: one item per check, not per subject (the same Results; pytest's
+        # own cost per item was a third of `stetho check --local`). -k keeps per-subject ids.
+        args += ["--stetho-batch"]
     if workers:
         # Spread over processes in batches: per-subject items would cost more in xdist's
         # report traffic than the checks themselves.

@@ -9,73 +9,37 @@ STETHO_* environment) and a flag given on the command line wins over all of them
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-import click
-
-from stetho import __version__
+from stetho.cli.table import COMMANDS, HELP
 from stetho.errors import StethoError
 
-#: command -> "module:attribute". Commands load only when used: `stetho gate` in a Slurm
-#: prolog must not pay for importing the sweep, the knowledge base or the override machinery.
-COMMANDS = {
-    "check": "stetho.cli.check:check",
-    "collect": "stetho.cli.check:collect",
-    "sweep": "stetho.cli.sweep:sweep",
-    "bench": "stetho.cli.bench:bench",
-    "history": "stetho.cli.history:history",
-    "baseline": "stetho.cli.baseline:baseline",
-    "gate": "stetho.cli.gate:gate",
-    "report": "stetho.cli.report:report",
-    "remedy": "stetho.cli.remedy:remedy",
-    "kb": "stetho.cli.kb:kb",
-    "override": "stetho.cli.override:override",
-    "breaker": "stetho.cli.breaker:breaker",
-    "sim": "stetho.cli.sim:sim",
-    "export": "stetho.cli.export:export",
-    "localize": "stetho.cli.localize:localize",
-    "job": "stetho.cli.job:job",
-    "stats": "stetho.cli.stats:stats",
-    "impact": "stetho.cli.impact:impact",
-}
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    import click
+
+__all__ = ["COMMANDS", "HELP", "main"]
 
 
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+def __getattr__(name: str) -> click.Group:
+    """`stetho.cli.cli`, the click group, is built on first use (it imports click)."""
+    if name == "cli":
+        from stetho.cli.group import cli
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        module, attr = COMMANDS[name].split(":")
-        cmd: click.Command = getattr(importlib.import_module(module), attr)
-        return cmd
-
-
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="stetho")
-def cli() -> None:
-    """stetho: health checks for GPU training nodes, as pytest tests.
-
-    \b
-    stetho check --local                 check this node now
-    stetho check --evidence runs/x       replay the checks over saved evidence
-    stetho sweep -i inventory.yml        every node, through Ansible
-    stetho bench run --suite nightly     the benchmark suite on this (idle) node
-    stetho gate --policy pre-job --nodes 'gpu[01-64]'   go or no-go
-    stetho remedy runs/<id>              what stetho would fix by itself (--act: do it)
-    stetho sim build OUT --nodes 4       build simulated H100 nodes to try it on
-    stetho localize -i inventory.yml --dry-run   find the bad node, link or switch
-    stetho job 1234 --topology topology.conf     what hardware touched a Slurm job
-    stetho impact leafA --topology topology.conf   the running jobs a part would hit
-    """
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: build the configuration, run the CLI, and turn every failure into a
     message and an exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args in (["--help"], ["-h"]) and _help_without_click():
+        sys.exit(0)
+    import click
+
     from stetho import config
+    from stetho.cli.group import cli
 
     debug = False
     try:
@@ -106,3 +70,19 @@ def main(argv: list[str] | None = None) -> None:
                    "(set STETHO_DEBUG=1 for the traceback, and please report it)", err=True)
         sys.exit(3)
     sys.exit(0)
+
+
+def _help_without_click() -> bool:
+    """Print `stetho --help` from the tables (stetho.cli.helptext); False when the
+    configuration cannot be read, so that the full path reports it as for any command."""
+    from stetho import config
+    from stetho.cli.helptext import render
+
+    try:  # a broken config file or variable fails here as for every command
+        config.activate(config.load())
+    except StethoError:
+        return False
+    page = render("stetho", HELP, [(n, COMMANDS[n][1]) for n in sorted(COMMANDS)])
+    sys.stdout.write(page + "\n")
+    sys.stdout.flush()
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from stetho.cli.common import (
     settings,
     unwritten,
 )
+
+if TYPE_CHECKING:
+    from stetho.evidence.bench_run import BenchRequest
 
 #: A replay of more nodes than this shows only its problems unless --all.
 FLEET_TABLE_NODES = 16
@@ -80,7 +84,6 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
           textfile: Path | None, run_dir: Path | None, outcome_out: str | None) -> None:
     """Run the health checks on this node (or a simulated one), or replay saved evidence."""
     from stetho import check as check_lib
-    from stetho.evidence.bench_run import BenchRequest
 
     cfg = settings(db=db, profile=profile_name)
     if evidence and (local or sim):
@@ -98,8 +101,8 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     shown_replay = ReplayProgress() if many and not quiet else None
     request = check_lib.CheckRequest(
         command="replay" if replay else "check", sim=sim, evidence=evidence, node=node,
-        profile=profile_name, bench=BenchRequest(bench_suite, peer=peer) if bench_suite
-        else None, deadline_s=deadline_s, select=select, select_must_match=True,
+        profile=profile_name, bench=bench_request(bench_suite, peer), deadline_s=deadline_s,
+        select=select, select_must_match=True,
         extra_checks=extra_checks, workers=workers,
         metrics=record or bool(outcome_out),  # the sweep records outcomes
         db=history_db(cfg, sim) if record else None, record=record,
@@ -132,6 +135,15 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     if run_dir is not None and not quiet and run_dir in outcome.written:
         click.echo(f"run folder: {run_dir} (run page: {run_dir / 'index.html'})")
     sys.exit(unwritten(outcome.output_problems, code))
+
+
+def bench_request(suite: str | None, peer: str | None) -> BenchRequest | None:
+    """What --bench asks for; the benchmark runner is imported only when it does."""
+    if suite is None:
+        return None
+    from stetho.evidence.bench_run import BenchRequest
+
+    return BenchRequest(suite, peer=peer)
 
 
 def replay_max_age() -> float | None:

@@ -9,14 +9,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stetho import __version__, profiles
 from stetho.errors import ConfigError
 from stetho.evidence import probes as P
-from stetho.evidence.bench_run import BenchRequest
 from stetho.evidence.bundle import Bundle, ProbeRecord
 from stetho.evidence.runner import NO_WATCH, Environment, Watch, run_all
 from stetho.profiles import Profile
+
+if TYPE_CHECKING:  # the benchmark runner loads only for a run with --bench
+    from stetho.evidence.bench_run import BenchRequest
 
 
 def probes_for(profile: Profile) -> tuple[P.Probe, ...]:
@@ -84,11 +87,16 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
     `watch` bounds the collection with a deadline and reports each probe's start and end;
     `on_partial` receives the bundle so far after every probe (see _Partial)."""
     from stetho.core import hostlist
-    from stetho.evidence import bench_run, busy
+    from stetho.evidence import busy
 
     hostlist.validate(node)  # --node, the hostname, a simulated node: one rule for names
     probes = probes_for(profile)
-    benchmarks = bench_run.suite(bench.suite, bench.only) if bench else ()
+    if bench is not None:
+        from stetho.evidence import bench_run
+
+        benchmarks = bench_run.suite(bench.suite, bench.only)
+    else:
+        benchmarks = ()
     records: dict[str, ProbeRecord] = {}
 
     def make(recs: dict[str, ProbeRecord]) -> Bundle:
@@ -140,6 +148,8 @@ def collect(profile: Profile, env: Environment, node: str, bench: BenchRequest |
             partial.expect((), instead_of=tuple(p.name for p in per_device))
         records.update(run_all(tuple(bound), env, workers=16, watch=watch))
     if bench is not None:
+        from stetho.evidence import bench_run
+
         ctx = bench_run.BenchContext(node=node, suite=bench.suite, gpus=_gpu_count(records),
                                      rdma_devices=tuple(devices), peer=bench.peer,
                                      runtime_s=bench.runtime_s, progress=bench.progress)

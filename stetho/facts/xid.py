@@ -9,6 +9,7 @@ the immediate one, and a source for every row. A code without a row is unknown: 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,7 +136,18 @@ def _row(path: Path, i: int, row: object) -> XidInfo:
 
 
 #: The shipped table, read once at import (50 rows: a few milliseconds).
-CATALOG: dict[int, XidInfo] = load_table()
+@functools.cache
+def catalog() -> dict[int, XidInfo]:
+    """The shipped table, read on first use: a node whose kernel log has no Xid never reads
+    it (`stetho check` used to parse it and build every row at import)."""
+    return load_table()
+
+
+def __getattr__(name: str) -> dict[int, XidInfo]:
+    """`CATALOG`, the shipped table (catalog()), for callers that name it."""
+    if name == "CATALOG":
+        return catalog()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _NVLINK5_CODES = frozenset(range(144, 151))
 _FATAL = re.compile(r"(?<![-\w])fatal\b", re.IGNORECASE)  # "Fatal", not "Nonfatal"/"Non-fatal"
@@ -158,7 +170,7 @@ def unknown(code: int, table: str = str(TABLE_PATH.name)) -> XidInfo:
 def lookup(code: int, table: dict[int, XidInfo] | None = None) -> XidInfo:
     """The table's row for `code`, or an 'unknown Xid' entry (known=False) that says where to
     look it up. `table` defaults to the shipped one."""
-    info = (CATALOG if table is None else table).get(code)
+    info = (catalog() if table is None else table).get(code)
     return info if info is not None else unknown(code)
 
 
