@@ -121,6 +121,8 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, nargs="+", default=[10240])
     ap.add_argument("--workers", default="2", help="-n for the replays (2: this machine)")
     ap.add_argument("--keep", type=Path, help="keep the generated fleets here, reuse them")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="no untimed first round (a loaded machine where a round takes minutes)")
     args = ap.parse_args()
     if args.smoke:
         args.nodes, args.runs = [32], 1
@@ -137,7 +139,7 @@ def main() -> None:
             "floor": harness.Side([sys.executable, "-c", FLOOR, str(folder)])}
         for i, tree in enumerate(trees):
             sides[tree.label] = Replay(tree, folder, work / f"results{i}-{n}.json", args.workers)
-        times = harness.interleave(sides, args.runs, warm=not args.smoke)
+        times = harness.interleave(sides, args.runs, warm=not (args.smoke or args.no_warm))
         floor = statistics.median(times["floor"])
         print(f"{n} nodes, {harness.load()}")
         print("  " + harness.line("floor (read + JSON-parse every bundle)", times["floor"],
