@@ -1,22 +1,27 @@
-"""Replay at fleet scale: wall time and peak RSS of the whole process tree, per fleet size.
+"""Replay at fleet scale: wall, CPU and peak RSS of the whole process tree (issue 32: 10,240
+nodes in <= 60 s and <= 2 GiB on a 2-core machine).
 
 The fleets are bench/replay.py's: 16 simulated nodes collected for real (4 with faults),
-cloned under new names up to N. Each size is replayed `--repeat` times with
-`stetho check --evidence DIR -n WORKERS --json OUT -q`; medians are printed, with a floor
-measured in the same run: reading and JSON-parsing every bundle once in one process (what no
-replay can avoid). `--before DIR` also runs another checkout's code (e.g. main's, from
-`git archive`) on the same fleets, and says whether its results are identical.
+cloned under new names up to N. Each round runs, in fresh processes and in an order that
+alternates between rounds (bench/harness.py):
+  * the floor: reading and JSON-parsing every bundle once in one process (what no replay can
+    avoid), so the page cache warming or a neighbour's load falls on it as on the replays;
+  * `stetho check --evidence DIR -n WORKERS --json OUT -q` with this tree;
+  * with `--before REF`, the same with REF's checkout (a real git worktree), whose results'
+    digest (node, check, subject, status, message, value of every result) must equal this
+    tree's: a faster replay that says anything else is wrong.
 
-    python bench/replay_scale.py [--nodes 1024 4096 10240] [--repeat 3] [--before DIR]
+    python -m bench.replay_scale [--nodes 10240] [--runs 3] [--before main] [--keep DIR]
+    python -m bench.replay_scale --smoke      # 32 nodes, one round: proves it runs
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,11 +30,14 @@ import threading
 import time
 from pathlib import Path
 
+from bench import harness
 from bench.replay import FAULTS, tree_rss
 
 FLOOR = ("import json, pathlib, sys\n"
          "for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json')):\n"
          "    json.loads(p.read_bytes())\n")
+GOAL_S = 60.0
+GOAL_BYTES = 2 * 2**30
 
 
 def seeds() -> list[dict[str, object]]:
@@ -65,87 +73,107 @@ def digest(results_json: Path) -> tuple[str, dict[str, int]]:
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()[:12], doc["counts"]
 
 
-def replay(code: Path | None, folder: Path, out: Path,
-           workers: str) -> tuple[float, float, int, int]:
-    """One replay: wall seconds, CPU seconds of the whole tree (user + system, from the
-    children's rusage: on a loaded machine the steadier figure), peak RSS summed over the
-    process tree (sampled every 20 ms), exit code."""
-    env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else None
-    argv = [sys.executable, "-m", "stetho", "check", "--evidence", str(folder), "-n", workers,
-            "--json", str(out), "-q"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    # Run from inside the other checkout: `python -m` puts the working directory ahead of
-    # PYTHONPATH, so run from this one it silently measured this checkout twice.
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=code)
-    peak = 0
-    done = threading.Event()
+class Replay(harness.Side):
+    """A replay side: timed as harness.Side times (wall; CPU of the process tree from the
+    children's rusage), and its peak RSS summed over the tree, sampled every 20 ms."""
 
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, tree_rss(proc.pid))
-            time.sleep(0.02)
+    def __init__(self, tree: harness.Tree, folder: Path, out: Path, workers: str) -> None:
+        super().__init__(tree.stetho("check", "--evidence", str(folder), "-n", workers,
+                                     "--json", str(out), "-q"),
+                         env=tree.env(), cwd=tree.root)
+        self.out = out
+        self.peaks: list[int] = []
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, err = proc.communicate()
-    done.set()
-    sampler.join()
-    if proc.returncode not in (0, 1, 3):
-        sys.exit(f"replay exited {proc.returncode}: {err[-800:]}")
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, peak, proc.returncode
+    def __call__(self) -> float:
+        self.out.unlink(missing_ok=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(self.argv), env=dict(self.env or os.environ),
+                                cwd=self.cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        done = threading.Event()
+        peak = 0
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, tree_rss(proc.pid))
+                done.wait(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        output, _ = proc.communicate()
+        wall = time.perf_counter() - start
+        done.set()
+        sampler.join()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        self.codes.add(proc.returncode)
+        self.last_output = output
+        self.peaks.append(peak)
+        if proc.returncode not in (0, 1, 3):
+            sys.exit(f"replay exited {proc.returncode}: {output[-800:]}")
+        return wall
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--nodes", type=int, nargs="+", default=[1024, 4096, 10240])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workers", default="2")
-    ap.add_argument("--before", type=Path, help="another checkout's code to compare against")
-    ap.add_argument("--before-up-to", type=int, default=4096,
-                    help="run --before only up to this many nodes (it may need GiBs)")
+    ap = harness.parser(__doc__, runs=3)
+    ap.add_argument("--nodes", type=int, nargs="+", default=[10240])
+    ap.add_argument("--workers", default="2", help="-n for the replays (2: this machine)")
     ap.add_argument("--keep", type=Path, help="keep the generated fleets here, reuse them")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="no untimed first round (a loaded machine where a round takes minutes)")
     args = ap.parse_args()
+    if args.smoke:
+        args.nodes, args.runs = [32], 1
     work = args.keep or Path(tempfile.mkdtemp(prefix="stetho-replay-scale-"))
+    harness.header(f"replay scale: stetho check --evidence, -n {args.workers}, "
+                   f"{args.runs} interleaved rounds (medians)")
     docs = seeds()
-    print(f"bundle size: {len(json.dumps(docs[0])) / 1024:.0f} KiB per node; "
-          f"{args.repeat} runs each, -n {args.workers}, medians")
+    print(f"bundle size: {len(json.dumps(docs[0])) / 1024:.0f} KiB per node (16 simulated "
+          f"nodes collected for real, {len(FAULTS)} faulty, cloned to N)")
+    trees = harness.trees(args.before)
     for n in args.nodes:
         folder = fleet(work / f"fleet{n}", n, docs)
-        floor = []
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", FLOOR, str(folder)], check=True)
-            floor.append(time.perf_counter() - start)
-        f = statistics.median(floor)
-        codes: list[tuple[str, Path | None]] = [("after", None)]
-        if args.before and n <= args.before_up_to:
-            codes.insert(0, ("before", args.before))
+        sides: dict[str, harness.Side] = {
+            "floor": harness.Side([sys.executable, "-c", FLOOR, str(folder)])}
+        for i, tree in enumerate(trees):
+            sides[tree.label] = Replay(tree, folder, work / f"results{i}-{n}.json", args.workers)
+        times = harness.interleave(sides, args.runs, warm=not (args.smoke or args.no_warm))
+        floor = statistics.median(times["floor"])
+        print(f"{n} nodes, {harness.load()}")
+        print("  " + harness.line("floor (read + JSON-parse every bundle)", times["floor"],
+                                  sides["floor"].cpu))
         digests = {}
-        for label, code in codes:
-            walls, cpus, peaks = [], [], []
-            for _ in range(args.repeat):
-                out = work / f"{label}{n}.json"
-                wall, cpu, peak, rc = replay(code, folder, out, args.workers)
-                walls.append(wall)
-                cpus.append(cpu)
-                peaks.append(peak)
-            digests[label], counts = digest(out)
-            w, c, p = (statistics.median(x) for x in (walls, cpus, peaks))
-            print(f"{label:6s} {n:6d} nodes: wall {w:6.1f} s ({w / f:4.1f}x floor {f:.1f} s)  "
-                  f"CPU {c:6.1f} s ({c / n * 1000:.1f} ms/node)  "
-                  f"peak RSS {p / 2**20:6.0f} MiB ({p / n / 1024:.0f} KiB/node)  "
-                  f"exit {rc}  {sum(counts.values())} results "
-                  f"({counts['fail']} fail, {counts['error']} error)  digest {digests[label]}",
-                  flush=True)
+        for tree in trees:
+            side = sides[tree.label]
+            assert isinstance(side, Replay)
+            med = statistics.median(times[tree.label])
+            cpu = statistics.median(side.cpu)
+            peak = statistics.median(side.peaks)
+            d, counts = digest(side.out)
+            digests[tree.label] = d
+            print("  " + harness.line(tree.label, times[tree.label], side.cpu))
+            print(f"    {med / floor:.1f}x the floor; CPU {cpu / n * 1000:.1f} ms/node; peak RSS "
+                  f"{peak / 2**20:.0f} MiB ({peak / n / 1024:.0f} KiB/node); exit "
+                  f"{sorted(side.codes)}; {sum(counts.values())} results ({counts['fail']} fail, "
+                  f"{counts['error']} error); digest {d}")
+        this = trees[0].label
+        main_side = sides[this]
+        assert isinstance(main_side, Replay)
+        med, peak = statistics.median(times[this]), statistics.median(main_side.peaks)
+        print(f"  goal (issue 32, {n} nodes): wall median {med:.1f} s (<= {GOAL_S:g} s): "
+              f"{'met' if med <= GOAL_S else 'NOT MET'}; CPU median "
+              f"{statistics.median(sides[this].cpu):.1f} s (2 cores x {GOAL_S:g} s = "
+              f"{2 * GOAL_S:g} CPU-s is the ceiling); peak RSS {peak / 2**30:.2f} GiB "
+              f"(<= 2 GiB): {'met' if peak <= GOAL_BYTES else 'NOT MET'}")
         if len(digests) == 2:
-            same = digests["before"] == digests["after"]
-            print(f"       {n:6d} nodes: results {'identical' if same else 'DIFFER'}", flush=True)
+            same = len(set(digests.values())) == 1
+            print(f"  results: {'identical' if same else 'DIFFER'} ({', '.join(digests.values())})")
+            if not same:
+                sys.exit(1)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
