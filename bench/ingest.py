@@ -154,7 +154,9 @@ def main() -> None:
           f"floor {statistics.median(floor.rss) / 2**20:.0f} MiB")
     last = ingest.last_output.strip().splitlines()
     print(f"ingest exit codes {sorted(ingest.codes)}; last line: {last[-1] if last else ''}")
-    harness.judge("ingest", times["ingest"], times["floor"], goal=float("inf"))
+    ratio = statistics.median(times["ingest"]) / statistics.median(times["floor"])
+    print(f"ratio: ingest is {ratio:.2f}x the floor (reading and JSON-parsing every file; "
+          "the issue sets no ratio, only the absolute goals below)")
     harness.absolute("ingest", times["ingest"], GOAL_S)
     rss = statistics.median(ingest.rss)
     print(f"goal: ingest peak RSS {rss / 2**20:.0f} MiB (goal <= {GOAL_RSS / 2**20:.0f} MiB): "

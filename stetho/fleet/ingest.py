@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from stetho.core.locks import SweepLock
+from stetho.core.locks import SweepLock, SweepLocked
 from stetho.errors import ConfigError
 from stetho.evidence import busy as busy_mod
 from stetho.fleet.finish import Finish, HostState, SweepResult, finish, save_host
@@ -81,8 +81,15 @@ def ingest(opts: IngestOptions) -> IngestResult:
     if not opts.spool.is_dir():
         raise ConfigError(f"result spool {opts.spool}: no such folder")
     run_id = opts.run_id or new_run_id()
-    with SweepLock(opts.spool / ".ingest.lock", run_id):
+    try:
+        lock = SweepLock(opts.spool / ".ingest.lock", run_id).__enter__()
+    except SweepLocked as exc:
+        raise SweepLocked(str(exc).replace("another sweep", "another ingest of this spool")
+                          ) from None
+    try:
         return _ingest(opts, run_id)
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def has_pending(spool: Path, run: str | None = None) -> bool:
