@@ -57,6 +57,8 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
     cfg = settings(db=db, kb_repo=kb_repo, result_spool=spool)
     if cfg.result_spool is None:
         raise ConfigError("no result spool: give SPOOL or set STETHO_RESULT_SPOOL")
+    if not Path(cfg.result_spool).is_dir():
+        raise ConfigError(f"result spool {cfg.result_spool}: no such folder")
     if run_filter is not None:
         check_run_id(run_filter)
     secret = keys.read_key(cfg.spool_secret, "spool secret (STETHO_SPOOL_SECRET)") \
