@@ -213,11 +213,24 @@ def _settle_known(opts: IngestOptions, batch: _Batch) -> None:
 
     with History(opts.db) as h:
         seen = ledger.known(h.conn, ((n, f.run_id) for n, f in batch.files.items()))
-    for (node, _key), verdict in seen.items():
+    from stetho import config
+    from stetho.spool.reader import digest_of, read_bytes
+
+    cap = opts.max_bytes if opts.max_bytes is not None else int(
+        config.active().max_bundle_mb * 2**20)
+    for (node, _key), (verdict, digest) in seen.items():
         f = batch.files.pop(node)
         batch.settled += 1
-        _move(f, BAD if verdict == "bad" else DONE,
-              "already recorded by an earlier ingest" if verdict == "bad" else None)
+        try:
+            same = digest_of(read_bytes(f, cap)) == digest
+        except SpoolError:
+            same = verdict == "bad"  # unreadable then, unreadable now: the same refusal
+        if not same:  # a new file under a recorded name: never recorded, never silent
+            _move(f, BAD, f"spool file {f.path.name}: its run id was already ingested for "
+                  f"{node} with other content ({digest}); give each run its own id")
+        else:
+            _move(f, BAD if verdict == "bad" else DONE,
+                  "already recorded by an earlier ingest" if verdict == "bad" else None)
 
 
 def _move_recorded(opts: IngestOptions, batch: _Batch) -> None:
