@@ -83,10 +83,10 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
                     result = ingest_mod.ingest(opts)
                     progress.close()
                     settled += result.settled
+                    opts.expect = None  # only the first batch answers for the expected nodes
                     if not result.hosts:  # only files an earlier ingest had recorded
                         continue
                     batches += 1
-                    opts.expect = None  # only the first batch answers for the expected nodes
                     every += result.results
                     problems += result.output_problems
                     files += len(result.taken) + len(result.refused)
