@@ -4,13 +4,14 @@ nothing but the interface's names (any other attribute raises), not on a fake.""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
 
 from stetho.gate import decision, pinning
 from stetho.gate.policy import load as load_policy
-from stetho.history import backend, inbox, recording
+from stetho.history import backend, recording
 from stetho.history.backend import HistoryBackend, open_history
 from stetho.history.errors import HistoryError
 from stetho.history.store import History
@@ -89,15 +90,21 @@ def test_recording_and_the_gate_go_through_the_interface(tmp_path, narrow):
 
 
 def test_ingest_records_each_run_once_through_the_interface(tmp_path, narrow):
-    import json
+    """stetho ingest's ledger (exactly once) and its recording go through the interface: a
+    second ingest of the same spool file records nothing."""
+    from stetho import spool
+    from stetho.fleet.ingest import IngestOptions, ingest
+    from stetho.fleet.outcome import Outcome
 
-    spool = tmp_path / "spool"
-    spool.mkdir()
-    doc = {"run_id": "hc-1", "kind": "health-check", "node": "n1", "profile": "",
-           "time": time.time() - 5, "exit_code": 0,
-           "results": [Result("n1", "gpu_count", "", "pass", "8 GPUs").to_json()]}
-    (spool / "a.json").write_text(json.dumps(doc))
-    (spool / "b.json").write_text(json.dumps(doc))
-    got = inbox.ingest(spool, tmp_path / "h.db")
-    assert got.recorded == ["hc-1"] and got.duplicates == ["hc-1"]
-    assert narrow[-1].used.count("has_run") == 2 and narrow[-1].used.count("record") == 1
+    box, db = tmp_path / "spool", tmp_path / "h.db"
+    out = Outcome.of([Result("n1", "gpu_count", "", "pass", "8 GPUs")], None, None)
+    path = spool.write(box, out, run_id="hc-1", kind="health-check", when=time.time() - 5)
+    shutil.copy(path, tmp_path / "again.json")
+    first = ingest(IngestOptions(box, tmp_path / "runs", db=db, reports=False))
+    assert [r.status for r in first.results if r.node == "n1"] == ["pass"]
+    shutil.copy(tmp_path / "again.json", path)  # the same file dropped again
+    ingest(IngestOptions(box, tmp_path / "runs", db=db, reports=False))
+    used = [name for h in narrow for name in h.used]
+    assert used.count("record") == 1 and "ledger_known" in used
+    with History(db) as h:
+        assert h.conn.execute("SELECT count(*) FROM node_runs").fetchone()[0] == 1

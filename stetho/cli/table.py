@@ -14,6 +14,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "without checking it."),
     "sweep": ("stetho.cli.sweep:sweep", "Run `stetho check --local` on every inventory host "
               "through Ansible."),
+    "ingest": ("stetho.cli.ingest:ingest", "Take the outcomes nodes left in a spool into the "
+               "history, once, judged as a sweep."),
+    "spool": ("stetho.cli.ingest:spool", "The result spool's keys (`stetho spool key NODE`)."),
     "bench": ("stetho.cli.bench:bench", "Benchmarks (benchmarks/*.yml): run a suite, record "
               "and compare baselines."),
     "history": ("stetho.cli.history:history", "A node's metrics over time (`stetho history "

@@ -11,7 +11,7 @@ is listed in the README ("When SQLite stops being the right store").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -29,12 +29,19 @@ class HistoryBackend(Protocol):
 
     def record(self, run_id: str, kind: str, nodes: Iterable[NodeRun], *,
                when: float | None = None, exit_code: int | None = None,
-               command: str = "", run_dir: str = "") -> int:
+               command: str = "", run_dir: str = "",
+               then: Callable[[Any], None] | None = None) -> int:
         """Write one run (its nodes' results and metrics), signed and chained, all or
-        nothing; extends the seal. Returns the run's key."""
+        nothing; extends the seal. `then(connection)` runs last in the same transaction
+        (ingest's ledger rows land with the run's, or neither). Returns the run's key."""
 
     def has_run(self, run_id: str) -> bool:
-        """Whether a run of this id is recorded: the ingest ledger (exactly once)."""
+        """Whether a run of this id is recorded."""
+
+    def ledger_known(self, keys: Iterable[tuple[str, str]]
+                     ) -> dict[tuple[str, str], tuple[str, str]]:
+        """The ingest ledger (exactly once): of these (node, node's run id) keys, those
+        recorded, with the verdict and file digest recorded for each."""
 
     def latest_per_check(self, nodes: list[str], max_age_s: float, now: float | None = None,
                          checks: frozenset[str] | None = None,
