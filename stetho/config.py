@@ -46,6 +46,12 @@ class Config:
     #: (`result_spool`, STETHO_RESULT_SPOOL): a folder every node and the controller share.
     #: Absolute: a prolog's working directory is wherever slurmd happens to be.
     result_spool: Path | None = None
+    #: This node's spool key file (`spool_key`, STETHO_SPOOL_KEY): what `stetho spool key
+    #: NODE` printed on the controller; every file the node spools is signed with it.
+    spool_key: Path | None = None
+    #: The controller's spool secret file (`spool_secret`, STETHO_SPOOL_SECRET): with it,
+    #: `stetho ingest` takes only files signed with their folder's node's key.
+    spool_secret: Path | None = None
     #: The localhost sweep's node venvs (`venvs`, STETHO_VENVS).
     venvs: Path = field(default_factory=lambda: _data_home() / "venvs")
     #: Alert rate-limit state (`notify_state`, STETHO_NOTIFY_STATE).
@@ -118,7 +124,8 @@ class Config:
 #: variable name -> field. One name each; PATH is the process's own.
 ENVIRONMENT = {
     "STETHO_PROFILE": "profile", "STETHO_DB": "db", "STETHO_CACHE": "cache",
-    "STETHO_SPOOL": "spool", "STETHO_RESULT_SPOOL": "result_spool", "STETHO_VENVS": "venvs",
+    "STETHO_SPOOL": "spool", "STETHO_RESULT_SPOOL": "result_spool",
+    "STETHO_SPOOL_KEY": "spool_key", "STETHO_SPOOL_SECRET": "spool_secret", "STETHO_VENVS": "venvs",
     "STETHO_NOTIFY_STATE": "notify_state", "STETHO_DRAIN_LEDGER": "drain_ledger",
     "STETHO_BASELINES": "baselines", "STETHO_GATES": "gates", "STETHO_RULES": "rules",
     "STETHO_CHECKS": "checks", "STETHO_BENCHMARKS": "benchmarks", "STETHO_KB_REPO": "kb_repo",
@@ -134,7 +141,7 @@ ENVIRONMENT = {
 }
 _FIELDS = {f.name for f in fields(Config)} - {"files", "given"}
 _PATHS = {"db", "cache", "spool", "venvs", "notify_state", "signing_key", "drain_ledger",
-          "textfile_dir"}
+          "textfile_dir", "spool_key", "spool_secret"}
 _PATH_LISTS = {"baselines", "gates", "rules", "checks", "benchmarks"}
 
 

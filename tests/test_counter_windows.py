@@ -260,7 +260,7 @@ def test_sweep_judges_windows_where_the_history_is(bundles, tmp_path: Path) -> N
     import json
 
     from stetho.checking import run as checkrun
-    from stetho.fleet.sweep import HostState, _judge_windows
+    from stetho.fleet.finish import HostState, judge_windows
 
     db = tmp_path / "h.db"
     _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=25)
@@ -271,7 +271,7 @@ def test_sweep_judges_windows_where_the_history_is(bundles, tmp_path: Path) -> N
     node_side = list(checkrun.run([bundles["symbols"]], profile=PROFILE).results)
     assert _one(node_side, "ib_counters", "mlx5_5:1").status == "fail"  # no history there
     st = HostState("gpu07", done=True, results=node_side)
-    _judge_windows(run_dir, {"gpu07": st}, db)
+    judge_windows(run_dir, {"gpu07": st}, db)
     judged = _one(st.results, "ib_counters", "mlx5_5:1")
     assert judged.status == "pass" and "judged on growth within 24 h" in judged.message
     assert sorted((r.check, r.subject) for r in st.results) == \

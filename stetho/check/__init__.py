@@ -8,6 +8,6 @@ evaluation and baseline screening all call it.
 
 from stetho.check.outcome import CheckOutcome, NothingSelected
 from stetho.check.pipeline import run
-from stetho.check.request import CheckRequest, Outputs
+from stetho.check.request import CheckRequest, Outputs, SpoolTarget
 
-__all__ = ["CheckOutcome", "CheckRequest", "NothingSelected", "Outputs", "run"]
+__all__ = ["CheckOutcome", "CheckRequest", "NothingSelected", "Outputs", "SpoolTarget", "run"]

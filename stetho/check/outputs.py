@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from stetho.check.outcome import CheckOutcome
+from stetho.check.request import SpoolTarget
 from stetho.core import atomic
 from stetho.errors import StethoError, WriteFailed
 from stetho.results import Result
@@ -53,6 +54,9 @@ def write(outcome: CheckOutcome) -> list[Path]:
     if out.outcome:
         target = out.outcome
         _sink(problems, lambda: written.extend(_outcome(outcome, target)))
+    if out.spool is not None:
+        spool = out.spool
+        _sink(problems, lambda: written.append(_spool(outcome, spool)))
     if out.textfile_dir is not None:
         folder = out.textfile_dir
         _sink(problems, lambda: written.append(write_textfile(
@@ -84,6 +88,25 @@ def _outcome(outcome: CheckOutcome, target: str) -> list[Path]:
     summary = outcome.summaries.get(one.node) if one is not None else None
     write_text(target, Outcome.of(list(outcome.results), one, summary).render())
     return [Path(target)] if target != "-" else []
+
+
+def _spool(outcome: CheckOutcome, target: SpoolTarget) -> Path:
+    """This node's outcome into the result spool, one atomic file (stetho.spool)."""
+    from stetho import spool
+    from stetho.fleet.outcome import Outcome
+
+    if not outcome.bundles or len(outcome.bundles) != 1:
+        raise WriteFailed("cannot spool: a spool file holds one node's own run (--local or "
+                          "--sim), not a replay")
+    one = outcome.bundles[0]
+    out = Outcome.of(list(outcome.results), one, outcome.summaries.get(one.node))
+    try:
+        return spool.write(target.folder, out, run_id=target.run_id or outcome.run_id,
+                           kind=target.kind, when=outcome.started.timestamp(),
+                           key=target.key, command=outcome.request.command_line)
+    except OSError as exc:
+        raise WriteFailed(f"cannot write the spool file into {target.folder}: "
+                          f"{exc.strerror or exc}") from None
 
 
 def textfile_path(target: Path, command: str) -> Path:

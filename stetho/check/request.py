@@ -28,10 +28,23 @@ class Outputs:
     textfile_dir: Path | None = None  # node_exporter textfile folder: stetho-<command>.prom
     run_dir: Path | None = None  # a run folder: results, JUnit, summaries, index.html
     outcome: str | None = None  # the sweep's machine outcome ('-': stdout)
+    spool: SpoolTarget | None = None  # the node's outcome into the result spool
 
     def any(self) -> bool:
         return any(v is not None for v in (self.junit, self.json, self.evidence_out,
-                                           self.textfile_dir, self.run_dir, self.outcome))
+                                           self.textfile_dir, self.run_dir, self.outcome,
+                                           self.spool))
+
+
+@dataclass(frozen=True)
+class SpoolTarget:
+    """Where and as what a node's outcome goes into the spool (stetho.spool.write): the run
+    id (None: the check's own), the kind of run, the node's key (None: unsigned)."""
+
+    folder: Path
+    run_id: str | None = None
+    kind: str = "check"
+    key: bytes | None = None
 
 
 @dataclass(frozen=True)

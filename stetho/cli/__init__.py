@@ -23,6 +23,8 @@ COMMANDS = {
     "check": "stetho.cli.check:check",
     "collect": "stetho.cli.check:collect",
     "sweep": "stetho.cli.sweep:sweep",
+    "ingest": "stetho.cli.ingest:ingest",
+    "spool": "stetho.cli.ingest:spool",
     "bench": "stetho.cli.bench:bench",
     "history": "stetho.cli.history:history",
     "baseline": "stetho.cli.baseline:baseline",
@@ -62,6 +64,7 @@ def cli() -> None:
     stetho check --local                 check this node now
     stetho check --evidence runs/x       replay the checks over saved evidence
     stetho sweep -i inventory.yml        every node, through Ansible
+    stetho ingest SPOOL [--follow]       what nodes left in the result spool, exactly once
     stetho bench run --suite nightly     the benchmark suite on this (idle) node
     stetho gate --policy pre-job --nodes 'gpu[01-64]'   go or no-go
     stetho remedy runs/<id>              what stetho would fix by itself (--act: do it)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,11 @@ from stetho.cli.common import (
     settings,
     unwritten,
 )
+from stetho.spool.files import KINDS as SPOOL_KINDS
+
+if TYPE_CHECKING:
+    from stetho.check import SpoolTarget
+    from stetho.config import Config
 
 #: A replay of more nodes than this shows only its problems unless --all.
 FLEET_TABLE_NODES = 16
@@ -71,13 +77,21 @@ FLEET_TABLE_NODES = 16
 @click.option("--outcome", "outcome_out", type=click.Path(dir_okay=False, allow_dash=True),
               hidden=True, help="Write results, JUnit and evidence as one JSON document "
               "('-': stdout, nothing else printed there). What the sweep reads back.")
+@click.option("--spool", "spool_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also leave this node's outcome in the result spool, one atomic file in "
+              "SPOOL/<node>/ for `stetho ingest` on the controller [default with --spool-run "
+              "or --spool-kind: STETHO_RESULT_SPOOL]. Signed with STETHO_SPOOL_KEY if set.")
+@click.option("--spool-run", help="The run id of the spool file [default: this check's].")
+@click.option("--spool-kind", type=click.Choice(SPOOL_KINDS),
+              help="What ran this check, in the spool file [default: check].")
 def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | None,
           profile_name: str | None, junit: str | None, json_out: str | None,
           evidence_out: str | None, bench_suite: str | None, peer: str | None,
           extra_checks: tuple[str, ...], select: str | None,
           workers: str | None, show_all: bool, problems: bool, quiet: bool,
           db: str | None, use_history: bool | None, deadline_s: float | None,
-          textfile: Path | None, run_dir: Path | None, outcome_out: str | None) -> None:
+          textfile: Path | None, run_dir: Path | None, outcome_out: str | None,
+          spool_dir: Path | None, spool_run: str | None, spool_kind: str | None) -> None:
     """Run the health checks on this node (or a simulated one), or replay saved evidence."""
     from stetho import check as check_lib
     from stetho.evidence.bench_run import BenchRequest
@@ -90,6 +104,7 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         raise click.UsageError("--evidence-out, --bench and --deadline are for what --local "
                                "collects")
     replay = bool(evidence)
+    spool = spool_target(cfg, spool_dir, spool_run, spool_kind, replay)
     record = use_history if use_history is not None else not replay
     # which probe runs, on stderr; never with the machine outcome on stdout, nor --quiet
     shown = None if quiet or outcome_out == "-" or replay else ProbeProgress()
@@ -101,14 +116,14 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
         profile=profile_name, bench=BenchRequest(bench_suite, peer=peer) if bench_suite
         else None, deadline_s=deadline_s, select=select, select_must_match=True,
         extra_checks=extra_checks, workers=workers,
-        metrics=record or bool(outcome_out),  # the sweep records outcomes
+        metrics=record or bool(outcome_out or spool),  # the controller records outcomes
         db=history_db(cfg, sim) if record else None, record=record,
         max_evidence_age_s=replay_max_age() if replay and record else None,
         command_line=" ".join(sys.argv[1:]),
         outputs=check_lib.Outputs(junit=junit, json=json_out,
                                   evidence_out=Path(evidence_out) if evidence_out else None,
                                   textfile_dir=textfile or cfg.textfile_dir, run_dir=run_dir,
-                                  outcome=outcome_out),
+                                  outcome=outcome_out, spool=spool),
         probe_progress=shown, collected=shown.close if shown is not None else None,
         replay_progress=shown_replay)
     try:
@@ -132,6 +147,30 @@ def check(local: bool, evidence: tuple[str, ...], sim: str | None, node: str | N
     if run_dir is not None and not quiet and run_dir in outcome.written:
         click.echo(f"run folder: {run_dir} (run page: {run_dir / 'index.html'})")
     sys.exit(unwritten(outcome.output_problems, code))
+
+
+def spool_target(cfg: Config, folder: Path | None, run_id: str | None, kind: str | None,
+                 replay: bool) -> SpoolTarget | None:
+    """Where `--spool` sends this node's outcome (None: nowhere), its key read from
+    STETHO_SPOOL_KEY; a usage error for a replay or a bad run id."""
+    from stetho import check as check_lib
+    from stetho.spool import keys
+    from stetho.spool.files import check_run_id
+
+    if folder is None and run_id is None and kind is None:
+        return None
+    if replay:
+        raise click.UsageError("--spool leaves this node's own run (--local/--sim) in the "
+                               "spool, not a replay")
+    target = folder or cfg.result_spool
+    if target is None:
+        raise click.UsageError("--spool-run/--spool-kind: no spool; give --spool DIR or set "
+                               "STETHO_RESULT_SPOOL")
+    if run_id is not None:
+        check_run_id(run_id)
+    key = keys.read_key(cfg.spool_key, "spool key (STETHO_SPOOL_KEY)") \
+        if cfg.spool_key is not None else None
+    return check_lib.SpoolTarget(target, run_id, kind or "check", key)
 
 
 def replay_max_age() -> float | None:

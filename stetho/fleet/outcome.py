@@ -77,6 +77,12 @@ def parse(text: str, host: str | None = None) -> Outcome:
         data = untrusted.loads(text[start:].strip().splitlines()[0])
     except (untrusted.UntrustedJsonError, IndexError) as exc:
         raise OutcomeError(f"unreadable stetho outcome: {exc}") from None
+    return from_json(data, host)
+
+
+def from_json(data: Any, host: str | None = None) -> Outcome:
+    """The outcome in `data` (already parsed, e.g. inside a spool file), or OutcomeError as
+    `parse` says."""
     if not isinstance(data, dict):
         raise OutcomeError("unreadable stetho outcome: not a JSON object")
     version = data.get("schema_version", 0)

@@ -15,30 +15,39 @@ Run folder: runs/<UTC time>-<id>/
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from stetho import __version__
-from stetho.checking.nodes import NodeSummary
 from stetho.core import hostlist
 from stetho.core.locks import SweepLock
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError, Interrupted
 from stetho.evidence import busy as busy_mod
 from stetho.evidence.bundle import Bundle
-from stetho.evidence.busy import Busy
 from stetho.fleet import hostvars
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.ansible import HostEvent, inventory_hosts, run_playbook
+from stetho.fleet.finish import (
+    Finish,
+    HostState,
+    SweepResult,
+    cannot_write,
+    finish,
+    node_summaries,
+    save_host,
+    sweep_again,
+)
 from stetho.fleet.run_folder import write_json as _write_json
-from stetho.results import Result, exit_code
-from stetho.sinks.suite import SuiteSummary
+
+#: What callers of this module used from it before the tail moved to stetho.fleet.finish.
+__all__ = ["HostState", "SweepOptions", "SweepResult", "cannot_write", "node_summaries",
+           "sweep"]
 
 CHECK_TASKS = ("stetho check", "stetho check (after install)")
 RECOVER_TASK = "recover the evidence of a killed check"
@@ -67,32 +76,6 @@ class SweepOptions:
     kb_repo: str | None = None
     #: node_exporter textfile: the fleet's results and, with kb_repo, the rules' accuracy
     textfile: Path | None = None
-
-
-@dataclass
-class HostState:
-    name: str
-    done: bool = False
-    results: list[Result] = field(default_factory=list)
-    error: str | None = None
-    install_failed: str | None = None
-    busy: Busy | None = None  # what the node said before anything invasive (None: not asked)
-    killed: str | None = None  # the hard timeout killed its check: why, while its evidence comes
-    partial: Bundle | None = None  # the evidence a killed check left, evaluated here
-
-
-@dataclass
-class SweepResult:
-    run_dir: Path
-    results: list[Result]
-    hosts: dict[str, HostState]
-    suite: SuiteSummary | None = None  # with --bench: the suite's night over the fleet
-    #: what of the run folder could not be written (a full disk): the verdict stands
-    output_problems: list[str] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code(self.results)
 
 
 def sweep(opts: SweepOptions) -> SweepResult:
@@ -163,85 +146,12 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     if run.status == "canceled":
         raise Interrupted(f"ansible-playbook and its processes were killed; what finished "
                           f"hosts sent is in {run_dir / 'hosts'}")
-    _evaluate_partial(run_dir, hosts)
-    if opts.db is not None:
-        _judge_windows(run_dir, hosts, opts.db)
-    results: list[Result] = []
-    problems: list[str] = []
-    for name in sorted(hosts):
-        st = hosts[name]
-        if not st.done:
-            st.done = True
-            st.error = st.install_failed or st.killed or (
-                f"no result from Ansible for this host (playbook {run.status}, rc {run.rc})")
-        if st.error:
-            st.results = [_host_error(name, st.error)]
-            try:
-                _write_json(run_dir / "hosts" / name / "results.json",
-                            _results_doc(st.results))
-            except OSError as exc:
-                problems.append(cannot_write(exc, run_dir / "hosts" / name))
-        results.extend(st.results)
-    summaries = node_summaries(run_dir, hosts)
-    from stetho.checking import fleet as fleetchecks
-
-    results.extend(fleetchecks.evaluate(list(summaries.values())))
-    if opts.db is not None:
-        from stetho.history import recording
-
-        results.extend(recording.after_run("sweep", run_id, results, summaries, opts.db,
-                                           command=f"sweep {opts.limit or ''}".strip(),
-                                           run_dir=str(run_dir)))
-    suite = None
-    try:
-        suite = _write_run_folder(run_dir, results, hosts, opts, run_id, run,
-                                  datetime.fromisoformat(str(meta["started"])))
-    except OSError as exc:  # the verdict is in memory: it is shown, the failure named
-        problems.append(cannot_write(exc, run_dir))
-    return SweepResult(run_dir, results, hosts, suite, problems)
-
-
-def cannot_write(exc: OSError, where: Path) -> str:
-    """A write that failed, in words: the file (or the folder it was going to) and why."""
-    return f"cannot write {exc.filename or where}: {exc.strerror or exc}"
-
-
-def _write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, HostState],
-                      opts: SweepOptions, run_id: str, run: Any, started: datetime
-                      ) -> SuiteSummary | None:
-    """The fleet's files, the failing nodes' diagnosis reports, then the run page linking
-    them (and, with a knowledge base, the rules' accuracy); with --bench, the suite's night
-    in all of them; with a textfile, the results and the accuracy for node_exporter."""
-    from stetho.diagnosis.rules import causes
-    from stetho.fleet import run_folder
-    from stetho.publish import accuracy as accuracy_mod
-    from stetho.sinks import suite as suite_mod
-
-    busy = {h: s.busy.skip_reason() for h, s in sorted(hosts.items())
-            if s.busy and not s.busy.idle}
-    suite = suite_mod.summarize(opts.bench, results, hosts, busy) if opts.bench else None
-    run_folder.write_reports(
-        run_dir, results, run_id=run_id, hosts=len(hosts), busy=busy,
-        unreachable=[h for h, s in hosts.items() if s.error and s.error.startswith("unreachable")],
-        ansible={"status": run.status, "rc": run.rc, "stats": run.stats}, suite=suite)
-    written: dict[str, Path] = {}
-    if opts.reports:
-        from stetho.diagnosis import runs
-
-        written = {d.node: path for d, path in runs.diagnose_results(
-            results, run_dir=run_dir, run=run_id, out=run_dir / "reports", db=opts.db,
-            gate="nightly sweep", kb_repo=opts.kb_repo)}
-    acc = accuracy_mod.of_repo_or_why(opts.kb_repo, rules=causes() if opts.kb_repo else ())
-    title = f"stetho sweep {run_id}" + (f" ({opts.bench} suite)" if opts.bench else "")
-    run_folder.write_page(run_dir, results, title=title, reports=written, suite=suite,
-                          accuracy=acc)
-    if opts.textfile is not None:
-        try:
-            run_folder.write_textfile(opts.textfile, results, run_id=run_id, started=started,
-                                      accuracy=acc)
-        except OSError as exc:  # named by its own path, not the run folder's
-            raise OSError(exc.errno, exc.strerror, str(exc.filename or opts.textfile)) from None
-    return suite
+    return finish(run_dir, hosts, run_id, datetime.fromisoformat(str(meta["started"])), Finish(
+        kind="sweep", command=f"sweep {opts.limit or ''}".strip(), title="stetho sweep",
+        missing=f"no result from Ansible for this host (playbook {run.status}, rc {run.rc})",
+        remediation=sweep_again, db=opts.db, reports=opts.reports, kb_repo=opts.kb_repo,
+        textfile=opts.textfile, bench=opts.bench,
+        runner={"status": run.status, "rc": run.rc, "stats": run.stats}))
 
 
 def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
@@ -268,7 +178,7 @@ def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:
                 st.error = f"stetho check exited {rc}: {exc}" + (
                     f"; stderr: {stderr[0][:300]}" if stderr else "")
             else:
-                _save_host(run_dir, st.name, out)
+                save_host(run_dir, st.name, out)
                 st.results = out.results
                 st.busy = busy_mod.from_bundle(out.evidence) if out.evidence else None
         return True
@@ -302,52 +212,6 @@ def _partial_bundle(ev: HostEvent, host: str) -> tuple[Bundle | None, str]:
         return None, f"its evidence was unreadable: {exc}"
 
 
-def _evaluate_partial(run_dir: Path, hosts: dict[str, HostState]) -> None:
-    """Evaluate here what killed checks left: what finished keeps its verdict, each probe that
-    did not is `timeout` in the bundle, so its checks are errors (never a pass)."""
-    from stetho import check
-
-    partial = {n: st for n, st in hosts.items() if st.partial is not None}
-    if not partial:
-        return
-    bundles = tuple(st.partial for st in partial.values() if st.partial is not None)
-    run = check.run(check.CheckRequest(command="sweep", bundles=bundles))
-    for name, st in partial.items():
-        assert st.partial is not None
-        st.results = [r for r in run.results if r.node == name] + [_host_error(
-            name, st.killed or "killed")]
-        _save_host(run_dir, name, outcome_mod.Outcome.of(st.results, st.partial,
-                                                         run.summaries.get(name)))
-
-
-def _judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
-    """A node's own run has no history (`--no-history`: it lives here), so it judged its
-    counters on their counts since boot. Here, where the history is, the counter checks run
-    again over the evidence each node sent, against its earlier readings, and their results
-    replace the node's (and its results.json)."""
-    from stetho import check
-    from stetho.checking.windowed import WINDOWED_CHECKS
-
-    files = {n: run_dir / "hosts" / n / "evidence.json" for n, st in hosts.items()
-             if st.done and not st.error and st.partial is None}
-    files = {n: p for n, p in files.items() if p.is_file()}
-    if not files:
-        return
-    run = check.run(check.CheckRequest(
-        command="sweep", evidence=tuple(str(p) for p in files.values()), metrics=False,
-        select=" or ".join(WINDOWED_CHECKS), db=db, fleet=False))
-    judged: dict[str, list[Result]] = {}
-    for r in run.results:
-        if r.check in WINDOWED_CHECKS:  # -k selects by name: only these replace the node's
-            judged.setdefault(r.node, []).append(r)
-    for name in files:
-        st = hosts[name]
-        if name not in judged:
-            continue
-        st.results = [r for r in st.results if r.check not in WINDOWED_CHECKS] + judged[name]
-        _write_json(run_dir / "hosts" / name / "results.json", _results_doc(st.results))
-
-
 def _check_budget(bench: str | None, timeout_s: int | None,
                   all_hosts: dict[str, dict[str, Any]], hosts: dict[str, HostState]
                   ) -> dict[str, int]:
@@ -378,39 +242,6 @@ def _profile_of(hostvars: dict[str, Any]) -> str:
     from stetho import config
 
     return str(hostvars.get("stetho_profile") or config.active().profile or "generic")
-
-
-def _save_host(run_dir: Path, name: str, out: outcome_mod.Outcome) -> None:
-    folder = run_dir / "hosts" / name
-    folder.mkdir(parents=True, exist_ok=True)
-    if out.evidence is not None:
-        out.evidence.save(folder / "evidence.json")
-    _write_json(folder / "results.json", _results_doc(out.results))
-    (folder / "junit.xml").write_text(out.junit, encoding="utf-8")
-    if out.summary:
-        _write_json(folder / "summary.json", out.summary)
-
-
-def _host_error(name: str, message: str) -> Result:
-    return Result(node=name, check="sweep", subject="", status="error", message=message,
-                  remediation="fix the node's reachability/installation and sweep it again "
-                  "(`stetho sweep --limit " + name + "`)", probe="ansible")
-
-
-def node_summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, NodeSummary]:
-    """Each host's summary (versions, busbw, metrics) from the outcome it sent back."""
-    out: dict[str, NodeSummary] = {}
-    for name in sorted(hosts):
-        path = run_dir / "hosts" / name / "summary.json"
-        if path.is_file():
-            out[name] = json.loads(path.read_text())
-    return out
-
-
-def _results_doc(results: list[Result]) -> dict[str, Any]:
-    from stetho.sinks import json_out
-
-    return json_out.document(results)
 
 
 def _localhost_inventory(run_dir: Path) -> Path:

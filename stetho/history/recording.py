@@ -20,9 +20,11 @@ def after_run(kind: str, run_id: str, results: list[Result],
               summaries: Mapping[str, NodeSummary], db: Path, *, record: bool = True,
               when: float | None = None, command: str = "", run_dir: str = "",
               warn: Callable[[str], None] | None = None,
-              max_evidence_age_s: float | None = None) -> list[Result]:
+              max_evidence_age_s: float | None = None,
+              then: Callable[[sqlite3.Connection], None] | None = None) -> list[Result]:
     """Drift results for every summarised node (added to the run), then record the run.
-    Returns the drift results.
+    Returns the drift results. `then` runs inside the recording's transaction (the ingest's
+    ledger): it lands with the run's rows or not at all.
 
     History keeps this controller's receive time; a bundle's own `collected_at` is evidence,
     not authority: a node whose bundle is dated more than FUTURE_TOLERANCE_S ahead of now, or
@@ -71,9 +73,9 @@ def after_run(kind: str, run_id: str, results: list[Result],
             runs = [NodeRun(n, summaries[n]["profile"] if n in summaries else "", rs,
                             summaries[n]["metrics"] if n in summaries else [])
                     for n, rs in sorted(by_node.items()) if n != "*" and n not in refused]
-            if runs or not refused:
+            if runs or not refused or then is not None:
                 history.record(run_id, kind, runs, when=now, command=command,
-                               run_dir=run_dir)
+                               run_dir=run_dir, then=then)
     except (HistoryError, sqlite3.Error, OSError) as exc:
         say(f"history unavailable, this run was not recorded ({db}): {describe(exc)}")
     finally:

@@ -28,7 +28,7 @@ import socket
 import sqlite3
 import time
 import zlib
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,8 +247,10 @@ class History:
     # -- writing ----------------------------------------------------------------------------
     def record(self, run_id: str, kind: str, nodes: Iterable[NodeRun], *,
                when: float | None = None, exit_code: int | None = None,
-               command: str = "", run_dir: str = "") -> int:
-        """Write one run, all of it or nothing. Returns the run's key."""
+               command: str = "", run_dir: str = "",
+               then: Callable[[sqlite3.Connection], None] | None = None) -> int:
+        """Write one run, all of it or nothing. Returns the run's key. `then` runs last in
+        the same transaction (a caller's own rows that must land with the run's, or not)."""
         from stetho import __version__
         from stetho.results import counts
         from stetho.results import exit_code as code_of
@@ -295,6 +297,8 @@ class History:
                 "INSERT OR REPLACE INTO node_runs (run_key, node_id, time, profile, exit_code, "
                 "fail, error, warn, skip, pass, results, mac, seq, prev, metrics_digest) VALUES "
                 "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+            if then is not None:
+                then(self.conn)
             chain.write(self.path, key, new)  # before the commit: a crash leaves it ahead
             self.seals.remember(new)
         return run_key
