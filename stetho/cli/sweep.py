@@ -13,8 +13,13 @@ from typing import Any
 import click
 
 from stetho.cli.common import Progress, db_option, settings, terminal_width, unwritten
-from stetho.cli.sweep_slurm import (not_checked_lines, refuse_ansible_options,
-                                    refuse_slurm_options, slurm_options, slurm_run)
+from stetho.cli.sweep_slurm import (
+    not_checked_lines,
+    refuse_ansible_options,
+    refuse_slurm_options,
+    slurm_options,
+    slurm_run,
+)
 
 
 @click.command()

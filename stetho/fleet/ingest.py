@@ -50,6 +50,10 @@ class IngestOptions:
     #: the history run's kind and command
     kind: str = "ingest"
     command: str = ""
+    #: hosts the caller already settled (done, with results or an error, busy): merged in
+    #: before the run's tail, never looked for in the spool (sweep --via slurm's busy,
+    #: drained and down nodes, and the nodes srun killed)
+    decided: dict[str, HostState] = field(default_factory=dict)
 
 
 @dataclass
@@ -86,11 +90,13 @@ def _ingest(opts: IngestOptions, run_id: str) -> SweepResult:
         say(line)
     batch = _Batch()
     for f in files:
-        batch.files.setdefault(f.node, f)
+        if f.node not in opts.decided:
+            batch.files.setdefault(f.node, f)
+    expect = [n for n in expect if n not in opts.decided]
     _settle_known(opts, batch)
     started = datetime.now(timezone.utc)
     run_dir = opts.out / run_id
-    if not batch.files and not expect:
+    if not batch.files and not expect and not opts.decided:
         return SweepResult(run_dir, [], {})
     (run_dir / "hosts").mkdir(parents=True)
     names = sorted(set(batch.files) | set(expect))
@@ -110,6 +116,7 @@ def _ingest(opts: IngestOptions, run_id: str) -> SweepResult:
         failing += bool(st.error or any(r.status in ("fail", "error") for r in st.results))
         if opts.progress:
             opts.progress(name, done, len(names), failing)
+    hosts.update(opts.decided)
     result = finish(run_dir, hosts, run_id, started, Finish(
         kind=opts.kind, command=opts.command or f"ingest {opts.spool}", title="stetho ingest",
         missing="no outcome in the spool", remediation=lambda n: _remediation(opts.spool, n),

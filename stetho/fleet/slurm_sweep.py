@@ -163,7 +163,7 @@ def _run_srun(opts: SlurmSweepOptions, env: Mapping[str, str], run_id: str,
     return {n: _why(n, proc.returncode, text, limit) for n in nodes if n not in landed}
 
 
-def _cancel(proc: subprocess.Popen[str], env: Mapping[str, str], run_id: str) -> None:
+def _cancel(proc: subprocess.Popen[bytes], env: Mapping[str, str], run_id: str) -> None:
     """scancel the sweep's job (its steps end on every node), then make sure srun is gone."""
     subprocess.run(["scancel", f"--name=stetho-sweep-{run_id}"], env=dict(env),
                    capture_output=True, timeout=30, check=False)
