@@ -45,7 +45,7 @@ from stetho.results import Result
 DEFAULT_NODE_STETHO = "/opt/stetho/current/bin/stetho"
 SPOOL_KIND = "sweep-slurm"
 KILL_AFTER_S = 10  # timeout -k: SIGKILL this long after the SIGTERM at the limit
-POLL_S = 0.5
+POLL_S = 1.0
 #: srun exits when Slurm cannot give it the nodes this soon (a job took one meanwhile)
 IMMEDIATE_S = 120
 _TASK_LINE = re.compile(r"srun: error: (\S+): tasks? [\d,\-]+: (.+)$")
@@ -174,20 +174,24 @@ def _cancel(proc: subprocess.Popen[bytes], env: Mapping[str, str], run_id: str) 
         proc.wait(timeout=10)
 
 
-def _landed(spool: Path, run_id: str, nodes: list[str]) -> set[str]:
-    """The nodes with a file of this run in the spool (stetho.spool's names)."""
-    from stetho.spool.files import pending
+def _landed(spool: Path, run_id: str, nodes: list[str], seen: set[str] | None = None
+            ) -> set[str]:
+    """The nodes with this run's file in the spool (`<spool>/<node>/<run>.json`, stetho.spool's
+    names): one stat a node not yet seen, so a poll over 10,000 nodes stays cheap."""
+    from stetho.spool.files import node_dir
 
-    files = pending(spool, run_id, frozenset(nodes))[0]
-    return {f.node for f in files}
+    done = set(seen or ())
+    return done | {n for n in nodes if n not in done
+                   and (node_dir(spool, n) / f"{run_id}.json").is_file()}
 
 
 def _progress(opts: SlurmSweepOptions, run_id: str, nodes: list[str], seen: set[str]) -> None:
-    if opts.progress is None:
+    """A line a node as its file lands (its verdict is read at ingest, which reports it)."""
+    if opts.steps is None:
         return
-    for node in sorted(_landed(opts.spool, run_id, nodes) - seen):
+    for node in sorted(_landed(opts.spool, run_id, nodes, seen) - seen):
         seen.add(node)
-        opts.progress(node, len(seen), len(nodes), 0)
+        opts.steps(f"srun: {node} reported ({len(seen)}/{len(nodes)})")
 
 
 def _why(node: str, rc: int | None, text: str, limit: int) -> str:
@@ -229,5 +233,5 @@ def _ingest(opts: SlurmSweepOptions, run_id: str, expect: list[str],
     return ingest(IngestOptions(
         spool=opts.spool, out=opts.out, db=opts.db, expect=expect, run=run_id, run_id=run_id,
         reports=opts.reports, kb_repo=opts.kb_repo, textfile=opts.textfile,
-        progress=None, decided=decided, kind="sweep",
+        progress=opts.progress, decided=decided, kind="sweep",
         command=f"sweep --via slurm --partition {shlex.quote(opts.partition)}"))
