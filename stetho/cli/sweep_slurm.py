@@ -32,8 +32,8 @@ def slurm_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--reservation", help="--via slurm: check every node of this (maintenance)"
                      " reservation in the partition that no job holds."),
         click.option("--node-stetho", metavar="PATH", help="--via slurm: stetho on the nodes "
-                     "[default: STETHO_NODE_STETHO, else /opt/stetho/current/bin/stetho, where "
-                     "the Ansible install and contrib/slurm put it]."),
+                     "[default: /opt/stetho/current/bin/stetho, where the Ansible install and "
+                     "contrib/slurm put it]."),
         click.option("--profile", "profile_name", help="--via slurm: the nodes' profile "
                      "[default: STETHO_PROFILE, else generic]."),
         click.option("--spool", "spool_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -66,8 +66,6 @@ def slurm_run(cfg: config.Config, slurm: dict[str, Any], *, out: Path, timeout_s
               db: Path | None, textfile: Path | None, progress: Progress,
               cancel: Callable[[], bool]) -> Callable[[], Any]:
     """The Slurm sweep to run, its options checked now (before any signal handler)."""
-    import os
-
     from stetho.fleet import slurm_sweep
 
     if not slurm.get("partition"):
@@ -78,8 +76,8 @@ def slurm_run(cfg: config.Config, slurm: dict[str, Any], *, out: Path, timeout_s
                                "folder the nodes and this machine share")
     opts = slurm_sweep.SlurmSweepOptions(
         partition=slurm["partition"], reservation=slurm.get("reservation"), out=out,
-        spool=Path(spool), node_stetho=slurm.get("node_stetho") or os.environ.get(
-            "STETHO_NODE_STETHO") or slurm_sweep.DEFAULT_NODE_STETHO,
+        spool=Path(spool),
+        node_stetho=slurm.get("node_stetho") or slurm_sweep.DEFAULT_NODE_STETHO,
         profile=slurm.get("profile_name") or cfg.profile, timeout_s=timeout_s, db=db,
         kb_repo=cfg.kb_repo, textfile=textfile, progress=progress.update,
         steps=progress.step, cancel=cancel)
