@@ -93,8 +93,11 @@ def _measure(args: object, c: object, tmp: Path) -> None:
                             cwd=harness.REPO)
 
     # the spool ingest reads: the nodes' own files from one Slurm sweep, copied per run
-    first = slurm("gpu", tmp / "spool-first")()
-    del first
+    first = slurm("gpu", tmp / "spool-first")
+    first()
+    if not first.codes <= {0, 1}:
+        sys.exit(f"the first Slurm sweep exited {sorted(first.codes)}:\n"
+                 f"{first.last_output[-3000:]}")
     prep = {n: tmp / f"prep-{n}" for n in (big, small)}
     for size, folder in prep.items():
         for node in c.nodes[:size]:
