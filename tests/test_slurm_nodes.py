@@ -23,7 +23,7 @@ def _line(name: str, state: str, reason: str = "") -> str:
 
 @pytest.mark.parametrize("state,kind", [
     ("IDLE", "check"), ("ALLOCATED", "busy"), ("MIXED", "busy"), ("IDLE+COMPLETING", "busy"),
-    ("IDLE+PLANNED", "busy"), ("IDLE+RESERVED", "busy"), ("IDLE+MAINT", "busy"),
+    ("IDLE+PLANNED", "busy"), ("IDLE+RESERVED", "busy"), ("IDLE+MAINTENANCE+RESERVED", "busy"),
     ("IDLE+DRAIN", "drained"), ("MIXED+DRAIN", "busy"), ("DOWN+DRAIN", "drained"),
     ("IDLE+FAIL", "drained"), ("DOWN*", "down"), ("IDLE*", "down"), ("IDLE~", "down"),
     ("IDLE+POWERED_DOWN", "down"), ("DOWN", "down"), ("FUTURE", "down"),
@@ -39,7 +39,7 @@ def test_each_state_is_classified_and_only_plain_idle_is_checked(state: str, kin
 
 
 def test_a_maintenance_reservation_checks_its_reserved_idle_nodes() -> None:
-    assert sn.classify("n01", "IDLE+MAINT+RESERVED", reservation="maint").kind == "check"
+    assert sn.classify("n01", "IDLE+MAINTENANCE+RESERVED", reservation="maint").kind == "check"
     assert sn.classify("n01", "MIXED+MAINT", reservation="maint").kind == "busy"
     assert sn.classify("n01", "IDLE+DRAIN+MAINT", reservation="maint").kind == "drained"
 

@@ -234,3 +234,27 @@ def test_sigterm_cancels_the_sweeps_job(cluster, tmp_path) -> None:
             break
         time.sleep(0.2)
     assert not jobs
+
+
+def test_a_maintenance_reservation_is_checked_inside_it(cluster, tmp_path) -> None:
+    """`--reservation R`: every node of R in the partition that no job holds is checked, in
+    R (a plain sweep lists R's node as reserved, not checked)."""
+    c = cluster
+    c.scontrol("create", "reservation", "ReservationName=stetho-maint", "Nodes=n06",
+               "StartTime=now", "Duration=30", "Users=root", "Flags=MAINT")
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "stetho", "sweep", "--via", "slurm", "--partition", "gpu",
+             "--reservation", "stetho-maint", "--profile", "h100-sxm-8gpu", "--spool",
+             str(tmp_path / "spool"), "--out", str(tmp_path / "runs"), "--node-stetho",
+             str(c.folder / "bin" / "node-stetho"), "--no-history", "--all"],
+            env=c.full_env({"STETHO_CACHE": str(tmp_path / "cache")}), capture_output=True,
+            text=True, timeout=600)
+        state = c.states()["n06"]
+    finally:
+        c.scontrol("delete", "ReservationName=stetho-maint", check=False)
+    assert r.returncode == 0, (state, r.stdout[-3000:] + r.stderr[-3000:])
+    run_dir = sorted((tmp_path / "runs").glob("2*"))[-1]
+    rows = json.loads((run_dir / "results.json").read_text())["results"]
+    assert {x["node"] for x in rows} == {"n06"}, state
+    assert "not checked" not in r.stdout

@@ -81,6 +81,7 @@ def sweep(opts: SlurmSweepOptions) -> SweepResult:
                           "absolute path on a filesystem they share with this controller")
     run_id = new_run_id()
     env = config.child_environment(dict(opts.env))
+    opts.spool.mkdir(parents=True, exist_ok=True)
     with SweepLock(opts.out / ".sweep.lock", run_id):
         plan = slurm_nodes.query(opts.partition, opts.reservation, env)
         profile = opts.profile or config.active().profile or "generic"
@@ -139,7 +140,6 @@ def _run_srun(opts: SlurmSweepOptions, env: Mapping[str, str], run_id: str,
     """Run the srun, streaming progress as spool files land; on cancel, scancel the job and
     raise Interrupted. Returns node -> srun's words for each node that left no file."""
     argv = srun_argv(opts, run_id, nodes, profile, limit)
-    opts.spool.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as log:
         proc = subprocess.Popen(argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
