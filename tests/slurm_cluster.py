@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,6 +221,19 @@ class Cluster:
         return "\n".join(parts)
 
 
+def spooled(spool: Path, where: str = "") -> list[dict[str, Any]]:
+    """The hooks' verdicts in the result spool (`<spool>/<node>/<where>/*.json`; where=
+    "ingested" once taken), each as the gate wrote it: its detail (blocked, job, policy),
+    node, kind, run id and exit code. Read as a test reads it, not judged."""
+    out = []
+    for path in sorted(spool.glob(f"*/{where + '/' if where else ''}*.json")):
+        body = json.loads(path.read_bytes().partition(b"\n")[0])
+        out.append({**body.get("detail", {}), "node": body["node"], "kind": body["kind"],
+                    "run_id": body["run_id"], "exit_code": body["outcome"]["exit_code"],
+                    "results": body["outcome"]["results"]["results"], "path": path})
+    return out
+
+
 def wait_for(ready: object, timeout: float, what: str, cluster: Cluster | None = None) -> None:
     """Poll `ready()` until true; ClusterError (with the logs) after `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -350,12 +364,10 @@ def start(folder: Path, count: int = NODES) -> Cluster:
                  max(1.0, deadline - time.monotonic()), f"all {count} nodes idle", c)
         # slurmd runs HealthCheckProgram once as it starts: wait for every node's verdict, so
         # no start-up check is still running when a test begins
-        wait_for(lambda: len(list(c.results.glob("*.json"))) >= count,
+        wait_for(lambda: len(spooled(c.results)) >= count,
                  max(1.0, t0 + 2 * START_TIMEOUT_S - time.monotonic()),
                  f"the start-up health check's verdict from all {count} nodes", c)
-        c.startup_verdicts = sorted(
-            (d["node"], d["exit_code"]) for d in
-            (json.loads(p.read_text()) for p in c.results.glob("*.json")))
+        c.startup_verdicts = sorted((d["node"], d["exit_code"]) for d in spooled(c.results))
         shutil.copytree(c.results, c.startup_results)
         c.startup_s = time.monotonic() - t0
         return c

@@ -145,40 +145,49 @@ def test_a_hosts_output_never_speaks_for_another_node(lying_sweep):
     assert "victim01" not in recorded and "good01" in recorded
 
 
-def _verdict(node: str, rows: list[dict], run_id: str, **extra) -> str:
-    doc = {"run_id": run_id, "node": node, "kind": "prolog", "time": 1_700_000_000.0,
-           "exit_code": 0, "results": rows, **extra}
-    return json.dumps(doc)
+def _verdict(spool: Path, node: str, rows: list[dict], run_id: str) -> Path:
+    """A verdict as a node's hook spools it (stetho.spool), in its own folder."""
+    from stetho import spool as spool_mod
+    from stetho.fleet.outcome import Outcome
+    from stetho.results import Result
+
+    results = [Result.from_json(r) for r in rows]
+    return spool_mod.write(spool, Outcome(node, 0, results, "", None), run_id=run_id,
+                           kind="prolog", when=1_700_000_000.0)
 
 
 def test_a_spooled_verdict_speaks_only_for_its_node(tmp_path):
-    """`stetho history ingest`: each node's verdict file is recorded only if all of it is
-    about that node and readable; the rest go to bad/ with why, and the good one is recorded."""
+    """`stetho history ingest` (= `stetho ingest`): each node's file is taken only if all of
+    it is about that node and readable; the rest are their own node's error, moved to bad/
+    with why, and the good one is recorded. No node's file is ever a result for another."""
     spool = tmp_path / "spool"
-    spool.mkdir()
-    files = {
-        "good": _verdict("good01", [_row("good01", "gpu_count", "pass")], "r1"),
-        "liar": _verdict("liar01", [_row("victim01", "gpu_xid", "pass")], "r2"),
-        "surr": _verdict("surr01", [_row("surr01", "gpu_count", "pass", "XSURRX")], "r3")
-        .replace('"XSURRX"', '"\\ud800"'),
-        "huge": _verdict("huge01", [_row("huge01", "gpu_count", "pass")], "r4")
-        .replace("1700000000.0", "9" * 5000),
-        "deep": _verdict("deep01", [_row("deep01", "gpu_count", "pass")], "r5")
-        .replace('"kind": "prolog"', '"kind": ' + "[" * 5000 + "]" * 5000),
-        "nan": _verdict("nan01", [_row("nan01", "gpu_count", "pass")], "r6")
-        .replace("1700000000.0", "NaN"),
+    edits = {
+        "good01": ([_row("good01", "gpu_count", "pass")], None),
+        "liar01": ([_row("victim01", "gpu_xid", "pass")], None),
+        "surr01": ([_row("surr01", "gpu_count", "pass", "XSURRX")],
+                   ('"XSURRX"', '"\\ud800"')),
+        "huge01": ([_row("huge01", "gpu_count", "pass")], ("1700000000.0", "9" * 5000)),
+        "deep01": ([_row("deep01", "gpu_count", "pass")],
+                   ('"kind":"prolog"', '"kind":' + "[" * 5000 + "]" * 5000)),
+        "nan01": ([_row("nan01", "gpu_count", "pass")], ("1700000000.0", "NaN")),
     }
-    for name, text in files.items():
-        (spool / f"{name}.json").write_text(text)
+    for i, (node, (rows, edit)) in enumerate(edits.items()):
+        path = _verdict(spool, node, rows, f"r{i}")
+        if edit is not None:
+            text = path.read_text()
+            assert edit[0] in text, (node, text[:300])
+            path.write_text(text.replace(edit[0], edit[1], 1))
     db = tmp_path / "h.db"
     proc = subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(spool),
-                           "--db", str(db)], capture_output=True, text=True, timeout=120)
+                           "--db", str(db), "--out", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert sorted(p.name for p in (spool / "ingested").glob("*.json")) == ["good.json"]
-    bad = {p.name.split(".")[0]: p.read_text() for p in (spool / "bad").glob("*.why")}
-    assert sorted(bad) == ["deep", "huge", "liar", "nan", "surr"], proc.stdout + proc.stderr
-    assert "results for other nodes (victim01)" in bad["liar"]
-    assert "lone surrogate" in bad["surr"]
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert [p.parent.parent.name for p in spool.glob("*/ingested/*.json")] == ["good01"]
+    bad = {p.parent.parent.name: p.read_text() for p in spool.glob("*/bad/*.why")}
+    assert sorted(bad) == ["deep01", "huge01", "liar01", "nan01", "surr01"], proc.stdout
+    assert "claims node 'victim01'" in bad["liar01"]
+    assert "lone surrogate" in bad["surr01"]
     with sqlite3.connect(db) as conn:
         recorded = {n for (n,) in conn.execute("SELECT name FROM nodes")}
-    assert recorded == {"good01"}
+    assert recorded == set(edits)  # each its own verdict or its own error; victim01 nothing

@@ -6,7 +6,6 @@ shares the one cluster: xdist_group "slurm-cluster"."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -36,7 +35,8 @@ def _reason(c: sc.Cluster, node: str) -> str:
 
 def _ingest(spool: Path, db: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(spool),
-                           "--db", str(db)], capture_output=True, text=True, timeout=120)
+                           "--db", str(db), "--out", str(db.parent / "runs")],
+                          capture_output=True, text=True, timeout=120)
 
 
 def _runs(db: Path, kind: str) -> list[tuple[str, str, int]]:
@@ -62,20 +62,45 @@ def test_slurmd_runs_the_health_check_on_every_node_under_its_slurm_name(
 
 def test_concurrent_health_checks_lose_no_verdict_on_their_way_to_history(
         slurm_cluster: sc.Cluster, tmp_path: Path) -> None:
-    """The slurmds' start-up checks ran all at once; `stetho history ingest` records each
-    verdict once, moves the files out of the spool, and a second ingest adds nothing."""
+    """The slurmds' start-up checks ran all at once; `stetho history ingest` (the same as
+    `stetho ingest`) records each verdict once, moves the files out of the spool, and a
+    second ingest adds nothing."""
     c = slurm_cluster
     spool = tmp_path / "results"
     shutil.copytree(c.startup_results, spool)
     db = tmp_path / "controller.db"
     r = _ingest(spool, db)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"ingested {len(c.nodes)} verdicts" in r.stdout
+    assert f"ingested {len(c.nodes)} spool files" in r.stdout
     assert sorted(n for _, n, code in _runs(db, "gate-health-check") if code == 0) == c.nodes
-    assert not list(spool.glob("*.json"))  # moved to ingested/
+    assert not sc.spooled(spool)  # moved to <node>/ingested/
+    assert len(sc.spooled(spool, "ingested")) == len(c.nodes)
     again = _ingest(spool, db)  # nothing new: nothing twice
-    assert again.returncode == 0 and "ingested 0 verdicts" in again.stdout
+    assert again.returncode == 0 and "nothing to ingest" in again.stdout
     assert len(_runs(db, "gate-health-check")) == len(c.nodes)
+
+
+def test_an_ingest_killed_mid_way_then_run_again_records_each_nodes_health_check_once(
+        slurm_cluster: sc.Cluster, tmp_path: Path) -> None:
+    """The nodes' start-up health checks, each in its node's spool folder: an ingest killed
+    (SIGKILL) between its commit and its moves, then run again, leaves each node's verdict
+    in the history once, and every file moved."""
+    from tests.test_ingest import KILL
+
+    c = slurm_cluster
+    spool = tmp_path / "results"
+    shutil.copytree(c.startup_results, spool)
+    db = tmp_path / "controller.db"
+    killed = subprocess.run([sys.executable, "-c", KILL, "moving", "5", "ingest", str(spool),
+                             "--db", str(db), "--out", str(tmp_path / "runs"), "-q"],
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    assert len(sc.spooled(spool)) == len(c.nodes) - 5  # recorded, five moved, the rest not
+    r = _ingest(spool, db)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{len(c.nodes) - 5} spool files were already in the history" in r.stdout
+    assert sorted(n for _, n, code in _runs(db, "gate-health-check") if code == 0) == c.nodes
+    assert not sc.spooled(spool) and len(sc.spooled(spool, "ingested")) == len(c.nodes)
 
 
 def test_a_failing_prolog_drains_its_node_with_stethos_reason_and_the_job_runs_elsewhere(
@@ -105,11 +130,11 @@ def test_a_failing_prolog_drains_its_node_with_stethos_reason_and_the_job_runs_e
 
     # the prolog's verdict, from the node that failed, is in the controller's history
     db = tmp_path / "controller.db"
-    assert _ingest(c.results, db).returncode == 0
+    assert _ingest(c.results, db).returncode == 1  # exit codes as a sweep's: one node fails
     prologs = _runs(db, "gate-prolog")
     assert (bad, 1) in [(n, code) for _, n, code in prologs], prologs
     assert (ran, 0) in [(n, code) for _, n, code in prologs], prologs
-    jobs = {json.loads(f.read_text()).get("job") for f in (c.results / "ingested").iterdir()}
+    jobs = {d.get("job") for d in sc.spooled(c.results, "ingested")}
     assert jobs == {job}  # each prolog's verdict names the job it ran for (SLURM_JOB_ID)
 
 
@@ -131,7 +156,7 @@ def _drained(c: sc.Cluster) -> list[str]:
 
 
 def _verdicts(c: sc.Cluster) -> dict[str, dict]:
-    docs = [json.loads(f.read_text()) for f in c.results.glob("*.json")]
+    docs = sc.spooled(c.results)
     assert len(docs) == len(c.nodes), [d["node"] for d in docs]
     return {d["node"]: d for d in docs}
 
@@ -193,7 +218,7 @@ def test_a_hung_prolog_drains_its_node_through_the_budget_and_requeues(cluster: 
     r = c.run_hook(node, "prolog", {"STETHO_HEALTH_TIMEOUT": "3"})
     assert r.returncode == 1, r.stdout + r.stderr
     assert "did not finish in 3 s" in _reason(c, node)
-    (doc,) = [json.loads(f.read_text()) for f in c.results.glob("*.json")]
+    (doc,) = sc.spooled(c.results)
     assert (doc["node"], doc["kind"], doc["exit_code"]) == (node, "gate-prolog", 1)
 
 
@@ -218,26 +243,27 @@ def test_prologs_failing_at_once_drain_the_budget_and_let_the_other_jobs_run(
 
 
 def test_ingest_refuses_nothing_silently(tmp_path: Path) -> None:
-    """A torn or foreign file in the spool is moved to bad/ with its reason and the command
-    exits 3; the good ones are recorded."""
-    from stetho.history import inbox
+    """A torn file in a node's folder is that node's error, moved to its bad/ with the reason,
+    and the command exits 3; the good ones are recorded."""
+    from stetho import spool as spool_mod
+    from stetho.fleet.outcome import Outcome
     from stetho.results import Result
 
     spool = tmp_path / "spool"
-    good = {"run_id": "20260101T000000Z-aaaaaa", "node": "n01", "kind": "gate-prolog",
-            "time": 1767225600.0, "exit_code": 1,
-            "results": [Result("n01", "gpu_clocks", "GPU0", "fail", "not locked").to_json()]}
-    inbox.write(spool, good)
-    (spool / "torn.json").write_text('{"run_id": ')
-    r = subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(spool),
-                        "--db", str(tmp_path / "h.db")], capture_output=True, text=True,
-                       timeout=120)
+    passing = [Result("n01", "gpu_clocks", "GPU0", "pass", "locked")]
+    spool_mod.write(spool, Outcome("n01", 0, passing, "", None), kind="gate-prolog",
+                    run_id="20260101T000000Z-aaaaaa", when=1767225600.0)
+    (spool / "n02").mkdir()
+    (spool / "n02" / "20260101T000000Z-bbbbbb.json").write_text('{"run_id": ')
+    r = _ingest(spool, tmp_path / "h.db")
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "ingested 1 verdicts" in r.stdout and "1 unreadable" in r.stdout
-    assert (spool / "bad" / "torn.json").exists()
-    assert "not valid JSON" in (spool / "bad" / "torn.json.why").read_text()
+    assert "ingested 2 spool files (1 refused" in r.stdout
+    assert (spool / "n02" / "bad" / "20260101T000000Z-bbbbbb.json").exists()
+    assert "not valid JSON" in (spool / "n02" / "bad" / "20260101T000000Z-bbbbbb.json.why"
+                                ).read_text()
     with History(tmp_path / "h.db") as h:
-        assert h.latest_results(["n01"], max_age_s=10**10, now=1767225601.0)
+        assert h.latest_results(["n01"], max_age_s=10**10)["n01"][2][0].status == "pass"
+        assert h.latest_results(["n02"], max_age_s=10**10)["n02"][2][0].status == "error"
 
 
 def test_the_result_spool_must_be_absolute(tmp_path: Path) -> None:

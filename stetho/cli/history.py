@@ -1,5 +1,5 @@
 """`stetho history NODE`: a node's measured metrics over time; `stetho history ingest`: the
-verdicts Slurm's hooks left in the shared result spool, into the history."""
+same as `stetho ingest` (the result spool into the history)."""
 
 from __future__ import annotations
 
@@ -65,28 +65,15 @@ def show(node: str, check_name: str | None, metric: str | None, since: str,
     click.echo(historyview.render(node, rows, width=width), nl=False)
 
 
-@history.command("ingest")
-@click.argument("spool", required=False, type=click.Path(file_okay=False))
-@db_option
-def ingest(spool: str | None, db: str | None) -> None:
-    """Record every verdict in SPOOL [default: STETHO_RESULT_SPOOL] into the history: each
-    `gate --slurm` prolog and health check leaves one there. Run it on the controller (cron,
-    a systemd timer); recorded files move to SPOOL/ingested, unreadable ones to SPOOL/bad."""
-    from pathlib import Path
+def _ingest() -> click.Command:
+    from stetho.cli.ingest import ingest
 
-    from stetho.history import inbox
+    return ingest
 
-    cfg = settings(db=db, result_spool=spool)
-    if cfg.result_spool is None:
-        raise ConfigError("no result spool: give SPOOL or set STETHO_RESULT_SPOOL")
-    if not cfg.result_spool.is_dir():
-        raise ConfigError(f"result spool {cfg.result_spool}: no such folder")
-    done = inbox.ingest(Path(cfg.result_spool), cfg.db)
-    for name, why in done.bad:
-        click.echo(f"stetho: {cfg.result_spool / 'bad' / name}: {why}", err=True)
-    click.echo(f"{done.summary()} into {cfg.db}")
-    if done.bad:
-        raise SystemExit(3)
+
+# `stetho history ingest` is `stetho ingest`: one spool, one ingest (it used to take only the
+# Slurm hooks' verdicts; they now spool per node as every node-local run does).
+history.add_command(_ingest(), "ingest")
 
 
 @history.command("reseal")

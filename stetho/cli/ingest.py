@@ -71,6 +71,7 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
     stop = _StopOnSignal()
     every: list[Result] = []
     problems: list[str] = []
+    files = refused = settled = 0
     with stop:
         try:
             batches = 0
@@ -79,10 +80,15 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
                 if pending or (opts.expect and batches == 0):
                     result = ingest_mod.ingest(opts)
                     progress.close()
+                    settled += result.settled
+                    if not result.hosts:  # only files an earlier ingest had recorded
+                        continue
                     batches += 1
                     opts.expect = None  # only the first batch answers for the expected nodes
                     every += result.results
                     problems += result.output_problems
+                    files += len(result.taken) + len(result.refused)
+                    refused += len(result.refused)
                     _show(result, quiet, problems_only)
                     continue
                 if not follow:
@@ -90,6 +96,9 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
                 _sleep(interval, stop.requested)
         finally:
             progress.close()
+    if settled:
+        click.echo(f"{settled} spool files were already in the history (an earlier ingest "
+                   "stopped before moving them): moved, not recorded again")
     if stop.requested():
         click.echo("stetho: ingest stopped by a signal after its batch", err=True)
         sys.exit(unwritten(problems, 0))
@@ -97,6 +106,10 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
         click.echo(f"nothing to ingest in {opts.spool}"
                    + (f" for run {opts.run}" if opts.run else ""))
         sys.exit(0)
+    click.echo(f"ingested {files} spool files"
+               + (f" ({refused} refused, moved to <node>/bad/)" if refused else "")
+               + f" in {batches} run{'s' if batches != 1 else ''}"
+               + (f" into {opts.db}" if opts.db else " (no history)"))
     sys.exit(unwritten(problems, exit_code(every)))
 
 

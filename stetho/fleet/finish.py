@@ -90,8 +90,7 @@ def finish(run_dir: Path, hosts: dict[str, HostState], run_id: str, started: dat
         if st.error:
             st.results = [host_error(name, st.error, f.remediation(name), f.probe)]
             try:
-                _write_json(run_dir / "hosts" / name / "results.json",
-                            results_doc(st.results))
+                write_results(run_dir / "hosts" / name / "results.json", st.results)
             except OSError as exc:
                 problems.append(cannot_write(exc, run_dir / "hosts" / name))
         results.extend(st.results)
@@ -199,7 +198,7 @@ def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
         if name not in judged:
             continue
         st.results = [r for r in st.results if r.check not in WINDOWED_CHECKS] + judged[name]
-        _write_json(run_dir / "hosts" / name / "results.json", results_doc(st.results))
+        write_results(run_dir / "hosts" / name / "results.json", st.results)
 
 
 
@@ -208,7 +207,7 @@ def save_host(run_dir: Path, name: str, out: outcome_mod.Outcome) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if out.evidence is not None:
         out.evidence.save(folder / "evidence.json")
-    _write_json(folder / "results.json", results_doc(out.results))
+    write_results(folder / "results.json", out.results)
     (folder / "junit.xml").write_text(out.junit, encoding="utf-8")
     if out.summary:
         _write_json(folder / "summary.json", out.summary)
@@ -233,6 +232,15 @@ def node_summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, Node
         if path.is_file():
             out[name] = json.loads(path.read_text())
     return out
+
+
+def write_results(path: Path, results: list[Result]) -> None:
+    """A host's results.json, compact: indented, json takes its pure-Python encoder, and
+    writing ten thousand hosts' files cost more than reading them (bench/ingest.py)."""
+    from stetho.core import atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write(path, json.dumps(results_doc(results), separators=(",", ":"), default=str))
 
 
 def results_doc(results: list[Result]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from stetho.core.locks import SweepLock
+from stetho.core.locks import SweepLock, SweepLocked
 from stetho.errors import ConfigError
 from stetho.evidence import busy as busy_mod
 from stetho.fleet.finish import Finish, HostState, SweepResult, finish, save_host
@@ -47,7 +47,7 @@ class IngestOptions:
     run_id: str | None = None  # this ingest's run id (None: a new one)
     max_bytes: int | None = None  # a bigger file is its node's error (None: max_bundle_mb)
     warn: Callable[[str], None] | None = None  # spool entries that are no node's (stderr)
-    #: the history run's kind and command
+    #: the history run's kind (when the files' own kinds differ) and command
     kind: str = "ingest"
     command: str = ""
     #: hosts the caller already settled (done, with results or an error, busy): merged in
@@ -57,13 +57,27 @@ class IngestOptions:
 
 
 @dataclass
+class IngestResult(SweepResult):
+    """A sweep's result, and what became of the batch's files: taken as their nodes'
+    outcomes, refused (node -> why; in <node>/bad/), expected with none, and files settled
+    without recording (their key was already in the ledger)."""
+
+    taken: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    settled: int = 0
+
+
+@dataclass
 class _Batch:
     files: dict[str, SpoolFile] = field(default_factory=dict)  # node -> its file this batch
     digests: dict[str, str] = field(default_factory=dict)  # node -> file digest
     bad: dict[str, str] = field(default_factory=dict)  # node -> why its file is refused
+    settled: int = 0  # files moved because the ledger already held their key
+    kinds: set[str] = field(default_factory=set)  # what ran on the nodes (files' kinds)
 
 
-def ingest(opts: IngestOptions) -> SweepResult:
+def ingest(opts: IngestOptions) -> IngestResult:
     """One batch of the spool as one fleet run (see the module's docstring). With nothing
     pending and nothing expected, no run folder is made and the result has no hosts."""
     from stetho.history.store import new_run_id
@@ -71,8 +85,15 @@ def ingest(opts: IngestOptions) -> SweepResult:
     if not opts.spool.is_dir():
         raise ConfigError(f"result spool {opts.spool}: no such folder")
     run_id = opts.run_id or new_run_id()
-    with SweepLock(opts.spool / ".ingest.lock", run_id):
+    try:
+        lock = SweepLock(opts.spool / ".ingest.lock", run_id).__enter__()
+    except SweepLocked as exc:
+        raise SweepLocked(str(exc).replace("another sweep", "another ingest of this spool")
+                          ) from None
+    try:
         return _ingest(opts, run_id)
+    finally:
+        lock.__exit__(None, None, None)
 
 
 def has_pending(spool: Path, run: str | None = None) -> bool:
@@ -80,7 +101,7 @@ def has_pending(spool: Path, run: str | None = None) -> bool:
     return bool(pending(spool, run)[0])
 
 
-def _ingest(opts: IngestOptions, run_id: str) -> SweepResult:
+def _ingest(opts: IngestOptions, run_id: str) -> IngestResult:
     from stetho import config
 
     say = opts.warn or (lambda m: print(f"stetho: warning: {m}", file=sys.stderr))
@@ -97,7 +118,7 @@ def _ingest(opts: IngestOptions, run_id: str) -> SweepResult:
     started = datetime.now(timezone.utc)
     run_dir = opts.out / run_id
     if not batch.files and not expect and not opts.decided:
-        return SweepResult(run_dir, [], {})
+        return IngestResult(run_dir, [], {}, settled=batch.settled)
     (run_dir / "hosts").mkdir(parents=True)
     names = sorted(set(batch.files) | set(expect))
     hosts = {n: HostState(n) for n in names}
@@ -117,14 +138,21 @@ def _ingest(opts: IngestOptions, run_id: str) -> SweepResult:
         if opts.progress:
             opts.progress(name, done, len(names), failing)
     hosts.update(opts.decided)
+    # a run of one kind keeps its name in history (gate-prolog, sweep-slurm, ...)
+    kind = next(iter(batch.kinds)) if len(batch.kinds) == 1 else opts.kind
     result = finish(run_dir, hosts, run_id, started, Finish(
-        kind=opts.kind, command=opts.command or f"ingest {opts.spool}", title="stetho ingest",
+        kind=kind, command=opts.command or f"ingest {opts.spool}", title="stetho ingest",
         missing="no outcome in the spool", remediation=lambda n: _remediation(opts.spool, n),
         probe="spool", db=opts.db, reports=opts.reports, kb_repo=opts.kb_repo,
         textfile=opts.textfile, runner={"status": "ingested", "spool": str(opts.spool)},
         gate="spool ingest", then=_ledger_rows(batch, run_id, started.timestamp())))
     _move_recorded(opts, batch)
-    return result
+    return IngestResult(result.run_dir, result.results, result.hosts, result.suite,
+                        result.output_problems,
+                        taken=sorted(n for n in batch.files if n not in batch.bad),
+                        refused=dict(sorted(batch.bad.items())),
+                        missing=sorted(n for n in expect if n not in batch.files),
+                        settled=batch.settled)
 
 
 def _take(opts: IngestOptions, batch: _Batch, f: SpoolFile, st: HostState, run_dir: Path,
@@ -147,6 +175,7 @@ def _take(opts: IngestOptions, batch: _Batch, f: SpoolFile, st: HostState, run_d
         batch.bad[f.node] = str(exc)
         st.error = str(exc)
         return
+    batch.kinds.add(entry.kind)
     save_host(run_dir, f.node, entry.outcome)
     st.results = entry.outcome.results
     st.busy = busy_mod.from_bundle(entry.outcome.evidence) if entry.outcome.evidence else None
@@ -186,6 +215,7 @@ def _settle_known(opts: IngestOptions, batch: _Batch) -> None:
         seen = ledger.known(h.conn, ((n, f.run_id) for n, f in batch.files.items()))
     for (node, _key), verdict in seen.items():
         f = batch.files.pop(node)
+        batch.settled += 1
         _move(f, BAD if verdict == "bad" else DONE,
               "already recorded by an earlier ingest" if verdict == "bad" else None)
 

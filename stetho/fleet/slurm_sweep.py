@@ -233,5 +233,5 @@ def _ingest(opts: SlurmSweepOptions, run_id: str, expect: list[str],
     return ingest(IngestOptions(
         spool=opts.spool, out=opts.out, db=opts.db, expect=expect, run=run_id, run_id=run_id,
         reports=opts.reports, kb_repo=opts.kb_repo, textfile=opts.textfile,
-        progress=opts.progress, decided=decided, kind="sweep",
+        progress=opts.progress, decided=decided, kind=SPOOL_KIND,
         command=f"sweep --via slurm --partition {shlex.quote(opts.partition)}"))

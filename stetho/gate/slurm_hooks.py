@@ -16,8 +16,9 @@
   exists to stop (a broken check or driver push, far more often than that many bad nodes).
   The verdict stays BLOCKED in the spool and the history, and the refusal is in the ledger
   (slurmd keeps no output of a prolog that exits 0).
-* Both leave their verdict in the shared result spool (STETHO_RESULT_SPOOL) for `stetho
-  history ingest` on the controller: a node's own history never reaches it otherwise.
+* Both leave their verdict in the shared result spool (STETHO_RESULT_SPOOL), in the node's
+  own folder, for `stetho ingest` on the controller: a node's own history never reaches it
+  otherwise.
 """
 
 from __future__ import annotations
@@ -129,17 +130,28 @@ def prolog_exit(node: str) -> int:
 
 def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, policy: str,
                   summary: str, now: float) -> Path:
-    """Leave this hook's verdict (the gate's JSON document `doc`) in the shared result spool
-    (stetho.history.inbox), for `stetho history ingest` on the controller."""
-    from stetho.history import inbox
+    """Leave this hook's verdict (the gate's JSON document `doc`) in the shared result spool,
+    `<folder>/<node>/` (stetho.spool, signed with STETHO_SPOOL_KEY when set), for `stetho
+    ingest` on the controller; the gate's own fields (blocked, job, policy...) ride along."""
+    from stetho import config, spool
+    from stetho.fleet.outcome import Outcome
     from stetho.history.store import new_run_id
+    from stetho.results import Result
+    from stetho.sinks import junit
+    from stetho.spool import keys
 
-    profiles = doc.get("profiles")
-    profile = profiles.get(node) if isinstance(profiles, dict) else None
-    doc = {**doc, "run_id": new_run_id(), "node": node, "kind": f"gate-{mode}", "time": now,
-           "command": f"gate --local --slurm {mode} --policy {policy}", "summary": summary,
-           "profile": profile if isinstance(profile, str) and profile != "unknown" else ""}
-    return inbox.write(folder, doc)
+    rows = doc.get("results")
+    results = [Result.from_json(r) for r in rows if isinstance(r, dict)] \
+        if isinstance(rows, list) else []
+    code = doc.get("exit_code")
+    outcome = Outcome(node, code if isinstance(code, int) else 3, results,
+                      junit.render(results), None, None)
+    key_file = config.active().spool_key
+    key = keys.read_key(key_file, "spool key (STETHO_SPOOL_KEY)") if key_file else None
+    detail = {k: v for k, v in doc.items() if k not in ("results", "exit_code")}
+    return spool.write(folder, outcome, run_id=new_run_id(), kind=f"gate-{mode}", when=now,
+                       key=key, command=f"gate --local --slurm {mode} --policy {policy}",
+                       detail={**detail, "summary": summary, "policy": policy})
 
 
 @contextmanager

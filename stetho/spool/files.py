@@ -58,10 +58,12 @@ def check_run_id(run_id: str) -> str:
 
 
 def write(spool: Path, outcome: Outcome, *, run_id: str, kind: str, when: float,
-          key: bytes | None = None, command: str = "") -> Path:
+          key: bytes | None = None, command: str = "",
+          detail: dict[str, object] | None = None) -> Path:
     """Leave `outcome` in `<spool>/<outcome.node>/<run_id>.json`, atomically (a dot-name,
     fsync, rename: a node that crashes after the rename leaves a whole file), signed with the
-    node's `key` when given. Returns the file's path."""
+    node's `key` when given. `detail`: what the run adds for people (a gate hook's verdict:
+    blocked, job, policy), kept in the file, never judged. Returns the file's path."""
     from stetho.spool import keys
 
     if kind not in KINDS:
@@ -70,7 +72,7 @@ def write(spool: Path, outcome: Outcome, *, run_id: str, kind: str, when: float,
     name = f"{check_run_id(run_id)}.json"
     body = json.dumps({"schema": SCHEMA, "schema_version": VERSION, "node": outcome.node,
                        "run_id": run_id, "kind": kind, "time": when, "command": command,
-                       "outcome": outcome.to_json()},
+                       "outcome": outcome.to_json(), **({"detail": detail} if detail else {})},
                       separators=(",", ":"), default=str).encode()
     data = body + b"\n"
     if key is not None:

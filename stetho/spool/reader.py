@@ -153,13 +153,13 @@ def read_bytes(f: SpoolFile, max_bytes: int | None) -> bytes:
             raise SpoolError(f"spool file {name}: not a plain file")
         owner_problem(f, st.st_uid)
         if max_bytes is not None and st.st_size > max_bytes:
-            raise SpoolError(f"spool file {name}: {st.st_size} bytes, over the "
-                             f"{max_bytes / 2**20:g} MiB cap (max_bundle_mb)")
+            raise SpoolError(f"spool file {name}: {st.st_size} bytes, over the {max_bytes} "
+                             "byte cap (max_bundle_mb)")
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read((max_bytes + 1) if max_bytes is not None else -1)
         if max_bytes is not None and len(data) > max_bytes:
-            raise SpoolError(f"spool file {name}: grew past the {max_bytes / 2**20:g} MiB cap "
-                             "while read")
+            raise SpoolError(f"spool file {name}: grew past the {max_bytes} byte cap while "
+                             "read")
         return data
     finally:
         os.close(fd)

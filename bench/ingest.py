@@ -1,0 +1,169 @@
+"""Ingest of N node outcomes from the result spool: wall, CPU and peak RSS of the process tree.
+
+The outcomes are bench/replay_scale.py's 16 simulated H100 nodes (4 with faults), checked
+once, each node's outcome (results, JUnit, gzip'd evidence, summary) cloned under new names
+and written with stetho.spool.write as each node would: `<spool>/<node>/<run>.json`. The
+pristine spool is built once per size under /tmp and hard-linked into a fresh copy before
+every round (untimed), so every round ingests the same N files into a fresh history.
+
+Sides, interleaved in fresh processes (bench/harness.py):
+  ingest  `stetho ingest SPOOL --db DB --out RUNS -q` (history, ledger, run folder, reports)
+  floor   reading and JSON-parsing every spool file once, in one process
+
+Goal (issue 31): 10,240 outcomes in <= 60 s and <= 2 GiB peak RSS on this 2-core machine.
+
+    python bench/ingest.py [--nodes 10240] [--runs 3] [--smoke]
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import harness
+from bench.replay import tree_rss
+
+FLOOR = ("import json, pathlib, sys\n"
+         "for p in sorted(pathlib.Path(sys.argv[1]).glob('*/*.json')):\n"
+         "    json.loads(p.read_bytes().partition(b'\\n')[0])\n")
+GOAL_S = 60.0
+GOAL_RSS = 2 * 2**30
+RUN = "20260101T000000Z-bench1"
+
+
+def seed_outcomes() -> list[dict[str, Any]]:
+    """The 16 seeds' outcomes as JSON, evidence unpacked (cloning renames it)."""
+    from bench.replay_scale import seeds
+    from stetho import check
+    from stetho.evidence.bundle import Bundle
+    from stetho.fleet.outcome import Outcome
+
+    bundles = tuple(Bundle.from_json(d, source="seed") for d in seeds())
+    run = check.run(check.CheckRequest(command="check", bundles=bundles, fleet=False))
+    out = []
+    for b in bundles:
+        o = Outcome.of([r for r in run.results if r.node == b.node], b,
+                       run.summaries.get(b.node))
+        doc = o.to_json()
+        doc["evidence_gz"] = None
+        doc["evidence"] = b.to_json()
+        out.append(doc)
+    return out
+
+
+def clone(seed: dict[str, Any], node: str) -> dict[str, Any]:
+    doc = dict(seed, node=node)
+    doc["results"] = dict(seed["results"], results=[dict(r, node=node)
+                                                    for r in seed["results"]["results"]])
+    evidence = dict(seed["evidence"], node=node)
+    doc["evidence_gz"] = base64.b64encode(gzip.compress(
+        json.dumps(evidence, separators=(",", ":")).encode(), 6)).decode("ascii")
+    del doc["evidence"]
+    if seed.get("summary"):
+        doc["summary"] = dict(seed["summary"], node=node)
+    return doc
+
+
+def pristine(n: int) -> Path:
+    """The spool of `n` outcomes (built once; a finished build leaves a marker)."""
+    from stetho import spool
+    from stetho.fleet import outcome as outcome_mod
+
+    where = Path(tempfile.gettempdir()) / "stetho-bench-ingest" / str(n)
+    if (where / ".built").exists():
+        return where / "spool"
+    shutil.rmtree(where, ignore_errors=True)
+    seeds = seed_outcomes()
+    t0 = time.perf_counter()
+    for i in range(n):
+        node = f"gpu{i + 1:05d}"
+        out = outcome_mod.from_json(clone(seeds[i % len(seeds)], node), node)
+        spool.write(where / "spool", out, run_id=RUN, kind="nightly", when=time.time())
+    (where / ".built").write_text(f"{time.perf_counter() - t0:.1f} s\n")
+    return where / "spool"
+
+
+class Fresh(harness.Side):
+    """A side that gets a fresh hard-linked copy of the pristine spool and a fresh history
+    before each timed run (untimed), and samples the peak RSS of its process tree."""
+
+    def __init__(self, argv: list[str], src: Path, work: Path) -> None:
+        super().__init__(argv)
+        self.src, self.work = src, work
+        self.rss: list[int] = []
+
+    def __call__(self) -> float:
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True)
+        subprocess.run(["cp", "-al", str(self.src), str(self.work / "spool")], check=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(self.argv), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        peak = 0
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, tree_rss(proc.pid))
+                time.sleep(0.05)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        out, _ = proc.communicate()
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        done.set()
+        sampler.join()
+        self.rss.append(peak)
+        self.codes.add(proc.returncode)
+        self.last_output = out
+        return wall
+
+
+def main() -> None:
+    ap = harness.parser(__doc__, runs=3)
+    ap.add_argument("--nodes", type=int, default=10240)
+    args = ap.parse_args()
+    n, runs = (16, 1) if args.smoke else (args.nodes, args.runs)
+    src = pristine(n)
+    work = Path(tempfile.gettempdir()) / "stetho-bench-ingest" / f"{n}-work"
+    harness.header(f"ingest of {n} node outcomes from the spool ({RUN})")
+    spool_mb = sum(p.stat().st_size for p in src.glob("*/*.json")) / 2**20
+    print(f"spool: {n} files, {spool_mb:.0f} MiB")
+    ingest = Fresh([sys.executable, "-m", "stetho", "ingest", str(work / "spool"), "--db",
+                    str(work / "h.db"), "--out", str(work / "runs"), "-q"], src, work)
+    floor = Fresh([sys.executable, "-c", FLOOR, str(work / "spool")], src, work)
+    times = harness.interleave({"ingest": ingest, "floor": floor}, runs, warm=False)
+    print(harness.line("ingest", times["ingest"], ingest.cpu))
+    print(harness.line("floor", times["floor"], floor.cpu))
+    print(f"peak RSS (tree): ingest median {statistics.median(ingest.rss) / 2**20:.0f} MiB, "
+          f"floor {statistics.median(floor.rss) / 2**20:.0f} MiB")
+    last = ingest.last_output.strip().splitlines()
+    print(f"ingest exit codes {sorted(ingest.codes)}; last line: {last[-1] if last else ''}")
+    ratio = statistics.median(times["ingest"]) / statistics.median(times["floor"])
+    print(f"ratio: ingest is {ratio:.2f}x the floor (reading and JSON-parsing every file; "
+          "the issue sets no ratio, only the absolute goals below)")
+    harness.absolute("ingest", times["ingest"], GOAL_S)
+    rss = statistics.median(ingest.rss)
+    print(f"goal: ingest peak RSS {rss / 2**20:.0f} MiB (goal <= {GOAL_RSS / 2**20:.0f} MiB): "
+          f"{'met' if rss <= GOAL_RSS else 'NOT MET'}")
+    if not args.smoke:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""bench/ingest.py in its smoke mode: it builds a spool of 16 node outcomes, ingests it in a
+fresh process against the parse-every-file floor, and prints its figures and goals. No time
+is asserted: the figures of a smoke run mean nothing."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def test_the_ingest_bench_runs_in_its_smoke_mode() -> None:
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "ingest.py"), "--smoke"],
+                       capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ingest of 16 node outcomes from the spool" in r.stdout
+    assert re.search(r"spool: 16 files, \d+ MiB", r.stdout)
+    assert re.search(r"^ingest: median \d+(\.\d)? m?s .*CPU median", r.stdout, re.M), r.stdout
+    assert re.search(r"^floor: median \d+(\.\d)? m?s", r.stdout, re.M)
+    assert re.search(r"peak RSS \(tree\): ingest median \d+ MiB", r.stdout)
+    # the 16 seeds carry 4 faults: the ingest took every file and its exit code says a fail
+    assert "ingest exit codes [1]; last line: ingested 16 spool files in 1 run" in r.stdout
+    assert re.search(r"goal: ingest median .* \(goal <= 60\.0 s\): (met|NOT MET)", r.stdout)
+    assert re.search(r"goal: ingest peak RSS \d+ MiB \(goal <= 2048 MiB\): (met|NOT MET)",
+                     r.stdout)
