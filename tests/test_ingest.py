@@ -363,3 +363,37 @@ def test_ingest_without_a_spool_is_a_usage_error(tmp_path: Path) -> None:
     assert r.returncode == 2
     missing = _stetho("ingest", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "no such folder" in missing.stderr
+
+
+def test_a_new_file_under_an_ingested_run_id_is_refused_not_recorded(
+        template: dict[str, Any], tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    (first,) = _write(spool, template, ["n01"])
+    assert _ingest(spool, tmp_path).returncode == 0
+    out = outcome_for(template, "n01")
+    spool_mod.write(spool, outcome_mod.Outcome("n01", 1, out.results[:3], "", None),
+                    run_id=first.stem, kind="check", when=time.time())  # same run id, new body
+    r = _ingest(spool, tmp_path)
+    assert r.returncode == 0 and "nothing to ingest" in r.stdout, r.stdout
+    assert _rows(tmp_path / "h.db") == {"n01": 1}
+    why = (spool / "n01" / "bad" / f"{first.name}.why").read_text()
+    assert "already ingested for n01 with other content" in why
+
+
+def test_a_rerun_after_a_kill_does_not_call_recorded_expected_nodes_missing(
+        template: dict[str, Any], tmp_path: Path) -> None:
+    """What a Slurm sweep's ingest does (--expect, --run), killed after its commit: the rerun
+    moves the recorded files and records no "no outcome" error for their nodes."""
+    nodes = ["n01", "n02", "n03"]
+    spool = tmp_path / "spool"
+    _write(spool, template, nodes, run="k")
+    args = ["ingest", str(spool), "--db", str(tmp_path / "h.db"), "--out",
+            str(tmp_path / "runs"), "-q", "--expect", "n[01-03]", "--run",
+            "20260101T000000Z-k"]
+    killed = subprocess.run([sys.executable, "-c", KILL, "moving", "1", *args],
+                            capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    r = _stetho(*args)
+    assert r.returncode == 0 and "nothing to ingest" in r.stdout, r.stdout + r.stderr
+    assert _rows(tmp_path / "h.db") == {n: 1 for n in nodes}
+    assert all(x.status != "error" for n in nodes for x in _latest(tmp_path / "h.db", n))

@@ -57,6 +57,8 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
     cfg = settings(db=db, kb_repo=kb_repo, result_spool=spool)
     if cfg.result_spool is None:
         raise ConfigError("no result spool: give SPOOL or set STETHO_RESULT_SPOOL")
+    if not Path(cfg.result_spool).is_dir():
+        raise ConfigError(f"result spool {cfg.result_spool}: no such folder")
     if run_filter is not None:
         check_run_id(run_filter)
     secret = keys.read_key(cfg.spool_secret, "spool secret (STETHO_SPOOL_SECRET)") \
@@ -81,10 +83,10 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
                     result = ingest_mod.ingest(opts)
                     progress.close()
                     settled += result.settled
+                    opts.expect = None  # only the first batch answers for the expected nodes
                     if not result.hosts:  # only files an earlier ingest had recorded
                         continue
                     batches += 1
-                    opts.expect = None  # only the first batch answers for the expected nodes
                     every += result.results
                     problems += result.output_problems
                     files += len(result.taken) + len(result.refused)

@@ -73,7 +73,7 @@ class _Batch:
     files: dict[str, SpoolFile] = field(default_factory=dict)  # node -> its file this batch
     digests: dict[str, str] = field(default_factory=dict)  # node -> file digest
     bad: dict[str, str] = field(default_factory=dict)  # node -> why its file is refused
-    settled: int = 0  # files moved because the ledger already held their key
+    settled: set[str] = field(default_factory=set)  # nodes whose file the ledger held
     kinds: set[str] = field(default_factory=set)  # what ran on the nodes (files' kinds)
 
 
@@ -115,10 +115,14 @@ def _ingest(opts: IngestOptions, run_id: str) -> IngestResult:
             batch.files.setdefault(f.node, f)
     expect = [n for n in expect if n not in opts.decided]
     _settle_known(opts, batch)
+    # an expected node whose file an earlier ingest recorded (then died) has reported
+    reported = batch.settled | _recorded_runs(opts, [n for n in expect
+                                                     if n not in batch.files])
+    expect = [n for n in expect if n not in reported]
     started = datetime.now(timezone.utc)
     run_dir = opts.out / run_id
     if not batch.files and not expect and not opts.decided:
-        return IngestResult(run_dir, [], {}, settled=batch.settled)
+        return IngestResult(run_dir, [], {}, settled=len(batch.settled))
     (run_dir / "hosts").mkdir(parents=True)
     names = sorted(set(batch.files) | set(expect))
     hosts = {n: HostState(n) for n in names}
@@ -152,7 +156,7 @@ def _ingest(opts: IngestOptions, run_id: str) -> IngestResult:
                         taken=sorted(n for n in batch.files if n not in batch.bad),
                         refused=dict(sorted(batch.bad.items())),
                         missing=sorted(n for n in expect if n not in batch.files),
-                        settled=batch.settled)
+                        settled=len(batch.settled))
 
 
 def _take(opts: IngestOptions, batch: _Batch, f: SpoolFile, st: HostState, run_dir: Path,
@@ -213,11 +217,35 @@ def _settle_known(opts: IngestOptions, batch: _Batch) -> None:
 
     with History(opts.db) as h:
         seen = ledger.known(h.conn, ((n, f.run_id) for n, f in batch.files.items()))
-    for (node, _key), verdict in seen.items():
+    from stetho import config
+    from stetho.spool.reader import digest_of, read_bytes
+
+    cap = opts.max_bytes if opts.max_bytes is not None else int(
+        config.active().max_bundle_mb * 2**20)
+    for (node, _key), (verdict, digest) in seen.items():
         f = batch.files.pop(node)
-        batch.settled += 1
-        _move(f, BAD if verdict == "bad" else DONE,
-              "already recorded by an earlier ingest" if verdict == "bad" else None)
+        batch.settled.add(node)
+        try:
+            same = digest_of(read_bytes(f, cap)) == digest
+        except SpoolError:
+            same = verdict == "bad"  # unreadable then, unreadable now: the same refusal
+        if not same:  # a new file under a recorded name: never recorded, never silent
+            _move(f, BAD, f"spool file {f.path.name}: its run id was already ingested for "
+                  f"{node} with other content ({digest}); give each run its own id")
+        else:
+            _move(f, BAD if verdict == "bad" else DONE,
+                  "already recorded by an earlier ingest" if verdict == "bad" else None)
+
+
+def _recorded_runs(opts: IngestOptions, nodes: list[str]) -> set[str]:
+    """Those of `nodes` the ledger holds run `opts.run` of (their file already moved)."""
+    if opts.db is None or opts.run is None or not nodes:
+        return set()
+    from stetho.history import ledger
+    from stetho.history.store import History
+
+    with History(opts.db) as h:
+        return {n for n, _k in ledger.known(h.conn, ((n, opts.run) for n in nodes))}
 
 
 def _move_recorded(opts: IngestOptions, batch: _Batch) -> None:

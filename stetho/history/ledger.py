@@ -40,18 +40,18 @@ def add(conn: sqlite3.Connection, rows: Sequence[Row], run: str, when: float) ->
                      [(r.node, r.key, r.digest, run, r.verdict, when) for r in rows])
 
 
-def known(conn: sqlite3.Connection, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str],
-                                                                            str]:
-    """(node, key) -> verdict for those of `keys` the ledger holds."""
+def known(conn: sqlite3.Connection, keys: Iterable[tuple[str, str]]
+          ) -> dict[tuple[str, str], tuple[str, str]]:
+    """(node, key) -> (verdict, digest) for those of `keys` the ledger holds."""
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'spool_ledger'").fetchone():
         return {}
     wanted = list(dict.fromkeys(keys))
-    out: dict[tuple[str, str], str] = {}
+    out: dict[tuple[str, str], tuple[str, str]] = {}
     for i in range(0, len(wanted), 400):
         chunk = wanted[i:i + 400]
         where = " OR ".join(["(node = ? AND key = ?)"] * len(chunk))
-        for node, key, verdict in conn.execute(
-                f"SELECT node, key, verdict FROM spool_ledger WHERE {where}",
+        for node, key, verdict, digest in conn.execute(
+                f"SELECT node, key, verdict, digest FROM spool_ledger WHERE {where}",
                 [v for pair in chunk for v in pair]):
-            out[(node, key)] = verdict
+            out[(node, key)] = (verdict, digest)
     return out
