@@ -15,6 +15,14 @@
 # the node around the budget (the refusal is in the ledger: `stetho breaker status`). The
 # verdict goes to STETHO_RESULT_SPOOL (a folder shared with the controller) for `stetho
 # history ingest`; a failing prolog's reason is on stderr, in slurmd's log.
+#
+# `stetho sweep --via slurm` runs the full check in its own job (comment stetho-sweep:<run>,
+# submitted by a uid in STETHO_SWEEP_UIDS, default 0): that job's prolog lets it through, since
+# the check inside it judges the node and a blocking prolog would end the sweep's step on
+# every node, not on this one.
+case " ${STETHO_SWEEP_UIDS:-0} " in
+    *" ${SLURM_JOB_UID:-none} "*) case "${SLURM_JOB_COMMENT:-}" in stetho-sweep:*) exit 0;; esac;;
+esac
 STETHO=${STETHO:-/opt/stetho/current/bin/stetho}
 POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
 from stetho.cli.common import Progress, db_option, settings, terminal_width, unwritten
+from stetho.cli.sweep_slurm import (
+    not_checked_lines,
+    refuse_ansible_options,
+    refuse_slurm_options,
+    slurm_options,
+    slurm_run,
+)
 
 
 @click.command()
@@ -45,11 +55,13 @@ from stetho.cli.common import Progress, db_option, settings, terminal_width, unw
               "together under one leaf are also shown as one switch incident.")
 @click.option("--quiet", "-q", is_flag=True,
               help="The summary line instead of the table; no progress on stderr.")
+@slurm_options
 def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int | None,
           bench_suite: str | None, out: str, problems_only: bool, db: str | None,
           no_history: bool, kb_repo: str | None, textfile: Path | None, quiet: bool,
-          topology_spec: str | None) -> None:
-    """Run `stetho check --local` on every inventory host through Ansible.
+          topology_spec: str | None, via: str, **slurm: Any) -> None:
+    """Run `stetho check --local` on every inventory host through Ansible (or, with
+    `--via slurm`, on the idle nodes of a Slurm partition through srun).
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
     and results, a summary and the run page (index.html); shows the failing nodes first.
@@ -67,16 +79,26 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
     topo = load_topology(topology_spec, slurm_topology_text)  # a bad file: before the sweep
     progress = Progress(quiet=quiet)
     stop = _StopOnSignal()
-    opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
-                                  out=Path(out), limit=limit, forks=forks,
-                                  timeout_s=timeout_s, progress=progress.update,
-                                  steps=progress.step, cancel=stop.requested,
-                                  db=None if no_history else cfg.db, bench=bench_suite,
-                                  kb_repo=cfg.kb_repo, textfile=_textfile(
-                                      textfile or cfg.textfile_dir))
+    target = _textfile(textfile or cfg.textfile_dir)
+    run: Callable[[], sweep_mod.SweepResult]
+    if via == "slurm":
+        refuse_ansible_options(inventory=inventory, limit=limit, bench=bench_suite,
+                               forks=forks != 50)
+        run = slurm_run(cfg, slurm, out=Path(out), timeout_s=timeout_s,
+                        db=None if no_history else cfg.db, textfile=target,
+                        progress=progress, cancel=stop.requested)
+    else:
+        refuse_slurm_options(slurm)
+        opts = sweep_mod.SweepOptions(inventory=Path(inventory) if inventory else None,
+                                      out=Path(out), limit=limit, forks=forks,
+                                      timeout_s=timeout_s, progress=progress.update,
+                                      steps=progress.step, cancel=stop.requested,
+                                      db=None if no_history else cfg.db, bench=bench_suite,
+                                      kb_repo=cfg.kb_repo, textfile=target)
+        run = partial(sweep_mod.sweep, opts)
     try:
         with stop:
-            result = sweep_mod.sweep(opts)
+            result = run()
     except Interrupted as exc:
         progress.close()
         name = signal.Signals(stop.signum or signal.SIGINT).name
@@ -105,7 +127,10 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
         for incident in switch_incidents(topo, checks, result.hosts):
             click.echo(incident.line(checks))
     busy = sorted(h for h, st in result.hosts.items() if st.busy and not st.busy.idle)
-    if busy:
+    if via == "slurm":
+        for line in not_checked_lines(result.results):
+            click.echo(line)
+    elif busy:
         click.echo(f"{len(busy)} of {len(result.hosts)} nodes busy: nothing invasive ran there "
                    f"({', '.join(busy[:8])}{' ...' if len(busy) > 8 else ''})")
     if result.suite is not None:
