@@ -60,8 +60,10 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
           bench_suite: str | None, out: str, problems_only: bool, db: str | None,
           no_history: bool, kb_repo: str | None, textfile: Path | None, quiet: bool,
           topology_spec: str | None, via: str, **slurm: Any) -> None:
-    """Run `stetho check --local` on every inventory host through Ansible (or, with
-    `--via slurm`, on the idle nodes of a Slurm partition through srun).
+    """Run `stetho check --local` on every node, through Ansible or Slurm.
+
+    Every inventory host through Ansible, or with `--via slurm` the idle nodes of a Slurm
+    partition (or a maintenance reservation) through one srun.
 
     Writes a run folder with each host's evidence, results and JUnit, the merged fleet JUnit
     and results, a summary and the run page (index.html); shows the failing nodes first.

@@ -12,8 +12,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "one), or replay saved evidence."),
     "collect": ("stetho.cli.check:collect", "Collect this node's evidence into a bundle, "
                 "without checking it."),
-    "sweep": ("stetho.cli.sweep:sweep", "Run `stetho check --local` on every inventory host "
-              "through Ansible."),
+    "sweep": ("stetho.cli.sweep:sweep", "Run `stetho check --local` on every node, through "
+              "Ansible or Slurm."),
     "ingest": ("stetho.cli.ingest:ingest", "Take the outcomes nodes left in a spool into the "
                "history, once, judged as a sweep."),
     "spool": ("stetho.cli.ingest:spool", "The result spool's keys (`stetho spool key NODE`)."),
