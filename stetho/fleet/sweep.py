@@ -10,7 +10,8 @@ Run folder: runs/<UTC time>-<id>/
   results.json  junit.xml  summary.json  summary.txt    the whole fleet (stetho.fleet.run_folder)
   index.html  reports/                                  the run page, the diagnosis reports
   ansible/                                              ansible-runner's artifacts (events)
-  meta.json                                             what was run, on what, by whom
+  meta.json                                             what was run, on what, by whom,
+                                                        each playbook step's share of the time
 """
 
 from __future__ import annotations
@@ -168,6 +169,11 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         _judge_windows(run_dir, hosts, opts.db)
     results: list[Result] = []
     problems: list[str] = []
+    meta["ansible"] = run.steps.as_dict()  # each playbook step's share of the sweep
+    try:
+        _write_json(run_dir / "meta.json", meta)
+    except OSError as exc:
+        problems.append(cannot_write(exc, run_dir / "meta.json"))
     for name in sorted(hosts):
         st = hosts[name]
         if not st.done:

@@ -258,12 +258,11 @@ def repack(dist: metadata.Distribution, out: Path) -> Path:
 
 
 def extra_vars(house: Wheelhouse) -> dict[str, object]:
-    """The extra vars playbooks/stetho-check.yml needs to install this wheelhouse."""
-    from stetho.core.resources import shipped
-
+    """The extra vars playbooks/stetho-check.yml needs to install this wheelhouse: one
+    archive, the only transfer a node gets (the gate policies travel in the stetho wheel,
+    `stetho/_bundled/gates`, and the playbook puts them in place from the installed venv)."""
     return {"stetho_version_id": house.version_id, "stetho_wheels": str(house.tarball),
-            "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip,
-            "stetho_gates_src": str(shipped("gates"))}
+            "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip}
 
 
 if __name__ == "__main__":  # python -m stetho.fleet.wheels: extra vars for ansible-playbook
