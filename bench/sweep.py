@@ -77,7 +77,9 @@ def inventory(tmp: Path, server: sshd_mod.Sshd, n: int) -> Path:
             "ansible_python_interpreter": "/usr/bin/python3",
             "stetho_profile": "h100-sxm-8gpu", "stetho_sysroot": str(node / "sysroot"),
             "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-            "stetho_venv": str(tmp / "venvs" / name), "stetho_python": "/usr/bin/python3"}
+            "stetho_venv": str(tmp / "venvs" / name), "stetho_python": "/usr/bin/python3",
+            # named: a checkout before issue 32 (--before) defaults to the controller's /etc
+            "stetho_etc": str(tmp / "etc" / name)}
     path = tmp / "inventory.yml"
     path.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
     return path
