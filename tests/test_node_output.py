@@ -76,6 +76,7 @@ def _fake_node(home: Path, host: str, text: str, rc: int) -> None:
     (bin_ / "python").symlink_to(sys.executable)
     (bin_ / "stetho").write_text(f"#!/bin/sh\ncat '{home}/out-{host}.txt'\nexit {rc}\n")
     (bin_ / "stetho").chmod(0o755)
+    (home / ".installed").touch()  # what the playbook's install leaves: this version is here
 
 
 @pytest.fixture(scope="module")

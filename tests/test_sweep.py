@@ -46,6 +46,7 @@ def cluster(sshd, tmp_path_factory):
     hosts = {f"node{i:02d}": _sim_host(sshd, root, f"node{i:02d}", faults.get(f"node{i:02d}", []))
              for i in range(1, 11)}
     hosts["node09"]["ansible_port"] = sshd_mod.free_port()  # nothing listens: unreachable
+    del hosts["node01"]["stetho_etc"]  # its policies where the Slurm hooks look by default
     hosts["node10"]["stetho_deadline"] = 6  # seconds its probes may take, then it reports
     inventory = root / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu": {"hosts": hosts}}}}))
@@ -136,11 +137,34 @@ def test_merged_junit_has_a_suite_per_node(full_sweep):
     assert (run_dir / "ansible" / "artifacts" / "sweep" / "job_events").is_dir()
 
 
+def _policies(inventory: Path, node: str) -> Path:
+    """Where the sweep puts a host's gate policies: <stetho_etc>/gates, by default
+    <stetho_venv>/etc/gates (never the controller's /etc on this loopback test bed)."""
+    host = yaml.safe_load(inventory.read_text())["all"]["children"]["gpu"]["hosts"][node]
+    return Path(host.get("stetho_etc") or Path(host["stetho_venv"]) / "etc") / "gates"
+
+
 def test_healthy_limit_exit_0_and_install_skipped(full_sweep, cluster):
+    """The usual night: the version's venv is there, so each host runs one task, the check
+    (one SSH session: no copy, no install, no policy task), and the steps' shares are in
+    meta.json. A site's edit to a policy stays; a policy that went missing comes back."""
     root, inventory = cluster
+    pol = _policies(inventory, "node01")
+    edited = (pol / "pre-job.yml").read_text() + "# site edit\n"
+    (pol / "pre-job.yml").write_text(edited)
+    (pol / "nightly.yml").unlink()
+    (pol / ".stetho-version").unlink()
     proc = _sweep(inventory, root / "runs-healthy", "--limit", "node[01-05]")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = sorted((root / "runs-healthy").glob("2*"))[-1]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    ran = {s["task"]: s["hosts"] for s in meta["ansible"]["steps"] if s["hosts"]}
+    assert ran == {"stetho check": 5}
+    assert abs(sum(s["share"] for s in meta["ansible"]["steps"]) - 1) < 0.01
+    assert (pol / "pre-job.yml").read_text() == edited
+    assert (pol / "nightly.yml").is_file()
+    assert (pol / ".stetho-version").read_text().strip() == meta["version_id"]
+    assert not (Path("/etc/stetho/gates") / ".stetho-version").exists()
     events = (run_dir / "ansible" / "artifacts" / "sweep" / "stdout").read_text()
     assert "install the wheels" not in events or "skipping" in events
     stats = json.loads((run_dir / "summary.json").read_text())["ansible"]["stats"]
@@ -332,7 +356,19 @@ def test_the_node_install_runs_gate_local_over_ssh(full_sweep, cluster, sshd, no
     assert (root / f"{node}-node.db").is_file()  # the history was recorded on the node
     # the paths contrib/slurm's hooks use: <venv root>/current, <etc>/gates/pre-job.yml
     assert (Path(host["stetho_venv"]) / "current").resolve() == venv.resolve()
-    assert (root / "etc" / node / "gates" / "pre-job.yml").is_file()
+    assert (_policies(inventory, node) / "pre-job.yml").is_file()
+    if "stetho_etc" not in host:  # the hooks' own defaults, from STETHO_ROOT alone, find them
+        for hook in ("prolog.sh", "healthcheck.sh"):
+            lines = [ln for ln in (Path(__file__).resolve().parent.parent / "contrib" / "slurm"
+                                   / hook).read_text().splitlines()
+                     if ln.startswith(("STETHO=", "POLICY="))]
+            env = {"STETHO_ROOT": host["stetho_venv"], "PATH": os.environ["PATH"]}
+            got = subprocess.run(["/bin/sh", "-c", "\n".join([*lines, 'echo "$STETHO"',
+                                                              'echo "$POLICY"'])],
+                                 env=env, capture_output=True, text=True, check=True)
+            stetho, policy = got.stdout.split()
+            assert Path(stetho).resolve() == (venv / "bin" / "stetho").resolve(), hook
+            assert Path(policy) == _policies(inventory, node) / "pre-job.yml", hook
     no_ansible = _ssh(sshd, shlex.join([str(venv / "bin" / "python"), "-c", "import ansible"]))
     assert no_ansible.returncode != 0 and "ModuleNotFoundError" in no_ansible.stderr
 

@@ -46,3 +46,32 @@ def test_untracked_files_neither_change_the_version_nor_travel(tmp_path: Path) -
     assert Path("playbooks/fetched/evidence.json") not in wheels._source_files(root)
     (root / "stetho" / "a.py").write_text("A = 2\n")  # a tracked edit is a new version
     assert wheels._tree_hash(root) != before
+
+
+def test_the_memo_skips_rereading_an_unchanged_tree_and_sees_every_edit(tmp_path: Path
+                                                                         ) -> None:
+    """The memo keyed by each file's size, mtime and ctime gives the content hash without
+    reading the files; any edit, even one that keeps size and mtime, is a new version."""
+    import os
+
+    root = tmp_path / "src"
+    (root / "stetho").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname='x'\n")
+    (root / "stetho" / "a.py").write_text("A = 1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    memo = tmp_path / "memo"
+    plain = wheels._tree_hash(root)
+    assert wheels._tree_hash(root, memo) == plain  # computed, then kept
+    assert len(list(memo.iterdir())) == 1
+    assert wheels._tree_hash(root, memo) == plain  # from the memo
+    st = (root / "stetho" / "a.py").stat()
+    (root / "stetho" / "a.py").write_text("A = 2\n")  # same size, mtime put back
+    os.utime(root / "stetho" / "a.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert wheels._tree_hash(root, memo) == wheels._tree_hash(root) != plain
+
+
+def test_the_dependency_pins_from_the_memo_equal_the_metadata(tmp_path: Path) -> None:
+    pins = [f"{d.metadata['Name']}=={d.version}" for d in wheels._closure(wheels.node_requires())]
+    assert wheels._closure_pins(tmp_path) == pins  # computed, then kept
+    assert wheels._closure_pins(tmp_path) == pins == wheels._closure_pins()

@@ -13,8 +13,11 @@
 # (STETHO_HEALTH_TIMEOUT, default 50 s). Both drains ask the drain budget, a ledger every node
 # shares (STETHO_DRAIN_LEDGER, on a filesystem with POSIX locks): a broken check pushed
 # everywhere drains at most max(2, 10%) of the cluster per hour.
-STETHO=${STETHO:-/opt/stetho/current/bin/stetho}
-POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
+# Where `stetho sweep` installed it: the host's stetho_venv (default /opt/stetho), whose
+# current/ is the swept version and etc/gates/ the policies (or <stetho_etc>/gates).
+STETHO_ROOT=${STETHO_ROOT:-/opt/stetho}
+STETHO=${STETHO:-$STETHO_ROOT/current/bin/stetho}
+POLICY=${STETHO_POLICY:-$STETHO_ROOT/etc/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}
 export STETHO_PROBE_TIMEOUT=${STETHO_PROBE_TIMEOUT:-20}
 exec "$STETHO" gate --local --slurm health-check --policy "$POLICY" \

@@ -23,8 +23,11 @@
 case " ${STETHO_SWEEP_UIDS:-0} " in
     *" ${SLURM_JOB_UID:-none} "*) case "${SLURM_JOB_COMMENT:-}" in stetho-sweep:*) exit 0;; esac;;
 esac
-STETHO=${STETHO:-/opt/stetho/current/bin/stetho}
-POLICY=${STETHO_POLICY:-/etc/stetho/gates/pre-job.yml}
+# Where `stetho sweep` installed it: the host's stetho_venv (default /opt/stetho), whose
+# current/ is the swept version and etc/gates/ the policies (or <stetho_etc>/gates).
+STETHO_ROOT=${STETHO_ROOT:-/opt/stetho}
+STETHO=${STETHO:-$STETHO_ROOT/current/bin/stetho}
+POLICY=${STETHO_POLICY:-$STETHO_ROOT/etc/gates/pre-job.yml}
 export STETHO_PROFILE=${STETHO_PROFILE:-h100-sxm-8gpu}
 export STETHO_PROBE_TIMEOUT=${STETHO_PROBE_TIMEOUT:-20}
 exec "$STETHO" gate --local --slurm prolog --policy "$POLICY" \

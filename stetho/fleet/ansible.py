@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stetho.fleet.steps import Steps, of_events
+
 #: Ansible settings that matter for speed and hygiene (see shared TESTBED.md): pipelining is
 #: the big lever, ControlPersist reuses connections, and nothing is written to ~/.ansible or
 #: ~/.ssh/known_hosts.
@@ -63,6 +65,7 @@ class PlaybookRun:
     stats: dict[str, Any]
     events: list[HostEvent]
     artifacts: Path
+    steps: Steps = Steps(0.0, ())  # each task's share of the playbook's time
 
     def host_events(self, host: str) -> list[HostEvent]:
         return [e for e in self.events if e.host == host]
@@ -71,6 +74,7 @@ class PlaybookRun:
 _KINDS = {"runner_on_ok": "ok", "runner_on_failed": "failed",
           "runner_on_unreachable": "unreachable", "runner_on_skipped": "skipped",
           "runner_item_on_ok": "ok", "runner_item_on_failed": "failed"}
+_TIMING = ("task", "host", "start", "end")
 
 
 def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ident: str,
@@ -96,10 +100,13 @@ def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ide
 
     private_data_dir.mkdir(parents=True, exist_ok=True)
     events: list[HostEvent] = []
+    timings: list[dict[str, Any]] = []
 
     def handler(event: dict[str, Any]) -> bool:
         kind = _KINDS.get(str(event.get("event")))
         data = event.get("event_data") or {}
+        timings.append({"event": event.get("event"), "created": event.get("created"),
+                        "event_data": {k: data.get(k) for k in _TIMING}})
         if kind is not None and data.get("host"):
             ev = HostEvent(host=str(data["host"]), task=str(data.get("task", "")), kind=kind,
                            result=dict(data.get("res") or {}))
@@ -116,18 +123,25 @@ def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ide
     # ansible-playbook from the running Python's environment, even when that venv is not on
     # PATH (`.venv/bin/stetho sweep`).
     path = str(Path(sys.executable).parent) + os.pathsep + (config.active().path or os.defpath)
+    control_dir = _short_control_dir(ident)
     env = {**FAST_ENV, "PATH": path, "ANSIBLE_HOME": str(private_data_dir / "ansible-home"),
-           "ANSIBLE_SSH_CONTROL_PATH_DIR": _short_control_dir(ident), **(envvars or {})}
-    runner = ansible_runner.run(
-        private_data_dir=str(private_data_dir), ident=ident, playbook=str(playbook.resolve()),
-        inventory=str(inventory.resolve()), limit=",".join(limit) if limit else None,
-        forks=forks, extravars=extravars or {}, envvars=env, quiet=True,
-        suppress_env_files=True, event_handler=handler, timeout=timeout_s,
-        cancel_callback=cancel, settings={"pexpect_timeout": 1},
-    )
+           "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir, **(envvars or {})}
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private_data_dir), ident=ident,
+            playbook=str(playbook.resolve()), inventory=str(inventory.resolve()),
+            limit=",".join(limit) if limit else None, forks=forks, extravars=extravars or {},
+            envvars=env, quiet=True, suppress_env_files=True, event_handler=handler,
+            timeout=timeout_s, cancel_callback=cancel, settings={"pexpect_timeout": 1},
+        )
+    finally:  # the masters it left exit on their own (ControlPersist); their sockets go now
+        import shutil
+
+        shutil.rmtree(control_dir, ignore_errors=True)
     return PlaybookRun(status=str(runner.status), rc=int(runner.rc or 0),
                        stats=dict(runner.stats or {}), events=events,
-                       artifacts=private_data_dir / "artifacts" / ident)
+                       artifacts=private_data_dir / "artifacts" / ident,
+                       steps=of_events(timings))
 
 
 def _tool(name: str) -> str:
@@ -140,12 +154,13 @@ def _tool(name: str) -> str:
 
 
 def _short_control_dir(ident: str) -> str:
-    """ssh control sockets need a short path (sun_path is 108 bytes)."""
+    """A fresh folder for this run's ssh control sockets, with a short path (sun_path is 108
+    bytes). Fresh per run: a folder named after the ident alone let a sweep reuse the master
+    connections the sweep before it left (ControlPersist), so it was not cold, and two sweeps
+    at once shared masters."""
     import tempfile
 
-    d = Path(tempfile.gettempdir()) / f"stetho-cp-{ident[-12:]}"
-    d.mkdir(parents=True, exist_ok=True)
-    return str(d)
+    return tempfile.mkdtemp(prefix=f"stetho-cp-{ident[-8:]}-")
 
 
 def inventory_hosts(inventory: Path, limit: list[str] | None = None) -> dict[str, dict[str, Any]]:

@@ -10,7 +10,8 @@ Run folder: runs/<UTC time>-<id>/
   results.json  junit.xml  summary.json  summary.txt    the whole fleet (stetho.fleet.run_folder)
   index.html  reports/                                  the run page, the diagnosis reports
   ansible/                                              ansible-runner's artifacts (events)
-  meta.json                                             what was run, on what, by whom
+  meta.json                                             what was run, on what, by whom,
+                                                        each playbook step's share of the time
 """
 
 from __future__ import annotations
@@ -146,12 +147,21 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     if run.status == "canceled":
         raise Interrupted(f"ansible-playbook and its processes were killed; what finished "
                           f"hosts sent is in {run_dir / 'hosts'}")
-    return finish(run_dir, hosts, run_id, datetime.fromisoformat(str(meta["started"])), Finish(
+    meta["ansible"] = run.steps.as_dict()  # each playbook step's share of the sweep
+    try:
+        _write_json(run_dir / "meta.json", meta)
+        unwritten = None
+    except OSError as exc:
+        unwritten = cannot_write(exc, run_dir / "meta.json")
+    result = finish(run_dir, hosts, run_id, datetime.fromisoformat(str(meta["started"])), Finish(
         kind="sweep", command=f"sweep {opts.limit or ''}".strip(), title="stetho sweep",
         missing=f"no result from Ansible for this host (playbook {run.status}, rc {run.rc})",
         remediation=sweep_again, db=opts.db, reports=opts.reports, kb_repo=opts.kb_repo,
         textfile=opts.textfile, bench=opts.bench,
         runner={"status": run.status, "rc": run.rc, "stats": run.stats}))
+    if unwritten:
+        result.output_problems.append(unwritten)
+    return result
 
 
 def _apply(st: HostState, ev: HostEvent, run_dir: Path) -> bool:

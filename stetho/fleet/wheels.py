@@ -15,6 +15,7 @@ import base64
 import csv
 import hashlib
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -77,20 +78,21 @@ def build(cache: Path | None = None, progress: Callable[[str], None] | None = No
     dependency wheels", "ready (cached)"): the library never prints, the CLI shows them."""
     say = progress or (lambda _text: None)
     cache = cache or cache_root() / "wheelhouse"
-    deps = _closure(node_requires())
     src = _source_root()
     key = hashlib.sha256()
     key.update(__version__.encode())
     key.update(metadata.version("pip").encode())
-    key.update(_tree_hash(src).encode() if src else _dist_hash("stetho").encode())
-    for d in deps:
-        key.update(f"{d.metadata['Name']}=={d.version}".encode())
+    key.update(_tree_hash(src, cache / ".memo").encode() if src
+               else _dist_hash("stetho").encode())
+    for pin in _closure_pins(cache / ".memo"):
+        key.update(pin.encode())
     version_id = f"{__version__}-{key.hexdigest()[:8]}"
     folder = cache / version_id
     tarball = folder / "wheels.tgz"
     if tarball.is_file():
         say(f"ready (cached, {version_id})")
         return _house(version_id, tarball, sorted(p.name for p in folder.glob("*.whl")))
+    deps = _closure(node_requires())
     tmp = Path(tempfile.mkdtemp(prefix="wheelhouse-", dir=_mkdir(cache)))
     try:
         say(f"building stetho {__version__} wheel"
@@ -156,12 +158,67 @@ def _source_files(root: Path) -> list[Path]:
     return sorted(out)
 
 
-def _tree_hash(root: Path) -> str:
+def _tree_hash(root: Path, memo: Path | None = None) -> str:
+    """sha256 over the source files' names and contents. With `memo`, the contents are read
+    again only when a file's size, mtime or ctime changed (git's index trusts the same): every
+    sweep asks, and reading and hashing ~1,200 files each time cost a second of CPU."""
+    files = _source_files(root)
+    stamp = hashlib.sha256()
+    for rel in files:
+        st = (root / rel).stat()
+        stamp.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
+    return _memo(memo, "tree-" + stamp.hexdigest(), lambda: _content_hash(root, files))
+
+
+def _content_hash(root: Path, files: list[Path]) -> str:
     h = hashlib.sha256()
-    for rel in _source_files(root):
+    for rel in files:
         h.update(str(rel).encode())
         h.update((root / rel).read_bytes())
     return h.hexdigest()
+
+
+def _closure_pins(memo: Path | None = None) -> list[str]:
+    """`Name==version` of every distribution a node installs. With `memo`, read the metadata
+    again only when an installed distribution on sys.path changed (its METADATA's stamp):
+    parsing a hundred METADATA files cost every sweep most of a second."""
+    stamp = hashlib.sha256(sys.version.encode())
+    for entry in sys.path:
+        try:
+            names = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                for meta in ("METADATA", "PKG-INFO"):
+                    try:
+                        st = os.stat(os.path.join(entry or ".", name, meta))
+                    except OSError:
+                        continue
+                    stamp.update(f"{entry}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    text = _memo(memo, "deps-" + stamp.hexdigest(), lambda: "\n".join(
+        f"{d.metadata['Name']}=={d.version}" for d in _closure(node_requires())))
+    return text.split("\n")
+
+
+def _memo(folder: Path | None, name: str, compute: Callable[[], str]) -> str:
+    """compute(), kept in folder/name for the next call with the same stamp."""
+    path = folder / name if folder is not None else None
+    if path is not None:
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError:
+            pass
+    value = compute()
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{name}.{os.getpid()}")
+            tmp.write_text(value, encoding="utf-8")
+            tmp.replace(path)  # atomic: a sweep beside this one reads all or nothing
+        except OSError:
+            pass  # no memo: the next sweep computes it again
+    return value
 
 
 def _dist_hash(name: str) -> str:
@@ -258,12 +315,11 @@ def repack(dist: metadata.Distribution, out: Path) -> Path:
 
 
 def extra_vars(house: Wheelhouse) -> dict[str, object]:
-    """The extra vars playbooks/stetho-check.yml needs to install this wheelhouse."""
-    from stetho.core.resources import shipped
-
+    """The extra vars playbooks/stetho-check.yml needs to install this wheelhouse: one
+    archive, the only transfer a node gets (the gate policies travel in the stetho wheel,
+    `stetho/_bundled/gates`, and the playbook puts them in place from the installed venv)."""
     return {"stetho_version_id": house.version_id, "stetho_wheels": str(house.tarball),
-            "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip,
-            "stetho_gates_src": str(shipped("gates"))}
+            "stetho_wheel_files": list(house.wheels), "stetho_pip_wheel": house.pip}
 
 
 if __name__ == "__main__":  # python -m stetho.fleet.wheels: extra vars for ansible-playbook
