@@ -142,3 +142,18 @@ def test_a_small_ber_and_its_threshold_read_right_in_every_renderer():
     assert measured(r) == "4e-05 BER vs < 1e-07 BER"
     assert fmt(4e-05, "BER") == "4e-05 BER" and fmt("worst 4e-05", None) == "worst 4e-05"
 
+
+
+def test_junit_a_failure_or_error_without_any_text_still_fails_in_ci():
+    """junit-xml dropped a failure element with no message and no detail, so CI showed a
+    failing result as passed: every fail and error is its element, counted."""
+    doc = ET.fromstring(junit.render([Result("n1", "gpu_count", "", "fail", ""),
+                                      Result("n1", "gpu_ecc", "", "error", ""),
+                                      Result("n1", "gpu_xid", "", "pass", "")]).encode())
+    suite = doc.find("testsuite")
+    assert suite is not None and (suite.get("failures"), suite.get("errors")) == ("1", "1")
+    assert doc.get("failures") == "1" and doc.get("errors") == "1"
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["gpu_count[n1]"].find("failure") is not None
+    assert cases["gpu_ecc[n1]"].find("error") is not None
+    assert cases["gpu_xid[n1]"].find("failure") is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +50,12 @@ class ProbeRecord:
         return " ".join(self.argv) if self.argv else self.name
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["argv"] = list(self.argv)
-        return d
+        # by hand, not dataclasses.asdict (which deep-copies every value: most of writing a
+        # fleet's evidence files went there); the same keys, in field order
+        return {"name": self.name, "kind": self.kind, "status": self.status,
+                "argv": list(self.argv), "rc": self.rc, "stdout": self.stdout,
+                "stderr": self.stderr, "duration_s": self.duration_s, "binary": self.binary,
+                "files": dict(self.files), "errors": dict(self.errors), "reason": self.reason}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProbeRecord:
@@ -143,7 +146,13 @@ class Bundle:
     def save(self, path: Path) -> None:
         """Write atomically: a crash mid-write never leaves half a bundle behind."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write(path, json.dumps(self.to_json(), indent=1))
+        # one probe a line, compact inside: `indent` sends json to its pure-Python encoder
+        doc = self.to_json()
+        probes = doc.pop("probes")
+        enc = json.JSONEncoder(separators=(",", ":")).encode
+        head = enc(doc)[:-1]
+        body = ",\n".join(f"{enc(k)}:{enc(v)}" for k, v in probes.items())
+        atomic.write(path, f'{head},"probes":{{\n{body}\n}}}}\n')
 
 
 #: Deepest JSON nesting a bundle may have: a real one is 4 deep (bundle, probes, probe,

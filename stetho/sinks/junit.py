@@ -1,4 +1,4 @@
-"""JUnit XML through junit-xml: a testsuite per node, a testcase per check x subject.
+"""JUnit XML: a testsuite per node, a testcase per check x subject (junit-xml's elements).
 
 CI systems show it natively. Properties carry value, expected and threshold; failures carry the
 message and the remediation; errors and skips keep their reasons.
@@ -6,11 +6,10 @@ message and the remediation; errors and skips keep their reasons.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+import re
 from collections.abc import Iterator
 from itertools import groupby
-
-from junit_xml import TestCase, TestSuite, to_xml_report_string
+from xml.sax.saxutils import escape
 
 from stetho.results import Result, format_value
 from stetho.sinks import safe
@@ -30,64 +29,81 @@ def render(results: list[Result]) -> str:
 
 
 def _render(results: list[Result]) -> str:
-    suites = []
-    ordered: list[Result] = []
     by_node = sorted(results, key=lambda r: (r.node, r.check, r.subject))
-    for node, group in groupby(by_node, key=lambda r: r.node):
-        rows = list(group)
-        ordered.extend(rows)
-        suites.append(TestSuite(node, [_case(r) for r in rows],
-                                hostname=node if node != "*" else None))
-    return _with_properties(str(to_xml_report_string(suites, encoding="utf-8")), ordered)
+    suites = [_suite_text(node, list(group))
+              for node, group in groupby(by_node, key=lambda r: r.node)]
+    return (_head(len(results), sum(r.status == "error" for r in results),
+                  sum(r.status == "fail" for r in results),
+                  sum(r.duration_s or 0.0 for r in results))
+            + "".join(suites) + "\n</testsuites>\n")
 
 
 def render_stream(results: Results) -> Iterator[str]:
     """The same document in pieces, one testsuite (node) at a time, read in node order from
     the results' own store: a million results never sit in memory at once."""
     c = results.counts()
-    yield ('<?xml version="1.0" encoding="utf-8"?>\n'
-           f'<testsuites disabled="0" errors="{c["error"]}" failures="{c["fail"]}" '
-           f'tests="{len(results)}" time="{results.total_duration():g}">')
+    yield _head(len(results), c["error"], c["fail"], results.total_duration())
     for node, group in groupby(results.by_node(), key=lambda r: r.node):
         rows = list(group)
         try:
-            text = _suite(node, rows)
+            text = _suite_text(node, rows)
             if not safe.encodable(text):
                 raise ValueError("a lone surrogate")
         except safe.WRITE_ERRORS:
             cleaned = safe.results(rows)
-            text = _suite(cleaned[0].node, cleaned)
+            text = _suite_text(cleaned[0].node, cleaned)
         yield text
-    yield "\n</testsuites>"
+    yield "\n</testsuites>\n"
 
 
-def _suite(node: str, rows: list[Result]) -> str:
-    """One node's testsuite element as text, for the stream."""
-    suite = TestSuite(node, [_case(r) for r in rows], hostname=node if node != "*" else None)
-    root = ET.fromstring(_with_properties(str(to_xml_report_string([suite])), rows))
-    parts = []
-    for element in root:
-        element.tail = "\n"
-        parts.append("\n\t" + ET.tostring(element, encoding="unicode").rstrip("\n"))
-    return "".join(parts)
+def _head(tests: int, errors: int, failures: int, time: float) -> str:
+    return ('<?xml version="1.0" encoding="utf-8"?>\n'
+            f'<testsuites disabled="0" errors="{errors}" failures="{failures}" tests="{tests}" '
+            f'time="{float(time)}">')
 
 
-def _with_properties(xml: str, ordered: list[Result]) -> str:
-    """junit-xml has properties per suite only; add `<properties>` to each testcase, as pytest
-    and most CI parsers (Jenkins, GitLab) read them."""
-    root = ET.fromstring(xml)
-    for case, r in zip(root.iter("testcase"), ordered, strict=True):
-        props = ET.Element("properties")
-        for k, v in _props(r).items():
-            ET.SubElement(props, "property", name=k, value=v)
-        case.insert(0, props)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
+#: What XML 1.0 cannot hold (junit-xml's own list): removed, as junit-xml did.
+_ILLEGAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufddf"
+                      "\ufffe\uffff]")
+_ATTR = {"\n": "&#10;", "\r": "&#13;", "\t": "&#09;", '"': "&quot;"}
 
 
-def _case(r: Result) -> TestCase:
+def _a(value: object) -> str:
+    """An attribute value, quoted and escaped (newlines kept as character references)."""
+    return '"' + escape(_ILLEGAL.sub("", str(value)), _ATTR) + '"'
+
+
+def _t(value: object) -> str:
+    return escape(_ILLEGAL.sub("", str(value)))
+
+
+def _suite_text(node: str, rows: list[Result]) -> str:
+    """One node's testsuite as text, written directly: junit-xml's DOM, its pretty-printing
+    and the re-parse to add each testcase's properties were most of a fleet ingest's time
+    (the same elements and attributes as junit-xml writes)."""
+    cases = [_case(r) for r in rows]
+    counts = {"errors": 0, "failures": 0, "skipped": 0}
+    for r in rows:
+        key = {"error": "errors", "fail": "failures", "skip": "skipped"}.get(r.status)
+        if key:
+            counts[key] += 1
+    elapsed = [r.duration_s for r in rows if r.duration_s]
+    attrs = (f'disabled="0" errors="{counts["errors"]}" failures="{counts["failures"]}" '
+             f'name={_a(node)} skipped="{counts["skipped"]}" tests="{len(rows)}" '
+             f'time="{sum(elapsed) if elapsed else 0}"'
+             + (f" hostname={_a(node)}" if node != "*" else ""))
+    return f"\n\t<testsuite {attrs}>" + "".join(cases) + "\n\t</testsuite>"
+
+
+def _case(r: Result) -> str:
     name = f"{r.check}[{r.id}]"
-    case = TestCase(name, classname=f"stetho.{r.check}", elapsed_sec=r.duration_s,
-                    stdout=r.evidence or None)
+    attrs = f"name={_a(name)}"
+    if r.duration_s:
+        attrs += f' time="{r.duration_s:f}"'
+    attrs += f" classname={_a('stetho.' + r.check)}"
+    out = [f"\n\t\t<testcase {attrs}>", "\n\t\t\t<properties>"]
+    out += [f"\n\t\t\t\t<property name={_a(k)} value={_a(v)}/>" for k, v in _props(r).items()]
+    out.append("\n\t\t\t</properties>")
     detail = "\n".join(x for x in (
         f"value: {format_value(r.value, r.unit)}" if r.value is not None else "",
         f"expected: {r.expected}" if r.expected is not None else "",
@@ -95,20 +111,29 @@ def _case(r: Result) -> TestCase:
         f"remediation: {r.remediation}" if r.remediation else "",
         f"probe: {r.probe}" if r.probe else "",
     ) if x)
-    if r.status == "fail":
-        case.add_failure_info(message=r.message, output=detail or None, failure_type="fail")
-    elif r.status == "error":
-        case.add_error_info(message=r.message, output=detail or None, error_type="error")
+    stdout, stderr = r.evidence or None, None
+    if r.status in ("fail", "error"):  # always: junit-xml dropped one with no message,
+        # so a failing result without text read as a pass in CI
+        tag, kind = ("failure", "fail") if r.status == "fail" else ("error", "error")
+        msg = f" message={_a(r.message)}" if r.message else ""
+        body = f">{_t(detail)}</{tag}>" if detail else "/>"
+        out.append(f'\n\t\t\t<{tag} type="{kind}"{msg}{body}')
     elif r.status == "skip":
-        case.add_skipped_info(message=r.message)
+        msg = f" message={_a(r.message)}" if r.message else ""
+        out.append(f'\n\t\t\t<skipped type="skipped"{msg}/>')
     elif r.status == "warn":
-        case.stderr = f"WARNING: {r.message}"
+        stderr = f"WARNING: {r.message}"
     if r.override:
         o = r.override
-        case.stdout = (f"PASSED WITH OVERRIDE {o.get('id')}: approved by {o.get('approver')}, "
-                       f"reason: {o.get('reason')}, expires {o.get('expires_at')}\n"
-                       + (r.evidence or ""))
-    return case
+        stdout = (f"PASSED WITH OVERRIDE {o.get('id')}: approved by {o.get('approver')}, "
+                  f"reason: {o.get('reason')}, expires {o.get('expires_at')}\n"
+                  + (r.evidence or ""))
+    if stdout:
+        out.append(f"\n\t\t\t<system-out>{_t(stdout)}</system-out>")
+    if stderr:
+        out.append(f"\n\t\t\t<system-err>{_t(stderr)}</system-err>")
+    out.append("\n\t\t</testcase>")
+    return "".join(out)
 
 
 def _props(r: Result) -> dict[str, str]:
