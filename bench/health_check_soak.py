@@ -96,8 +96,9 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "stetho", "history", "ingest", str(c.results),
                         "--db", str(db)], check=True, capture_output=True, timeout=600)
         with History(db) as h:
-            rows = h.conn.execute("SELECT count(*) FROM runs WHERE kind = "
-                                  "'gate-health-check'").fetchone()[0]
+            # one node row per verdict: an ingest records a batch of nodes' verdicts as one run
+            rows = h.conn.execute("SELECT count(*) FROM node_runs nr JOIN runs r ON r.key = "
+                                  "nr.run_key WHERE r.kind = 'gate-health-check'").fetchone()[0]
         harness.header(f"{args.runs} health checks over {len(nodes)} nodes ({args.fail:.0%} "
                        f"failing, seed {args.seed}) in {wall:.1f} s, the nodes concurrent")
         print(harness.line("one health check under the soak", walls) +
