@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from stetho import configsource
 from stetho.errors import ConfigError
 
 
@@ -159,13 +160,12 @@ def load(env: Mapping[str, str] | None = None, files: list[Path] | None = None) 
 
 
 def config_files(env: Mapping[str, str]) -> list[Path]:
-    if env.get("STETHO_CONFIG"):
-        path = Path(env["STETHO_CONFIG"]).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"STETHO_CONFIG={path}: no such file")
-        return [path]
-    user = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "stetho" / "stetho.toml"
-    return [Path("/etc/stetho/stetho.toml"), user]
+    """STETHO_CONFIG (which must exist), else the system's then the user's file; the one rule
+    lives in stetho.configsource, which `stetho --help` asks without importing this module."""
+    paths = [Path(p) for p in configsource.file_candidates(env)]
+    if env.get("STETHO_CONFIG") and not paths[0].is_file():
+        raise ConfigError(f"STETHO_CONFIG={paths[0]}: no such file")
+    return paths
 
 
 def _read_file(path: Path) -> dict[str, object]:

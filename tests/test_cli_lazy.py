@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import pytest
 
+from stetho import config, configsource
 from stetho.cli import COMMANDS, HELP, cli
 from stetho.cli.helptext import render
 
@@ -31,7 +32,10 @@ HEAVY = ("ansible", "ansible_runner", "jinja2", "sqlite_utils", "requests", "ric
 #: The stetho modules `stetho --help` may import: the CLI tables, the page's layout and the
 #: configuration (a broken config file is reported as for any command).
 HELP_MODULES = {"stetho", "stetho.cli", "stetho.cli.table", "stetho.cli.helptext", "stetho.config",
-                "stetho.errors"}
+                "stetho.configsource", "stetho.errors"}
+#: Not imported by `stetho --help` when no config file exists and no variable needs checking:
+#: building the configuration (dataclasses, pathlib) cost more than the page itself.
+HELP_SKIPS = ("stetho.config", "dataclasses", "pathlib", "shutil", "typing", "inspect")
 
 _SHOW_MODULES = (
     "import atexit, json, runpy, sys\n"
@@ -143,3 +147,61 @@ def test_node_check_imports_nothing_heavy(tmp_path: Path) -> None:
     assert "stetho.checking.plugin" in modules and "stetho.history.store" in modules
     assert heavy_in(modules) == []
 
+
+
+def quiet_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This environment less every STETHO_* variable, with a HOME and XDG config folder that
+    hold no stetho.toml, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+    return {**env, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), **extra}
+
+
+def test_help_builds_no_configuration_when_nothing_could_fail(tmp_path: Path) -> None:
+    if Path("/etc/stetho/stetho.toml").exists():
+        pytest.skip("this machine has a system config file: --help must read it")
+    env = quiet_env(tmp_path, STETHO_DB=str(tmp_path / "h.db"), STETHO_PROFILE="h100-sxm-8gpu")
+    code, modules = imported("--help", env=env)
+    assert code == 0
+    assert sorted(m for m in HELP_SKIPS if m in modules) == []
+    # a config file that exists is read (and so checked) before the page is drawn
+    (tmp_path / "cfg" / "stetho").mkdir(parents=True)
+    (tmp_path / "cfg" / "stetho" / "stetho.toml").write_text('profile = "generic"\n')
+    code, modules = imported("--help", env=env)
+    assert code == 0 and "stetho.config" in modules
+
+
+@pytest.mark.parametrize("var, value", [("STETHO_PROBE_TIMEOUT", "soon"),
+                                        ("STETHO_RESULT_SPOOL", "relative/spool"),
+                                        ("STETHO_CONFIG", "/nonexistent/stetho.toml")])
+def test_help_with_a_refused_variable_reports_it_as_every_command_does(
+        tmp_path: Path, var: str, value: str) -> None:
+    env = quiet_env(tmp_path, **{var: value})
+    fast = subprocess.run([sys.executable, "-m", "stetho", "--help"], capture_output=True,
+                          text=True, timeout=60, env=env)
+    other = subprocess.run([sys.executable, "-m", "stetho", "check", "--help"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert fast.returncode == other.returncode == 2
+    assert fast.stderr == other.stderr and var in fast.stderr
+
+
+@pytest.mark.parametrize("var", sorted(configsource.ALWAYS_ACCEPTED))
+def test_always_accepted_variables_are_never_refused(var: str, tmp_path: Path) -> None:
+    """What lets --help skip building the configuration: these take any value (not `~...`)."""
+    assert var in config.ENVIRONMENT
+    for value in ("x", "/abs/path", "rel/path", "a:b:c", " padded ", "0", "-1", "no", "::",
+                  "a b", "ü"):
+        config.load(env={var: value}, files=[])
+    assert not configsource.nothing_to_validate({var: "~nobody-here/x"})
+    assert not configsource.nothing_to_validate({"STETHO_PROBE_TIMEOUT": "1"})
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "0", "-3", "33", "200"])
+def test_terminal_columns_is_what_shutil_says(columns: str | None,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert configsource.terminal_columns() == shutil.get_terminal_size().columns

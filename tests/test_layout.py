@@ -59,8 +59,8 @@ def test_the_library_reads_no_environment_variable() -> None:
     same setting mean different things in different places."""
     offenders = []
     for path in _modules():
-        if path == PACKAGE / "config.py":
-            continue
+        if path in (PACKAGE / "config.py", PACKAGE / "configsource.py"):
+            continue  # configsource: whether building the configuration could fail
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") and \
                     isinstance(node.value, ast.Name) and node.value.id == "os":

@@ -74,14 +74,19 @@ def main(argv: list[str] | None = None) -> None:
 
 def _help_without_click() -> bool:
     """Print `stetho --help` from the tables (stetho.cli.helptext); False when the
-    configuration cannot be read, so that the full path reports it as for any command."""
-    from stetho import config
+    configuration cannot be read, so that the full path reports it as for any command.
+    Building it is skipped when nothing could fail (stetho.configsource): that import costs
+    more than the page."""
+    from stetho import configsource
     from stetho.cli.helptext import render
 
-    try:  # a broken config file or variable fails here as for every command
-        config.activate(config.load())
-    except StethoError:
-        return False
+    if not configsource.nothing_to_validate():
+        from stetho import config
+
+        try:  # a broken config file or variable fails here as for every command
+            config.activate(config.load())
+        except StethoError:
+            return False
     page = render("stetho", HELP, [(n, COMMANDS[n][1]) for n in sorted(COMMANDS)])
     sys.stdout.write(page + "\n")
     sys.stdout.flush()

@@ -9,9 +9,13 @@ anything else (`stetho CMD --help`, a usage error) goes through click itself.
 
 from __future__ import annotations
 
-import shutil
 import textwrap
-from collections.abc import Sequence
+
+from stetho.configsource import terminal_columns
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 #: The group's own options, as click lists them.
 OPTIONS = (("--version", "Show the version and exit."),
@@ -22,7 +26,7 @@ USAGE_ARGS = "[OPTIONS] COMMAND [ARGS]..."
 def render(prog: str, help_text: str, commands: Sequence[tuple[str, str]]) -> str:
     """The whole page (no trailing newline, as click's get_help): usage, the group's help,
     its options, and each command with its help line shortened to fit."""
-    width = max(min(shutil.get_terminal_size().columns, 80) - 2, 50)
+    width = max(min(terminal_columns(), 80) - 2, 50)
     out = [_wrap(USAGE_ARGS, width, f"Usage: {prog} ", " " * len(f"Usage: {prog} ")), "\n"]
     text = cleandoc(help_text).partition("\f")[0]
     if text:
