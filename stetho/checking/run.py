@@ -50,6 +50,14 @@ def _own_environment() -> contextlib.AbstractContextManager[None]:
     return config.process_environment(unset=_PYTEST_ENV, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
 
 
+def _own_plugins() -> list[object]:
+    """stetho's own plugin modules, imported here: the objects pytest would load for
+    `-p stetho.checking.confguard -p stetho.checking.plugin`."""
+    from stetho.checking import confguard, plugin
+
+    return [confguard, plugin]
+
+
 class _Inject:
     """Hands the already-loaded bundles to the plugin's session state, and tells `progress`
     how many check items are done of how many (a fleet's replay runs for a minute)."""
@@ -109,8 +117,10 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
     """
 
     args = [str(d) for d in check_dirs(extra_checks)]
-    args += [*_QUIET, *_OWN_CONFIG, "--continue-on-collection-errors", "--rootdir",
-             str(shipped("checks")), "-c", os.devnull]
+    # each xdist worker re-reads the arguments: stetho's plugins are named there; serially
+    # they are registered as objects (each `-p` scans every installed package's entry points)
+    args += [*_QUIET, *(_OWN_CONFIG if workers else ()), "--continue-on-collection-errors",
+             "--rootdir", str(shipped("checks")), "-c", os.devnull]
     for e in evidence or []:
         args += ["--stetho-evidence", e]
     if profile and evidence:
@@ -123,7 +133,12 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["--stetho-history", str(history)]
     if not fleet:
         args += ["--stetho-no-fleet"]
-    args += ["-p", "stetho.checking.plugin"]
+    inject = _Inject(bundles, profile, progress)
+    plugins: list[object] = [inject]
+    if workers:
+        args += ["-p", "stetho.checking.plugin"]
+    else:
+        plugins += _own_plugins()
     if bundles is not None and not (select or workers or progress):
         # A node's own check: one item per check, not per subject (the same Results; pytest's
         # own cost per item was a third of `stetho check --local`). -k keeps per-subject ids.
@@ -134,13 +149,12 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         # A group's items all on one worker, so each node is parsed once, not once per worker.
         args += ["-p", "xdist.plugin", "-n", str(workers), "--dist", "loadgroup",
                  "--stetho-batch"]
-    inject = _Inject(bundles, profile, progress)
     sink = io.StringIO()
     # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
     # a node check does not need, and keeps a site's unrelated plugins out of the verdict.
     with _own_environment(), \
             contextlib.redirect_stdout(sink) if not verbose else contextlib.nullcontext():
-        code = pytest.main(args, plugins=[inject])
+        code = pytest.main(args, plugins=plugins)
     if inject.config is None:
         raise EvaluationError(f"pytest could not start (exit {int(code)}): "
                               f"{sink.getvalue().strip()[-500:]}")
