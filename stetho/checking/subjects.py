@@ -11,11 +11,14 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from stetho.benchmarks.spec import Metric
 from stetho.checking.nodes import CheckNode
 from stetho.facts.bench import BenchRun
 from stetho.facts.node import Unavailable
+
+if TYPE_CHECKING:  # benchmark definitions load only for a bundle with benchmark runs
+    from stetho.benchmarks.spec import Metric
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from stetho.benchmarks import spec
-from stetho.benchmarks.measure import Measured, summarize
-from stetho.benchmarks.verdict import ToolVerdict, judge_text
 from stetho.evidence.bundle import ProbeRecord
 from stetho.facts.metrics import Metric
 from stetho.facts.node import NodeFacts
+
+if TYPE_CHECKING:  # loaded only for a bundle that holds benchmark runs (most hold none)
+    from stetho.benchmarks import spec
+    from stetho.benchmarks.measure import Measured
+    from stetho.benchmarks.verdict import ToolVerdict
 
 PLAN = "bench:"
 VERSION = "bench-version:"
@@ -68,6 +71,7 @@ def metrics(facts: NodeFacts) -> list[Metric]:
 
 def definitions() -> dict[str, spec.Benchmark]:
     from stetho import config
+    from stetho.benchmarks import spec
 
     return spec.load_all_cached(tuple(config.active().benchmarks))
 
@@ -78,6 +82,8 @@ def _runs(facts: NodeFacts) -> tuple[BenchRun, ...]:
              if n.startswith(PLAN) and "#" not in n]
     if not plans:
         return ()
+    from stetho.benchmarks.measure import summarize
+
     known = definitions()
     out: list[BenchRun] = []
     for name, plan_rec in plans:
@@ -119,7 +125,7 @@ def verdicts(run: BenchRun) -> tuple[tuple[str, ToolVerdict], ...]:
     repeat; () when the benchmark's parser gives none. A repeat that exited non-zero is read
     too (dcgmi diag and nccl-tests exit 1 on a failure: their FAIL is in the output); one that
     did so while its output reports no failure, or did not finish, is an error."""
-    from stetho.benchmarks.verdict import JUDGES
+    from stetho.benchmarks.verdict import JUDGES, ToolVerdict, judge_text
 
     if run.definition is None or run.definition.parser not in JUDGES:
         return ()
