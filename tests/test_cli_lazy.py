@@ -33,6 +33,9 @@ HEAVY = ("ansible", "ansible_runner", "jinja2", "sqlite_utils", "requests", "ric
 #: configuration (a broken config file is reported as for any command).
 HELP_MODULES = {"stetho", "stetho.cli", "stetho.cli.table", "stetho.cli.helptext", "stetho.config",
                 "stetho.configsource", "stetho.errors"}
+#: Not imported by a node's `stetho check` without --bench (the bundle holds no benchmark run).
+NODE_SKIPS = ("stetho.benchmarks.spec", "stetho.benchmarks.measure",
+              "stetho.benchmarks.fieldpath")
 #: Not imported by `stetho --help` when no config file exists and no variable needs checking:
 #: building the configuration (dataclasses, pathlib) cost more than the page itself.
 HELP_SKIPS = ("stetho.config", "dataclasses", "pathlib", "shutil", "typing", "inspect")
@@ -146,6 +149,8 @@ def test_node_check_imports_nothing_heavy(tmp_path: Path) -> None:
     assert (tmp_path / "history.db").is_file()
     assert "stetho.checking.plugin" in modules and "stetho.history.store" in modules
     assert heavy_in(modules) == []
+    # no benchmark ran: their definitions, measurement and field paths stay unloaded
+    assert sorted(m for m in NODE_SKIPS if m in modules) == []
 
 
 
