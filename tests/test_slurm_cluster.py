@@ -317,3 +317,17 @@ def test_the_result_spool_must_be_absolute(tmp_path: Path) -> None:
                        env={**os.environ, "STETHO_RESULT_SPOOL": "spool"}, cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "expected an absolute path" in r.stderr
+
+
+def test_every_module_shares_the_sessions_cluster() -> None:
+    """The cluster fixture lives in tests/conftest.py: a module that defines or re-exports
+    its own (`slurm_cluster = sc.slurm_cluster`, a fixture calling sc.start or
+    sc.for_session) would start 16 more slurmd for itself, kept until the session ends."""
+    import re
+
+    here = Path(__file__).resolve().parent
+    own = [p.name for p in sorted(here.glob("test_*.py"))
+           if re.search(r"^slurm_cluster\s*=|^def slurm_cluster\(|sc\.for_session\(|"
+                        r"\bsc\.start\(", p.read_text(), re.M)]
+    assert own == [], f"start no cluster per module (tests/conftest.py has one): {own}"
+    assert "def slurm_cluster(" in (here / "conftest.py").read_text()
