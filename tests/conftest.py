@@ -53,6 +53,16 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
     sshd_mod.stop(server)
 
 
+@pytest.fixture(scope="session")
+def slurm_cluster():  # type: ignore[no-untyped-def]
+    """The multi-node Slurm (tests/slurm_cluster.py), started once per session and worker:
+    defined here, not in each module, so every module of xdist_group "slurm-cluster" shares
+    one (16 slurmd), not one per module. A test starts from `slurm_cluster.reset()`."""
+    from tests import slurm_cluster as sc
+
+    yield from sc.for_session()
+
+
 # -- simulated nodes carrying one fault each, checked once per test session --------------------
 
 #: node name -> faults. Every check has at least one node here on which it must fail.

@@ -36,6 +36,7 @@ from tests import slurm_testbed as tb
 REPO = Path(__file__).resolve().parent.parent
 HOOKS = REPO / "contrib" / "slurm"
 NODES = 16
+PARTITION = "gpu"  # the configured partition; reset() deletes any other a test created
 START_TIMEOUT_S = 180.0  # 16 slurmds on a loaded 2-core machine: 60 s was not always enough
 
 #: The simulated nodes a cluster node's hardware can be: healthy, failing the pre-job gate
@@ -119,6 +120,8 @@ class Cluster:
     startup_s: float = 0.0
     #: (node, exit code) of the health check each slurmd ran as it started
     startup_verdicts: list[tuple[str, int]] = field(default_factory=list)
+    #: each simulated node's tree as built (reset() rebuilds one a test changed)
+    sim_prints: dict[str, str] = field(default_factory=dict)
 
     # -- names ------------------------------------------------------------------------------
     @property
@@ -180,21 +183,64 @@ class Cluster:
                              capture_output=True, text=True, timeout=30).stdout
         return dict(line.split(None, 1) for line in out.splitlines() if line.strip())
 
+    def jobs(self) -> list[str]:
+        """Every job Slurm still knows (pending, running or completing), by id."""
+        out = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.full_env(),
+                             capture_output=True, text=True, timeout=30).stdout
+        return out.split()
+
+    def reservations(self) -> list[str]:
+        out = self.scontrol("show", "reservation", check=False)
+        return [w.split("=", 1)[1] for w in out.split() if w.startswith("ReservationName=")]
+
+    def partitions(self) -> list[str]:
+        out = self.scontrol("show", "partition", "-o", check=False)
+        return [w.split("=", 1)[1] for w in out.split() if w.startswith("PartitionName=")]
+
     def reset(self) -> None:
-        """Every node healthy and back in service; the ledger and results emptied: the state
-        each test starts from."""
+        """The state each test starts from, whatever the test before it (any module) left:
+        no job, no reservation, only the configured partition, every node's hardware the
+        healthy simulated node (the simulated trees as built), no hang marker, every node
+        idle and undrained, an empty ledger, result spool and per-node history. One cluster
+        serves the whole session (tests/conftest.py), so this is what isolates the tests."""
+        jobs = self.jobs()
+        if jobs:
+            subprocess.run(["scancel", *jobs], env=self.full_env(), capture_output=True,
+                           timeout=30)
+        for name in self.reservations():
+            self.scontrol("delete", f"ReservationName={name}", check=False)
+        for name in self.partitions():
+            if name != PARTITION:
+                self.scontrol("delete", f"PartitionName={name}", check=False)
+        for kind in HARDWARE:
+            if _fingerprint(self.folder / "sim" / kind) != self.sim_prints.get(kind):
+                _build_sim(self, kind)
+        for marker in self.folder.glob("hang-*"):
+            marker.unlink()
+        nodes = self.folder / "nodes"
+        for entry in nodes.iterdir():
+            if entry.name not in self.nodes:
+                _remove(entry)
         for node in self.nodes:
+            if not (nodes / node).is_symlink():
+                _remove(nodes / node)
             self.set_failing(node, False)
+        wait_for(lambda: not self.jobs(), 60, "every job gone", self)
         for node, state in self.states().items():
-            if "drain" in state or "down" in state:
+            if "drain" in state or "down" in state or "fail" in state:
                 self.scontrol("update", f"NodeName={node}", "State=RESUME", check=False)
         for p in (self.ledger, self.ledger.with_name("ledger.db-wal"),
                   self.ledger.with_name("ledger.db-shm")):
             p.unlink(missing_ok=True)
-        shutil.rmtree(self.results, ignore_errors=True)
-        self.results.mkdir()
-        wait_for(lambda: all(s.rstrip("*") == "idle" for s in self.states().values()),
-                 30, "every node idle again", self)
+        for folder in (self.results, self.folder / "db"):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+        wait_for(lambda: (set(s := self.states()) == set(self.nodes)
+                          and all(v.rstrip("*") == "idle" for v in s.values())),
+                 60, "every node idle again", self)
+        left = (self.reservations(), [p for p in self.partitions() if p != PARTITION])
+        if any(left):
+            raise ClusterError(f"reset left reservations {left[0]} and partitions {left[1]}")
 
     # -- the hooks, as slurmd runs them -----------------------------------------------------
     def hook_argv(self, node: str, mode: str) -> list[str]:
@@ -269,16 +315,45 @@ def _slurm_conf(c: Cluster, ctld_port: int, slurmd_port: int, sock: Path) -> str
         *hook_lines(d / "bin"),
         f"NodeName=n[01-{len(c.nodes):02d}] NodeAddr={c.address(1).rsplit('.', 1)[0]}."
         f"[1-{len(c.nodes)}] CPUs=1 RealMemory=1000 State=UNKNOWN",
-        f"PartitionName=gpu Nodes=n[01-{len(c.nodes):02d}] Default=YES MaxTime=INFINITE "
+        f"PartitionName={PARTITION} Nodes=n[01-{len(c.nodes):02d}] Default=YES MaxTime=INFINITE "
         "State=UP",
     ]) + "\n"
 
 
-def _wrappers(c: Cluster) -> None:
+def _fingerprint(root: Path) -> str:
+    """Every path under root with its kind, size and modification time: changes when a test
+    writes, deletes or replaces anything in a simulated node."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for dirpath, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            st = os.lstat(os.path.join(dirpath, name))
+            h.update(f"{dirpath}/{name} {st.st_mode} {st.st_size} {st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _build_sim(c: Cluster, kind: str) -> None:
     from stetho.sim.builder import build_node
 
-    for kind, faults in HARDWARE.items():
-        build_node(c.folder / "sim" / kind, kind, faults)
+    root = c.folder / "sim" / kind
+    if root.exists() or root.is_symlink():
+        _remove(root)
+    build_node(root, kind, HARDWARE[kind])
+    c.sim_prints[kind] = _fingerprint(root)
+
+
+def _wrappers(c: Cluster) -> None:
+    for kind in HARDWARE:
+        _build_sim(c, kind)
     (c.folder / "nodes").mkdir()
     for node in c.nodes:
         c.set_failing(node, False)
@@ -393,9 +468,10 @@ def stop(c: Cluster) -> None:
     sh("ip", "link", "del", c.bridge, check=False)
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[Cluster]:
-    """A started cluster for the session, or a skip saying why it could not start here."""
+def for_session() -> Iterator[Cluster]:
+    """A started cluster for the whole session (the `slurm_cluster` fixture in
+    tests/conftest.py: one per xdist worker, and the modules that use it share one worker
+    through xdist_group "slurm-cluster"), or a skip saying why it could not start here."""
     folder = Path(tempfile.mkdtemp(prefix="stetho-cluster-"))
     try:
         c = start(folder)

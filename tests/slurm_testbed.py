@@ -269,7 +269,10 @@ def stop(bed: Testbed) -> None:
 
 @pytest.fixture(scope="session")
 def slurm_testbed() -> Iterator[Testbed]:
-    """A started testbed for the session, or a skip that says why Slurm could not start."""
+    """A started testbed, or a skip that says why Slurm could not start. Each module that
+    re-exports it gets its own (a few seconds): unlike tests/slurm_cluster.py's, it is not
+    shared, because its fake nodes turn NOT_RESPONDING once slurmctld has pinged them for a
+    while, which no reset can undo, and tests/test_slurm.py expects them plain DOWN."""
     folder = Path(tempfile.mkdtemp(prefix="stetho-slurm-"))
     try:
         bed = start(folder)

@@ -22,7 +22,6 @@ from stetho.history.store import History, NodeRun
 from stetho.results import Result
 from tests import slurm_cluster as sc
 
-slurm_cluster = sc.slurm_cluster
 pytestmark = pytest.mark.xdist_group("slurm-cluster")
 
 TOPOLOGY = ("SwitchName=leafA Nodes=n[01-04]\nSwitchName=leafB Nodes=n[05-08]\n"

@@ -19,7 +19,6 @@ from stetho.history.store import History
 from tests import slurm_cluster as sc
 from tests.conftest import REPO
 
-slurm_cluster = sc.slurm_cluster
 pytestmark = pytest.mark.xdist_group("slurm-cluster")
 NCCL_LOG = (REPO / "fixtures" / "real" / "03-nccl" /
             "nccl-debug-info-net-socket-1node-2xA100-80GB.log")

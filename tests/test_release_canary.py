@@ -28,7 +28,6 @@ from stetho.localize import topology
 from stetho.parsers import nccl_tests
 from tests import slurm_cluster as sc
 
-slurm_cluster = sc.slurm_cluster
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = REPO / "fixtures/real/03-nccl/allreduce-2node-16xA100-40GB-roce-oke.txt"
 CANARIES, CONTROLS = "n[01-02,05-06]", "n[03-04,07-08]"

@@ -28,7 +28,6 @@ from stetho.jobs import node_events
 from stetho.results import Result
 from tests import slurm_cluster as sc
 
-slurm_cluster = sc.slurm_cluster
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "recorded" / "slurm-events"
 H = 3600
 DAY = 86400

@@ -36,7 +36,6 @@ from stetho.history.store import History
 from stetho.results import Result
 from tests import slurm_cluster as sc
 
-slurm_cluster = sc.slurm_cluster
 pytestmark = pytest.mark.xdist_group("slurm-cluster")
 
 RUNS = 500

@@ -20,7 +20,6 @@ import yaml
 
 from tests import slurm_cluster as sc
 
-slurm_cluster = sc.slurm_cluster
 pytestmark = pytest.mark.xdist_group("slurm-cluster")
 
 PARTITION = "sweep"
