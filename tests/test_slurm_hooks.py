@@ -158,3 +158,37 @@ def test_health_check_drains_resumes_and_times_out_on_real_slurm(
         assert info.drained_by_stetho and "did not finish in 3 s" in info.reason, info
     finally:
         sl.resume([node])
+
+
+_RACE = r"""
+import sys, time
+from pathlib import Path
+from stetho import spool
+from stetho.gate import slurm_hooks
+
+def slow_prolog_exit(node):      # the watchdog's drain and Slurm query take their time
+    time.sleep(1.5)
+    return 0
+
+slurm_hooks.prolog_exit = slow_prolog_exit
+folder = Path(sys.argv[1])
+with slurm_hooks.watchdog("gpu1", 0.2, drain=False, prolog=True, spool=folder):
+    time.sleep(0.6)              # the checks end while the watchdog is still at work
+print("body went on", flush=True)
+slurm_hooks.spool_verdict(folder, {"results": [], "exit_code": 0}, "gpu1", "prolog", "",
+                          "go", time.time())
+"""
+
+
+def test_a_watchdog_that_fired_keeps_the_only_verdict_when_the_checks_end_meanwhile(tmp_path):
+    """The checks finishing while the watchdog drains must not spool a second verdict for the
+    same run: the watchdog fired, so its could-not-evaluate verdict is the run's one."""
+    folder = tmp_path / "spool"
+    done = subprocess.run([sys.executable, "-c", _RACE, str(folder)], capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "STETHO_RESULT_SPOOL": str(folder)})
+    assert "body went on" not in done.stdout, done.stdout
+    assert "COULD NOT EVALUATE gpu1" in done.stdout
+    files = sorted(folder.glob("gpu1/*.json"))
+    assert len(files) == 1, files
+    assert b"could_not_evaluate" in files[0].read_bytes()

@@ -167,7 +167,18 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
     out of reach of Slurm's kill, and a hung one would outlive the hook (killed earlier, it
     would let the checks run on and end the process before the drain was done)."""
 
+    # Exactly one verdict a run: the body may finish while fire() is draining (cancel() cannot
+    # stop a timer already running); then the body's own verdict must not follow the
+    # watchdog's, so the body waits here for the watchdog to end the process.
+    state = threading.Lock()
+    fired = finished = False
+
     def fire() -> None:
+        nonlocal fired
+        with state:
+            if finished:
+                return
+            fired = True
         from stetho.evidence.runner import kill_running_probes
         from stetho.gate.breaker import Circuit
         from stetho.gate.slurm import drain_reason
@@ -207,6 +218,11 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
         yield
     finally:
         timer.cancel()
+        with state:
+            finished = True
+            lost = fired
+        if lost:  # the watchdog has the verdict and ends the process (os._exit in fire)
+            threading.Event().wait()
 
 
 def _spool_timeout(folder: Path, node: str, reason: str, code: int, mode: str,
