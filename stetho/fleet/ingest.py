@@ -27,6 +27,7 @@ from stetho.core.locks import SweepLock, SweepLocked
 from stetho.errors import ConfigError
 from stetho.evidence import busy as busy_mod
 from stetho.fleet.finish import Finish, HostState, SweepResult, finish, save_host
+from stetho.fleet.outcome import Outcome
 from stetho.spool.files import BAD, DONE, SpoolError, SpoolFile, pending
 
 
@@ -161,8 +162,9 @@ def _ingest(opts: IngestOptions, run_id: str) -> IngestResult:
 
 def _take(opts: IngestOptions, batch: _Batch, f: SpoolFile, st: HostState, run_dir: Path,
           cap: int) -> None:
-    """Read `f` into its node's state (results, evidence, summary in the run folder), or
-    make it the node's error."""
+    """Read `f` into its node's state (results, summary, busy; its files in the run folder),
+    or make it the node's error. The evidence stays the bytes the node sent where it is
+    plainly the node's (stetho.fleet.lazy): parsed later only where something reads it."""
     from stetho.spool.reader import digest_of, parse, read_bytes
 
     try:
@@ -172,17 +174,36 @@ def _take(opts: IngestOptions, batch: _Batch, f: SpoolFile, st: HostState, run_d
         batch.bad[f.node] = str(exc)
         st.error = str(exc)
         return
-    batch.digests[f.node] = digest_of(data)
+    digest = batch.digests[f.node] = digest_of(data)
     try:
-        entry = parse(f, data, secret=opts.secret)
+        entry = parse(f, data, secret=opts.secret, lazy=True, digest=digest)
+        out = entry.outcome
+        st.busy = _busy(out, f)
     except SpoolError as exc:
         batch.bad[f.node] = str(exc)
         st.error = str(exc)
         return
     batch.kinds.add(entry.kind)
-    save_host(run_dir, f.node, entry.outcome)
-    st.results = entry.outcome.results
-    st.busy = busy_mod.from_bundle(entry.outcome.evidence) if entry.outcome.evidence else None
+    save_host(run_dir, f.node, out)
+    st.results = out.results
+    st.summary = out.summary
+
+
+def _busy(out: Outcome, f: SpoolFile) -> busy_mod.Busy | None:
+    """What the node said it was running (None: it was not asked), from its evidence."""
+    if out.evidence is not None:
+        return busy_mod.from_bundle(out.evidence)
+    if out.evidence_raw is None:
+        return None
+    from stetho.evidence.bundle import ProbeRecord
+    from stetho.fleet import lazy
+
+    try:
+        rec = lazy.busy_record(out.evidence_raw)
+        return busy_mod.interpret(ProbeRecord.from_json(rec)) if rec is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SpoolError(f"spool file {f.path.name}: unreadable busy probe in its evidence "
+                         f"({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 def _remediation(spool: Path, node: str) -> str:
