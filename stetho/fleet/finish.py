@@ -19,7 +19,6 @@ from stetho.checking.nodes import NodeSummary
 from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
-from stetho.fleet.run_folder import write_json as _write_json
 from stetho.results import Result, exit_code
 from stetho.sinks.suite import SuiteSummary
 
@@ -243,8 +242,8 @@ def save_host(run_dir: Path, name: str, out: outcome_mod.Outcome) -> None:
         atomic.write(folder / "evidence.json", out.evidence_raw)
     write_results(folder / "results.json", out.results)
     (folder / "junit.xml").write_text(out.junit, encoding="utf-8")
-    if out.summary:
-        _write_json(folder / "summary.json", out.summary)
+    if out.summary:  # compact: the ingest writes ten thousand and keeps them in memory
+        atomic.write(folder / "summary.json", json.dumps(out.summary, separators=(",", ":")))
 
 
 def host_error(name: str, message: str, remediation: str, probe: str) -> Result:

@@ -19,6 +19,7 @@ import json
 import re
 from typing import Any
 
+from stetho.core import untrusted
 from stetho.evidence.bundle import SCHEMA, SCHEMA_VERSION
 from stetho.evidence.busy import PROBE
 from stetho.results import Result, known_status
@@ -31,6 +32,7 @@ _BUSY = b'"' + PROBE.encode() + b'"'
 #: The busy probe as the node's compact dump writes it: key, then the record's name first.
 _BUSY_AT = _BUSY + b':{"name":' + _BUSY + b","
 _FIELDS = tuple(Result.__dataclass_fields__)
+_NESTS = frozenset((dict, list))
 
 
 def plain(raw: bytes, node: str) -> bool:
@@ -56,6 +58,43 @@ def busy_record(raw: bytes) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         raise ValueError("the busy probe is not a JSON object")
     return doc
+
+
+def loads(body: bytes) -> Any:
+    """A spool file's body as untrusted.loads reads it (the same refusals, the same words),
+    checked for depth without walking every result's scalars: the rows' values are checked
+    one by one, and only those that nest are walked. Text with a surrogate escape takes
+    untrusted.loads' full walk."""
+    if untrusted.surrogate_escapes(body):
+        return untrusted.loads(body)
+    try:
+        doc = json.loads(body, parse_constant=untrusted.reject_constant)
+    except (ValueError, RecursionError):
+        return untrusted.loads(body)  # raises the error it names
+    rows = _rows(doc)
+    if rows is None:
+        untrusted.check(doc, strings=False)
+        return doc
+    outcome = doc["outcome"]
+    untrusted.check({**doc, "outcome": {**outcome, "results": {**outcome["results"],
+                                                               "results": []}}},
+                    strings=False)
+    for r in rows:  # a row is 5 deep in the body (body, outcome, results, list, row)
+        if not isinstance(r, dict):
+            untrusted.check(r, untrusted.MAX_DEPTH - 4, strings=False)
+            continue
+        if not _NESTS.isdisjoint(map(type, r.values())):  # json makes exact dicts, lists
+            for v in r.values():
+                if isinstance(v, (dict, list)):
+                    untrusted.check(v, untrusted.MAX_DEPTH - 5, strings=False)
+    return doc
+
+
+def _rows(doc: Any) -> list[Any] | None:
+    outcome = doc.get("outcome") if isinstance(doc, dict) else None
+    results = outcome.get("results") if isinstance(outcome, dict) else None
+    rows = results.get("results") if isinstance(results, dict) else None
+    return rows if isinstance(rows, list) else None
 
 
 def results(rows: list[Any]) -> list[Result]:

@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+from stetho.fleet import lazy as lazy_mod
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.outcome import Outcome
 from stetho.spool import keys
@@ -79,7 +80,7 @@ def parse(f: SpoolFile, data: bytes, *, secret: bytes | None = None, lazy: bool 
             raise SpoolError(f"spool file {name} is not signed with {f.node}'s key (a wrong "
                              f"or another node's key, or the file was changed): not taken")
     try:
-        doc = untrusted.loads(body)
+        doc = lazy_mod.loads(body) if lazy else untrusted.loads(body)
     except untrusted.UntrustedJsonError as exc:
         raise SpoolError(f"spool file {name}: {exc}") from None
     entry = _entry(f, doc, name, lazy)
