@@ -8,8 +8,10 @@ they send back: results, summary, busy, digest, or the file's refusal. Recording
 and the moves stay in the main process (stetho.fleet.ingest), so exactly-once is unchanged:
 a worker writes nothing but the run folder's per-node files.
 
-A worker closes its copy of the ingest lock's descriptor and dies with its parent (Linux
-PR_SET_PDEATHSIG), so a killed ingest leaves no worker holding the lock or an output pipe.
+A worker closes its copy of the ingest lock's descriptor, takes SIGTERM's default (the CLI's
+handler finishes a batch: in a worker it would ignore the pool's terminate) and dies with its
+parent (Linux PR_SET_PDEATHSIG), so a killed ingest leaves no worker holding the lock or an
+output pipe.
 """
 
 from __future__ import annotations
@@ -91,9 +93,15 @@ def read_all(reader: Reader, files: list[SpoolFile], workers: int | None = None,
     with ctx.Pool(workers, initializer=_worker_start, initargs=(os.getpid(), keep_fd)) as pool:
         yield from pool.imap(reader, files, chunksize=max(1, min(16, len(files) // workers
                                                                  // 8)))
+        pool.close()  # every file is read: the workers exit on their own
+        pool.join()
 
 
 def _worker_start(parent: int, lock_fd: int | None) -> None:
+    # the CLI's SIGTERM/SIGINT handlers (finish the batch) are the main process's: a worker
+    # ends when told (the pool's terminate), Ctrl-C is for the main one to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if lock_fd is not None:
         try:
             os.close(lock_fd)
