@@ -35,7 +35,10 @@ def _stetho(*args: str, env: dict[str, str] | None = None, timeout: float = 300
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One simulated node's outcome, as `check --sim --spool` leaves it."""
-    base = tmp_path_factory.mktemp("sim")
+    return sim_outcome(tmp_path_factory.mktemp("sim"))
+
+
+def sim_outcome(base: Path) -> dict[str, Any]:
     built = _stetho("sim", "build", str(base / "sim"), "--nodes", "1")
     assert built.returncode == 0, built.stderr
     node = next(p for p in (base / "sim").iterdir() if p.is_dir())

@@ -22,10 +22,14 @@ from stetho import spool as spool_mod
 from stetho.evidence.bundle import load
 from stetho.fleet import lazy
 from stetho.fleet import outcome as outcome_mod
-from tests.test_ingest import _ingest, _latest, _rows
-from tests.test_ingest import template as _template  # noqa: F401 (the fixture `template`)
+from tests.test_ingest import _ingest, _latest, _rows, sim_outcome
 
 RUN = "20260101T000000Z-fast"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return sim_outcome(tmp_path_factory.mktemp("sim"))
 
 
 def _evidence(template: dict[str, Any]) -> dict[str, Any]:
