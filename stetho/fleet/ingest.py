@@ -26,7 +26,7 @@ from pathlib import Path
 from stetho.core.locks import SweepLock, SweepLocked
 from stetho.errors import ConfigError
 from stetho.fleet.finish import Finish, HostState, SweepResult, finish
-from stetho.fleet.ingest_read import Reader, Taken, read_all
+from stetho.fleet.ingest_read import Reader, Taken, read_all, share
 from stetho.spool.files import BAD, DONE, SpoolError, SpoolFile, pending
 
 
@@ -77,6 +77,7 @@ class _Batch:
     bad: dict[str, str] = field(default_factory=dict)  # node -> why its file is refused
     settled: set[str] = field(default_factory=set)  # nodes whose file the ledger held
     kinds: set[str] = field(default_factory=set)  # what ran on the nodes (files' kinds)
+    strings: dict[str, str] = field(default_factory=dict)  # one copy of each result text
 
 
 def ingest(opts: IngestOptions) -> IngestResult:
@@ -171,6 +172,7 @@ def _apply(batch: _Batch, t: Taken, st: HostState) -> None:
         batch.bad[t.node] = st.error = t.error
         return
     batch.kinds.add(t.kind)
+    share(t.results, batch.strings)
     st.results, st.summary, st.busy = t.results, t.summary, t.busy
 
 

@@ -97,6 +97,17 @@ def read_all(reader: Reader, files: list[SpoolFile], workers: int | None = None,
         pool.join()
 
 
+def share(results: list[Result], seen: dict[str, str]) -> None:
+    """One copy of each text among the batch's results (check names, statuses, subjects,
+    the messages and remediations nodes share): the batch's results stay in memory until
+    it is recorded, ten thousand nodes' worth of them."""
+    for r in results:
+        d = r.__dict__
+        for k, v in d.items():
+            if type(v) is str:
+                d[k] = seen.setdefault(v, v)
+
+
 def _worker_start(parent: int, lock_fd: int | None) -> None:
     # the CLI's SIGTERM/SIGINT handlers (finish the batch) are the main process's: a worker
     # ends when told (the pool's terminate), Ctrl-C is for the main one to handle
