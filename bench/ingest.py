@@ -12,7 +12,9 @@ Sides, interleaved in fresh processes (bench/harness.py):
 
 Goal (issue 31): 10,240 outcomes in <= 60 s and <= 2 GiB peak RSS on this 2-core machine.
 
-    python bench/ingest.py [--nodes 10240] [--runs 3] [--smoke]
+    python bench/ingest.py [--nodes 10240] [--runs 3] [--before REF] [--smoke]
+
+`--before REF` adds REF's `stetho ingest` (a worktree of it) as a third side, same spool.
 """
 
 from __future__ import annotations
@@ -110,7 +112,8 @@ class Fresh(harness.Side):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.Popen(list(self.argv), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+                                stderr=subprocess.STDOUT, text=True, cwd=self.cwd,
+                                env=None if self.env is None else dict(self.env))
         peak = 0
         done = threading.Event()
 
@@ -144,14 +147,22 @@ def main() -> None:
     harness.header(f"ingest of {n} node outcomes from the spool ({RUN})")
     spool_mb = sum(p.stat().st_size for p in src.glob("*/*.json")) / 2**20
     print(f"spool: {n} files, {spool_mb:.0f} MiB")
-    ingest = Fresh([sys.executable, "-m", "stetho", "ingest", str(work / "spool"), "--db",
-                    str(work / "h.db"), "--out", str(work / "runs"), "-q"], src, work)
-    floor = Fresh([sys.executable, "-c", FLOOR, str(work / "spool")], src, work)
-    times = harness.interleave({"ingest": ingest, "floor": floor}, runs, warm=False)
-    print(harness.line("ingest", times["ingest"], ingest.cpu))
-    print(harness.line("floor", times["floor"], floor.cpu))
-    print(f"peak RSS (tree): ingest median {statistics.median(ingest.rss) / 2**20:.0f} MiB, "
-          f"floor {statistics.median(floor.rss) / 2**20:.0f} MiB")
+    argv = ["-m", "stetho", "ingest", str(work / "spool"), "--db", str(work / "h.db"),
+            "--out", str(work / "runs"), "-q"]
+    sides: dict[str, Fresh] = {}
+    for tree in harness.trees(None if args.smoke else args.before):
+        side = Fresh([sys.executable, *argv], src, work)
+        side.env, side.cwd = tree.env(), tree.root
+        sides["ingest" if tree.root == harness.REPO else tree.label] = side
+    ingest = sides["ingest"]
+    sides["floor"] = Fresh([sys.executable, "-c", FLOOR, str(work / "spool")], src,
+                           work)
+    times = harness.interleave(dict(sides), runs, warm=False)
+    for name, side in sides.items():
+        print(harness.line(name, times[name], side.cpu))
+    print("peak RSS (tree): " + ", ".join(f"{name} median "
+                                          f"{statistics.median(side.rss) / 2**20:.0f} MiB"
+                                          for name, side in sides.items()))
     last = ingest.last_output.strip().splitlines()
     print(f"ingest exit codes {sorted(ingest.codes)}; last line: {last[-1] if last else ''}")
     ratio = statistics.median(times["ingest"]) / statistics.median(times["floor"])
