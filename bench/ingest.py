@@ -40,6 +40,7 @@ FLOOR = ("import json, pathlib, sys\n"
          "for p in sorted(pathlib.Path(sys.argv[1]).glob('*/*.json')):\n"
          "    json.loads(p.read_bytes().partition(b'\\n')[0])\n")
 GOAL_S = 60.0
+GOAL_NODES = 10240
 GOAL_RSS = 2 * 2**30
 RUN = "20260101T000000Z-bench1"
 
@@ -168,10 +169,17 @@ def main() -> None:
     ratio = statistics.median(times["ingest"]) / statistics.median(times["floor"])
     print(f"ratio: ingest is {ratio:.2f}x the floor (reading and JSON-parsing every file; "
           "the issue sets no ratio, only the absolute goals below)")
-    harness.absolute("ingest", times["ingest"], GOAL_S)
     rss = statistics.median(ingest.rss)
-    print(f"goal: ingest peak RSS {rss / 2**20:.0f} MiB (goal <= {GOAL_RSS / 2**20:.0f} MiB): "
-          f"{'met' if rss <= GOAL_RSS else 'NOT MET'}")
+    if n == GOAL_NODES:
+        harness.absolute("ingest", times["ingest"], GOAL_S)
+        print(f"goal: ingest peak RSS {rss / 2**20:.0f} MiB (goal <= {GOAL_RSS / 2**20:.0f} "
+              f"MiB): {'met' if rss <= GOAL_RSS else 'NOT MET'}")
+    else:  # the goal is for 10,240 nodes: at another size, the linear model, named so
+        cpu = statistics.median(ingest.cpu) / n
+        print(f"goal: judged at {GOAL_NODES} nodes only (here {n}); linear model: "
+              f"{cpu * 1000:.0f} ms CPU a node -> {cpu * GOAL_NODES:.0f} CPU-seconds and "
+              f"{rss / n * GOAL_NODES / 2**20:.0f} MiB at {GOAL_NODES} (goals {GOAL_S:.0f} s "
+              f"wall on 2 cores, {GOAL_RSS / 2**20:.0f} MiB)")
     if not args.smoke:
         shutil.rmtree(work, ignore_errors=True)
 
