@@ -12,7 +12,9 @@ Sides, interleaved in fresh processes (bench/harness.py):
 
 Goal (issue 31): 10,240 outcomes in <= 60 s and <= 2 GiB peak RSS on this 2-core machine.
 
-    python bench/ingest.py [--nodes 10240] [--runs 3] [--smoke]
+    python bench/ingest.py [--nodes 10240] [--runs 3] [--before REF] [--smoke]
+
+`--before REF` adds REF's `stetho ingest` (a worktree of it) as a third side, same spool.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ FLOOR = ("import json, pathlib, sys\n"
          "for p in sorted(pathlib.Path(sys.argv[1]).glob('*/*.json')):\n"
          "    json.loads(p.read_bytes().partition(b'\\n')[0])\n")
 GOAL_S = 60.0
+GOAL_NODES = 10240
 GOAL_RSS = 2 * 2**30
 RUN = "20260101T000000Z-bench1"
 
@@ -110,7 +113,8 @@ class Fresh(harness.Side):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.Popen(list(self.argv), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+                                stderr=subprocess.STDOUT, text=True, cwd=self.cwd,
+                                env=None if self.env is None else dict(self.env))
         peak = 0
         done = threading.Event()
 
@@ -144,23 +148,38 @@ def main() -> None:
     harness.header(f"ingest of {n} node outcomes from the spool ({RUN})")
     spool_mb = sum(p.stat().st_size for p in src.glob("*/*.json")) / 2**20
     print(f"spool: {n} files, {spool_mb:.0f} MiB")
-    ingest = Fresh([sys.executable, "-m", "stetho", "ingest", str(work / "spool"), "--db",
-                    str(work / "h.db"), "--out", str(work / "runs"), "-q"], src, work)
-    floor = Fresh([sys.executable, "-c", FLOOR, str(work / "spool")], src, work)
-    times = harness.interleave({"ingest": ingest, "floor": floor}, runs, warm=False)
-    print(harness.line("ingest", times["ingest"], ingest.cpu))
-    print(harness.line("floor", times["floor"], floor.cpu))
-    print(f"peak RSS (tree): ingest median {statistics.median(ingest.rss) / 2**20:.0f} MiB, "
-          f"floor {statistics.median(floor.rss) / 2**20:.0f} MiB")
+    argv = ["-m", "stetho", "ingest", str(work / "spool"), "--db", str(work / "h.db"),
+            "--out", str(work / "runs"), "-q"]
+    sides: dict[str, Fresh] = {}
+    for tree in harness.trees(None if args.smoke else args.before):
+        side = Fresh([sys.executable, *argv], src, work)
+        side.env, side.cwd = tree.env(), tree.root
+        sides["ingest" if tree.root == harness.REPO else tree.label] = side
+    ingest = sides["ingest"]
+    sides["floor"] = Fresh([sys.executable, "-c", FLOOR, str(work / "spool")], src,
+                           work)
+    times = harness.interleave(dict(sides), runs, warm=False)
+    for name, side in sides.items():
+        print(harness.line(name, times[name], side.cpu))
+    print("peak RSS (tree): " + ", ".join(f"{name} median "
+                                          f"{statistics.median(side.rss) / 2**20:.0f} MiB"
+                                          for name, side in sides.items()))
     last = ingest.last_output.strip().splitlines()
     print(f"ingest exit codes {sorted(ingest.codes)}; last line: {last[-1] if last else ''}")
     ratio = statistics.median(times["ingest"]) / statistics.median(times["floor"])
     print(f"ratio: ingest is {ratio:.2f}x the floor (reading and JSON-parsing every file; "
           "the issue sets no ratio, only the absolute goals below)")
-    harness.absolute("ingest", times["ingest"], GOAL_S)
     rss = statistics.median(ingest.rss)
-    print(f"goal: ingest peak RSS {rss / 2**20:.0f} MiB (goal <= {GOAL_RSS / 2**20:.0f} MiB): "
-          f"{'met' if rss <= GOAL_RSS else 'NOT MET'}")
+    if n == GOAL_NODES:
+        harness.absolute("ingest", times["ingest"], GOAL_S)
+        print(f"goal: ingest peak RSS {rss / 2**20:.0f} MiB (goal <= {GOAL_RSS / 2**20:.0f} "
+              f"MiB): {'met' if rss <= GOAL_RSS else 'NOT MET'}")
+    else:  # the goal is for 10,240 nodes: at another size, the linear model, named so
+        cpu = statistics.median(ingest.cpu) / n
+        print(f"goal: judged at {GOAL_NODES} nodes only (here {n}); linear model: "
+              f"{cpu * 1000:.0f} ms CPU a node -> {cpu * GOAL_NODES:.0f} CPU-seconds and "
+              f"{rss / n * GOAL_NODES / 2**20:.0f} MiB at {GOAL_NODES} (goals {GOAL_S:.0f} s "
+              f"wall on 2 cores, {GOAL_RSS / 2**20:.0f} MiB)")
     if not args.smoke:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -409,3 +409,30 @@ def test_stetho_check_records_and_reads_the_window(tmp_path: Path) -> None:
     assert f"history {db}" in r["message"]
     plain = check(faulty, "--no-history")
     assert plain["status"] == "fail" and "reads no history" in plain["message"]
+
+
+def test_the_controller_judges_again_only_nodes_the_history_has_readings_of(
+        bundles, tmp_path: Path) -> None:
+    """A node with no reading in the history would be judged on the same counts it judged
+    itself: its results stay as it sent them (the ingest's fresh history costs nothing);
+    a node with readings is judged again over its window."""
+    from stetho.checking import run as checkrun
+    from stetho.fleet.finish import HostState, judge_windows, with_readings
+
+    db = tmp_path / "h.db"
+    assert with_readings(db, {"gpu07"}) == set()  # no history yet: nobody has a past
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=25)
+    assert with_readings(db, {"gpu07", "gpu08"}) == {"gpu07"}
+    run_dir = tmp_path / "run"
+    for name in ("gpu07", "gpu08"):
+        (run_dir / "hosts" / name).mkdir(parents=True)
+        bundles["symbols"].save(run_dir / "hosts" / name / "evidence.json")
+    node_side = list(checkrun.run([bundles["symbols"]], profile=PROFILE).results)
+    hosts = {"gpu07": HostState("gpu07", done=True, results=list(node_side)),
+             "gpu08": HostState("gpu08", done=True, results=list(node_side))}
+    before = hosts["gpu08"].results
+    judge_windows(run_dir, hosts, db)
+    assert hosts["gpu08"].results is before  # not judged again: nothing to window
+    assert _one(hosts["gpu08"].results, "ib_counters", "mlx5_5:1").status == "fail"
+    judged = _one(hosts["gpu07"].results, "ib_counters", "mlx5_5:1")
+    assert judged.status == "pass" and "judged on growth within 24 h" in judged.message

@@ -35,7 +35,10 @@ def _stetho(*args: str, env: dict[str, str] | None = None, timeout: float = 300
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One simulated node's outcome, as `check --sim --spool` leaves it."""
-    base = tmp_path_factory.mktemp("sim")
+    return sim_outcome(tmp_path_factory.mktemp("sim"))
+
+
+def sim_outcome(base: Path) -> dict[str, Any]:
     built = _stetho("sim", "build", str(base / "sim"), "--nodes", "1")
     assert built.returncode == 0, built.stderr
     node = next(p for p in (base / "sim").iterdir() if p.is_dir())
@@ -127,18 +130,20 @@ def test_several_files_of_a_node_are_each_its_own_run(template: dict[str, Any],
 KILL = """
 import os, signal, sys
 import stetho.fleet.ingest as ingest
+import stetho.fleet.ingest_read as ingest_read
 stage, after = sys.argv.pop(1), int(sys.argv.pop(1))
 count = [0]
+main_pid = os.getpid()  # a worker reading files kills the ingest, not itself
 def hit():
     count[0] += 1
     if count[0] > after:
-        os.kill(os.getpid(), signal.SIGKILL)
-if stage == "reading":  # killed while the batch is read: nothing recorded yet
-    real_save = ingest.save_host
+        os.kill(main_pid, signal.SIGKILL)
+if stage.startswith("reading"):  # killed while the batch is read: nothing recorded yet
+    real_save = ingest_read.save_host
     def save_host(*a, **k):
         hit()
         return real_save(*a, **k)
-    ingest.save_host = save_host
+    ingest_read.save_host = save_host
 else:  # killed between the commit and the moves: recorded, files still in place
     real_move = ingest._move
     def _move(*a, **k):
@@ -151,18 +156,24 @@ main()
 """
 
 
-@pytest.mark.parametrize("stage", ["reading", "moving"])
+@pytest.mark.parametrize("stage", ["reading", "reading-in-workers", "moving"])
 def test_an_ingest_killed_mid_way_and_run_again_records_each_node_once(
         template: dict[str, Any], tmp_path: Path, stage: str) -> None:
+    """Killed while reading (in this process, or while worker processes read: they die with
+    it and hold neither the lock nor its output, so the run returns and the rerun starts),
+    or between the commit and the moves."""
     nodes = ["n01", "n02", "n03", "n04"]
     spool = tmp_path / "spool"
     _write(spool, template, nodes)
-    killed = subprocess.run([sys.executable, "-c", KILL, stage, "2", "ingest", str(spool),
+    workers = ["--workers", "2"] if stage == "reading-in-workers" else ["--workers", "0"]
+    after = "1" if stage == "reading-in-workers" else "2"  # each worker counts its own
+    killed = subprocess.run([sys.executable, "-c", KILL, stage, after, "ingest", str(spool),
                              "--db", str(tmp_path / "h.db"), "--out", str(tmp_path / "runs"),
-                             "-q"], capture_output=True, text=True, timeout=300, cwd=REPO)
+                             "-q", *workers], capture_output=True, text=True, timeout=300,
+                            cwd=REPO)
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     pending = sorted(n for n in nodes if list((spool / n).glob("*.json")))
-    if stage == "reading":
+    if stage.startswith("reading"):
         assert pending == nodes and not _rows(tmp_path / "h.db")
     else:  # two moved, two recorded but still waiting
         assert pending == nodes[2:] and _rows(tmp_path / "h.db") == {n: 1 for n in nodes}

@@ -40,9 +40,12 @@ from stetho.results import Result, exit_code
               "folder [default: STETHO_TEXTFILE_DIR].")
 @click.option("--quiet", "-q", is_flag=True,
               help="The summary line instead of the table; no progress on stderr.")
+@click.option("--workers", type=click.IntRange(min=0), help="Processes reading the files "
+              "[default: one a core from 64 files; 0: none, this process reads them].")
 def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
            run_filter: str | None, out: str, problems_only: bool, db: str | None,
-           no_history: bool, kb_repo: str | None, textfile: Path | None, quiet: bool) -> None:
+           no_history: bool, kb_repo: str | None, textfile: Path | None, quiet: bool,
+           workers: int | None) -> None:
     """Take the outcomes nodes left in a spool into the history, once, judged as a sweep.
 
     SPOOL [default: STETHO_RESULT_SPOOL] holds one folder per node, written by `stetho check
@@ -70,7 +73,7 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
         spool=Path(cfg.result_spool), out=Path(out), db=None if no_history else cfg.db,
         expect=hostlist.expand(expect) if expect else None, run=run_filter,
         kb_repo=cfg.kb_repo, textfile=_textfile(textfile or cfg.textfile_dir),
-        progress=progress.update, secret=secret,
+        progress=progress.update, secret=secret, workers=workers,
         command=" ".join(["ingest", *sys.argv[2:]])[:400])
     stop = _StopOnSignal()
     every: list[Result] = []

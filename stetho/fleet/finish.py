@@ -19,7 +19,6 @@ from stetho.checking.nodes import NodeSummary
 from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
-from stetho.fleet.run_folder import write_json as _write_json
 from stetho.results import Result, exit_code
 from stetho.sinks.suite import SuiteSummary
 
@@ -34,6 +33,8 @@ class HostState:
     busy: Busy | None = None  # what the node said before anything invasive (None: not asked)
     killed: str | None = None  # the hard timeout killed its check: why, while its evidence comes
     partial: Bundle | None = None  # the evidence a killed check left, evaluated here
+    #: the summary the node sent (the ingest keeps it here; else read from summary.json)
+    summary: NodeSummary | None = None
 
 
 @dataclass
@@ -177,12 +178,14 @@ def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
     """A node's own run has no history (`--no-history`: it lives here), so it judged its
     counters on their counts since boot. Here, where the history is, the counter checks run
     again over the evidence each node sent, against its earlier readings, and their results
-    replace the node's (and its results.json)."""
+    replace the node's (and its results.json). Only nodes the history holds readings of are
+    judged again: without one the window judges the same counts the node judged (a fresh
+    history costs nothing; the work scales with the nodes that have a past)."""
     from stetho import check
     from stetho.checking.windowed import WINDOWED_CHECKS
 
-    files = {n: run_dir / "hosts" / n / "evidence.json" for n, st in hosts.items()
-             if st.done and not st.error and st.partial is None}
+    ready = {n for n, st in hosts.items() if st.done and not st.error and st.partial is None}
+    files = {n: run_dir / "hosts" / n / "evidence.json" for n in sorted(with_readings(db, ready))}
     files = {n: p for n, p in files.items() if p.is_file()}
     if not files:
         return
@@ -202,15 +205,45 @@ def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
 
 
 
+def with_readings(db: Path, nodes: set[str]) -> set[str]:
+    """Those of `nodes` the history holds any counter reading of (a superset of those with
+    one in their window); every one of them where the history cannot be read (the re-judge
+    then names why), none where it does not exist yet."""
+    if not nodes or not db.exists():
+        return set()
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        try:
+            names = sorted(nodes)
+            found: set[str] = set()
+            for i in range(0, len(names), 500):
+                part = names[i:i + 500]
+                found.update(n for (n,) in conn.execute(
+                    "SELECT n.name FROM nodes n WHERE n.name IN "
+                    f"({','.join('?' * len(part))}) AND EXISTS "
+                    "(SELECT 1 FROM metrics m WHERE m.node_id = n.id)", part))
+            return found
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return set(nodes)
+
+
 def save_host(run_dir: Path, name: str, out: outcome_mod.Outcome) -> None:
+    """A node's files in the run folder; evidence the ingest kept unparsed is written as the
+    bytes the node sent (Bundle.load reads either)."""
+    from stetho.core import atomic
+
     folder = run_dir / "hosts" / name
     folder.mkdir(parents=True, exist_ok=True)
     if out.evidence is not None:
         out.evidence.save(folder / "evidence.json")
+    elif out.evidence_raw is not None:
+        atomic.write(folder / "evidence.json", out.evidence_raw)
     write_results(folder / "results.json", out.results)
     (folder / "junit.xml").write_text(out.junit, encoding="utf-8")
-    if out.summary:
-        _write_json(folder / "summary.json", out.summary)
+    if out.summary:  # compact: the ingest writes ten thousand and keeps them in memory
+        atomic.write(folder / "summary.json", json.dumps(out.summary, separators=(",", ":")))
 
 
 def host_error(name: str, message: str, remediation: str, probe: str) -> Result:
@@ -229,7 +262,9 @@ def node_summaries(run_dir: Path, hosts: dict[str, HostState]) -> dict[str, Node
     out: dict[str, NodeSummary] = {}
     for name in sorted(hosts):
         path = run_dir / "hosts" / name / "summary.json"
-        if path.is_file():
+        if hosts[name].summary:
+            out[name] = hosts[name].summary  # type: ignore[assignment]
+        elif path.is_file():
             out[name] = json.loads(path.read_text())
     return out
 

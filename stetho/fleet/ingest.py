@@ -25,8 +25,8 @@ from pathlib import Path
 
 from stetho.core.locks import SweepLock, SweepLocked
 from stetho.errors import ConfigError
-from stetho.evidence import busy as busy_mod
-from stetho.fleet.finish import Finish, HostState, SweepResult, finish, save_host
+from stetho.fleet.finish import Finish, HostState, SweepResult, finish
+from stetho.fleet.ingest_read import Reader, Taken, read_all, share
 from stetho.spool.files import BAD, DONE, SpoolError, SpoolFile, pending
 
 
@@ -54,6 +54,8 @@ class IngestOptions:
     #: before the run's tail, never looked for in the spool (sweep --via slurm's busy,
     #: drained and down nodes, and the nodes srun killed)
     decided: dict[str, HostState] = field(default_factory=dict)
+    #: processes reading the batch's files (None: one a core for a big batch; 0: this one)
+    workers: int | None = None
 
 
 @dataclass
@@ -75,6 +77,7 @@ class _Batch:
     bad: dict[str, str] = field(default_factory=dict)  # node -> why its file is refused
     settled: set[str] = field(default_factory=set)  # nodes whose file the ledger held
     kinds: set[str] = field(default_factory=set)  # what ran on the nodes (files' kinds)
+    strings: dict[str, str] = field(default_factory=dict)  # one copy of each result text
 
 
 def ingest(opts: IngestOptions) -> IngestResult:
@@ -91,7 +94,8 @@ def ingest(opts: IngestOptions) -> IngestResult:
         raise SweepLocked(str(exc).replace("another sweep", "another ingest of this spool")
                           ) from None
     try:
-        return _ingest(opts, run_id)
+        # the workers reading files close their copy of the lock's descriptor
+        return _ingest(opts, run_id, getattr(lock, "_fd", None))
     finally:
         lock.__exit__(None, None, None)
 
@@ -101,7 +105,7 @@ def has_pending(spool: Path, run: str | None = None) -> bool:
     return bool(pending(spool, run)[0])
 
 
-def _ingest(opts: IngestOptions, run_id: str) -> IngestResult:
+def _ingest(opts: IngestOptions, run_id: str, lock_fd: int | None = None) -> IngestResult:
     from stetho import config
 
     say = opts.warn or (lambda m: print(f"stetho: warning: {m}", file=sys.stderr))
@@ -129,18 +133,21 @@ def _ingest(opts: IngestOptions, run_id: str) -> IngestResult:
     cap = opts.max_bytes if opts.max_bytes is not None else int(
         config.active().max_bundle_mb * 2**20)
     failing = 0
+    taken = read_all(Reader(opts.secret, cap, run_dir),
+                     [batch.files[n] for n in names if n in batch.files], opts.workers,
+                     lock_fd)
     for done, name in enumerate(names, 1):
         st = hosts[name]
         st.done = True
-        mine = batch.files.get(name)
-        if mine is None:
+        if name not in batch.files:
             st.error = (f"no outcome from {name} in the spool {opts.spool}"
                         + (f" for run {opts.run}" if opts.run else ""))
         else:
-            _take(opts, batch, mine, st, run_dir, cap)
+            _apply(batch, next(taken), st)
         failing += bool(st.error or any(r.status in ("fail", "error") for r in st.results))
         if opts.progress:
             opts.progress(name, done, len(names), failing)
+    taken.close()  # the workers end here
     hosts.update(opts.decided)
     # a run of one kind keeps its name in history (gate-prolog, sweep-slurm, ...)
     kind = next(iter(batch.kinds)) if len(batch.kinds) == 1 else opts.kind
@@ -159,30 +166,14 @@ def _ingest(opts: IngestOptions, run_id: str) -> IngestResult:
                         settled=len(batch.settled))
 
 
-def _take(opts: IngestOptions, batch: _Batch, f: SpoolFile, st: HostState, run_dir: Path,
-          cap: int) -> None:
-    """Read `f` into its node's state (results, evidence, summary in the run folder), or
-    make it the node's error."""
-    from stetho.spool.reader import digest_of, parse, read_bytes
-
-    try:
-        data = read_bytes(f, cap)
-    except SpoolError as exc:
-        batch.digests[f.node] = ""
-        batch.bad[f.node] = str(exc)
-        st.error = str(exc)
+def _apply(batch: _Batch, t: Taken, st: HostState) -> None:
+    batch.digests[t.node] = t.digest
+    if t.error is not None:
+        batch.bad[t.node] = st.error = t.error
         return
-    batch.digests[f.node] = digest_of(data)
-    try:
-        entry = parse(f, data, secret=opts.secret)
-    except SpoolError as exc:
-        batch.bad[f.node] = str(exc)
-        st.error = str(exc)
-        return
-    batch.kinds.add(entry.kind)
-    save_host(run_dir, f.node, entry.outcome)
-    st.results = entry.outcome.results
-    st.busy = busy_mod.from_bundle(entry.outcome.evidence) if entry.outcome.evidence else None
+    batch.kinds.add(t.kind)
+    share(t.results, batch.strings)
+    st.results, st.summary, st.busy = t.results, t.summary, t.busy
 
 
 def _remediation(spool: Path, node: str) -> str:

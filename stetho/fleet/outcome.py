@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from stetho.checking.nodes import NodeSummary
 from stetho.evidence.bundle import Bundle
+from stetho.fleet import lazy
 from stetho.results import Result
 
 SCHEMA = "stetho.outcome"
@@ -32,6 +33,9 @@ class Outcome:
     junit: str
     evidence: Bundle | None
     summary: NodeSummary | None = None  # versions, busbw and metrics, for fleet/history
+    #: the ingest's outcome: the evidence JSON as the node sent it (checked to be of its node,
+    #: stetho.fleet.lazy), with `evidence` None: parsed only where something reads it
+    evidence_raw: bytes | None = None
 
     def to_json(self) -> dict[str, Any]:
         from stetho.sinks import json_out
@@ -80,9 +84,11 @@ def parse(text: str, host: str | None = None) -> Outcome:
     return from_json(data, host)
 
 
-def from_json(data: Any, host: str | None = None) -> Outcome:
+def from_json(data: Any, host: str | None = None, *, keep_evidence: str | None = None
+              ) -> Outcome:
     """The outcome in `data` (already parsed, e.g. inside a spool file), or OutcomeError as
-    `parse` says."""
+    `parse` says. `keep_evidence` (a node's name; the ingest): evidence that is plainly
+    that node's is kept as the bytes the node sent (`evidence_raw`), not parsed."""
     if not isinstance(data, dict):
         raise OutcomeError("unreadable stetho outcome: not a JSON object")
     version = data.get("schema_version", 0)
@@ -92,22 +98,27 @@ def from_json(data: Any, host: str | None = None) -> Outcome:
         raise OutcomeError(f"the node's stetho writes outcome version {version}, "
                            f"newer than this controller's ({VERSION})")
     try:
-        out = _outcome(data)
+        out = _outcome(data, keep_evidence)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise OutcomeError(f"malformed stetho outcome ({type(exc).__name__}: "
                            f"{str(exc)[:300]})") from None
     return out if host is None else own(out, host)
 
 
-def _outcome(data: dict[str, Any]) -> Outcome:
+def _outcome(data: dict[str, Any], host: str | None = None) -> Outcome:
     from stetho.core import hostlist, untrusted
     from stetho.errors import ConfigError
     from stetho.evidence.bundle import BundleError
 
     raw = data.get("evidence")
+    kept: bytes | None = None
     if data.get("evidence_gz"):
         try:
-            raw = untrusted.loads(unpack(data["evidence_gz"]))
+            text = unpack(data["evidence_gz"])
+            if host is not None and lazy.plain(text, host):
+                kept, raw = text, None
+            else:
+                raw = untrusted.loads(text)
         except (ValueError, OSError, EOFError) as exc:
             raise OutcomeError(f"unreadable evidence in the stetho outcome: {exc}") from None
     try:
@@ -127,9 +138,11 @@ def _outcome(data: dict[str, Any]) -> Outcome:
     summary = data.get("summary")
     if summary is not None:
         _check_summary(summary)
-    return Outcome(node=node, exit_code=code, results=[Result.from_json(r) for r in rows],
-                   junit=str(data.get("junit", "")), evidence=evidence,
-                   summary=cast("NodeSummary | None", summary))
+    out = Outcome(node=node, exit_code=code, results=lazy.results(rows),
+                  junit=str(data.get("junit", "")), evidence=evidence,
+                  summary=cast("NodeSummary | None", summary))
+    return out if kept is None else Outcome(
+        out.node, out.exit_code, out.results, out.junit, None, out.summary, kept)
 
 
 def _check_summary(s: Any) -> None:
@@ -185,7 +198,8 @@ def own(out: Outcome, host: str) -> Outcome:
         raise OutcomeError(f"the output of {host} speaks for other nodes ({'; '.join(others)})"
                            ": none of it is recorded")
     results = [r if r.node == host else _as_host(r, host) for r in out.results]
-    return Outcome(host, out.exit_code, results, out.junit, out.evidence, out.summary)
+    return Outcome(host, out.exit_code, results, out.junit, out.evidence, out.summary,
+                   out.evidence_raw)
 
 
 def own_bundle(bundle: Bundle, host: str) -> Bundle:

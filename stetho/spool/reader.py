@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
+from stetho.fleet import lazy as lazy_mod
 from stetho.fleet import outcome as outcome_mod
 from stetho.fleet.outcome import Outcome
 from stetho.spool import keys
@@ -50,8 +51,11 @@ def read(f: SpoolFile, *, secret: bytes | None = None, max_bytes: int | None = N
     return parse(f, data, secret=secret)
 
 
-def parse(f: SpoolFile, data: bytes, *, secret: bytes | None = None) -> Entry:
-    """The outcome in `data` (the bytes of `f`), checked as `read` says."""
+def parse(f: SpoolFile, data: bytes, *, secret: bytes | None = None, lazy: bool = False,
+          digest: str | None = None) -> Entry:
+    """The outcome in `data` (the bytes of `f`), checked as `read` says. `lazy` (the
+    ingest): evidence plainly of `f`'s node is kept as bytes (stetho.fleet.lazy), unparsed.
+    `digest`: digest_of(data) where the caller has it already."""
     from stetho.core import untrusted
 
     name = f.path.name
@@ -76,15 +80,15 @@ def parse(f: SpoolFile, data: bytes, *, secret: bytes | None = None) -> Entry:
             raise SpoolError(f"spool file {name} is not signed with {f.node}'s key (a wrong "
                              f"or another node's key, or the file was changed): not taken")
     try:
-        doc = untrusted.loads(body)
+        doc = lazy_mod.loads(body) if lazy else untrusted.loads(body)
     except untrusted.UntrustedJsonError as exc:
         raise SpoolError(f"spool file {name}: {exc}") from None
-    entry = _entry(f, doc, name)
-    return Entry(f, digest_of(data), entry[0], entry[1], entry[2], entry[3],
+    entry = _entry(f, doc, name, lazy)
+    return Entry(f, digest or digest_of(data), entry[0], entry[1], entry[2], entry[3],
                  signature is not None)
 
 
-def _entry(f: SpoolFile, doc: Any, name: str) -> tuple[str, float, str, Outcome]:
+def _entry(f: SpoolFile, doc: Any, name: str, lazy: bool) -> tuple[str, float, str, Outcome]:
     from stetho.core import untrusted
 
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
@@ -107,7 +111,7 @@ def _entry(f: SpoolFile, doc: Any, name: str) -> tuple[str, float, str, Outcome]
             or not untrusted.finite(when) or not isinstance(command, str):
         raise SpoolError(f"spool file {name}: time or command is not of its type")
     try:
-        out = outcome_mod.from_json(doc.get("outcome"))
+        out = outcome_mod.from_json(doc.get("outcome"), keep_evidence=f.node if lazy else None)
     except outcome_mod.OutcomeError as exc:
         raise SpoolError(f"spool file {name}: {exc}") from None
     others = _others(out, f.node)
