@@ -85,3 +85,25 @@ def test_streamed_document_equals_whole_one(text: str):
     streamed = "".join(junit.render_stream(Results(rows, spill_at=len(rows) + 1)))
     ET.fromstring(streamed.encode("utf-8"))
     assert streamed == whole
+
+
+def test_repeated_results_on_many_nodes_keep_each_nodes_own_text():
+    """Each node's testcase is its own result's, also where its tail is shared with another
+    node's: values that compare equal but write differently (1, 1.0, True, -0.0, 0.0, "1")
+    are never confused, and each case names its own node."""
+    values: list[object] = [1, 1.0, True, "1", -0.0, 0.0, None, [1], (1.0,), {"a": 1}]
+    rows = [Result(f"n{i:02d}", "gpu_count", "", status, "same message", v, "GPUs", v, v,
+                   evidence="same evidence")
+            for i, v in enumerate(values * 2) for status in ("pass", "fail")]
+    root = ET.fromstring(junit.render(rows).encode())
+    for suite in root.iter("testsuite"):
+        node = suite.get("name")
+        alone = ET.fromstring(junit.render([r for r in rows if r.node == node]).encode())
+        own = alone.find("testsuite")
+        assert own is not None
+        own.tail = suite.tail = None  # the whitespace after it, not the suite
+        assert ET.tostring(own) == ET.tostring(suite)
+        assert {p.get("value") for p in suite.iter("property") if p.get("name") == "node"} \
+            == {node}
+    values_written = [p.get("value") for p in root.iter("property") if p.get("name") == "value"]
+    assert {"1", "1.0", "True", "-0.0", "0.0", "[1]", "(1.0,)"} <= set(values_written)

@@ -30,7 +30,8 @@ def render(results: list[Result]) -> str:
 
 def _render(results: list[Result]) -> str:
     by_node = sorted(results, key=lambda r: (r.node, r.check, r.subject))
-    suites = [_suite_text(node, list(group))
+    tails: dict[tuple[object, ...], str] = {}
+    suites = [_suite_text(node, list(group), tails)
               for node, group in groupby(by_node, key=lambda r: r.node)]
     return (_head(len(results), sum(r.status == "error" for r in results),
                   sum(r.status == "fail" for r in results),
@@ -43,10 +44,13 @@ def render_stream(results: Results) -> Iterator[str]:
     the results' own store: a million results never sit in memory at once."""
     c = results.counts()
     yield _head(len(results), c["error"], c["fail"], results.total_duration())
+    tails: dict[tuple[object, ...], str] = {}
     for node, group in groupby(results.by_node(), key=lambda r: r.node):
         rows = list(group)
+        if len(tails) > TAILS_KEPT:
+            tails.clear()
         try:
-            text = _suite_text(node, rows)
+            text = _suite_text(node, rows, tails)
             if not safe.encodable(text):
                 raise ValueError("a lone surrogate")
         except safe.WRITE_ERRORS:
@@ -88,14 +92,15 @@ def _t(value: object) -> str:
     return escape(_ILLEGAL.sub("", s))
 
 
-def _suite_text(node: str, rows: list[Result]) -> str:
+def _suite_text(node: str, rows: list[Result],
+                tails: dict[tuple[object, ...], str] | None = None) -> str:
     """One node's testsuite as text, written directly: junit-xml's DOM, its pretty-printing
     and the re-parse to add each testcase's properties were most of a fleet ingest's time
     (the same elements and attributes as junit-xml writes). The node's quoted name and each
     check's classname are escaped once per suite, not once per result."""
     node_attr = _a(node)
     classnames: dict[str, str] = {}
-    cases = [_case(r, node_attr, classnames) for r in rows]
+    cases = [_case(r, node_attr, classnames, tails) for r in rows]
     errors = failures = skipped = 0
     elapsed = 0.0
     any_time = False
@@ -123,10 +128,23 @@ _MEASURE_KEYS = ("value", "unit", "expected", "threshold", "limit", "limit_op", 
                  "remediation", "probe")
 
 
-def _case(r: Result, node_attr: str | None = None,
-          classnames: dict[str, str] | None = None) -> str:
+#: At most this many distinct testcase tails are remembered while a document streams.
+TAILS_KEPT = 100_000
+_PLAIN = (str, int, float, bool, type(None))
+_BY_TEXT = ("value", "expected", "threshold", "reference", "limit")
+_BY_SELF = ("check", "subject", "status", "message", "unit", "limit_op", "remediation",
+            "evidence", "probe")
+
+
+def _case(r: Result, node_attr: str | None = None, classnames: dict[str, str] | None = None,
+          tails: dict[tuple[object, ...], str] | None = None) -> str:
+    """One testcase: its head (name, time, classname, status and node) and its tail (the
+    rest: nothing in it names the node). Most results of a fleet repeat another node's in all
+    but the node (a check that passed with the same value and message), so `tails` keeps
+    each distinct tail once, keyed by what it is written from."""
     d = r.__dict__
-    check, subject, status = d["check"], d["subject"], d["status"]
+    check, status = d["check"], d["status"]
+    subject = d["subject"]
     name = f"{check}[{d['node']}/{subject}]" if subject else f"{check}[{d['node']}]"
     attrs = f"name={_a(name)}"
     if d["duration_s"]:
@@ -136,11 +154,43 @@ def _case(r: Result, node_attr: str | None = None,
         cls = _a("stetho." + check)
         if classnames is not None:
             classnames[check] = cls
-    override = d["override"]
-    out = [f"\n\t\t<testcase {attrs} classname={cls}>\n\t\t\t<properties>",
-           _PROP % ("status", '"passed-with-override"' if override else _a(status)),
-           _PROP % ("node", node_attr if node_attr is not None else _a(d["node"])),
-           _PROP % ("subject", _a(subject))]
+    head = (f"\n\t\t<testcase {attrs} classname={cls}>\n\t\t\t<properties>"
+            + _PROP % ("status", '"passed-with-override"' if d["override"] else _a(status))
+            + _PROP % ("node", node_attr if node_attr is not None else _a(d["node"])))
+    key = _tail_key(d) if tails is not None else None
+    if key is None:
+        return head + _tail(r)
+    assert tails is not None
+    tail = tails.get(key)
+    if tail is None:
+        tail = tails[key] = _tail(r)
+    return head + tail
+
+
+def _tail_key(d: dict[str, object]) -> tuple[object, ...] | None:
+    """What a testcase's tail is written from, or None (an override, a field that is not a
+    plain scalar): numbers by type and text, as 1, 1.0, -0.0 and True write differently."""
+    if d["override"]:
+        return None
+    texts = [d[k] for k in _BY_SELF]
+    for v in texts:
+        if type(v) is not str and v is not None and type(v) not in _PLAIN:
+            return None
+    for k in _BY_TEXT:
+        v = d[k]
+        if v is None or type(v) is str:
+            texts.append(v)
+        elif type(v) in _PLAIN:
+            texts += (type(v), str(v))
+        else:
+            return None
+    return tuple(texts)
+
+
+def _tail(r: Result) -> str:
+    d = r.__dict__
+    status, override = d["status"], d["override"]
+    out = [_PROP % ("subject", _a(d["subject"]))]
     if override:
         out += [_PROP % (f"override_{k}", _a(str(override.get(k, ""))))
                 for k in _OVERRIDE_KEYS]
