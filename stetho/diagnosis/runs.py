@@ -19,12 +19,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stetho.checking.nodes import NodeSummary
-from stetho.diagnosis.model import Diagnosis
-from stetho.diagnosis.signals import NodeContext
 from stetho.results import Result
+
+if TYPE_CHECKING:  # the signals import every parser: only a run with something to diagnose
+    from stetho.checking.nodes import NodeSummary
+    from stetho.diagnosis.context import NodeContext
+    from stetho.diagnosis.model import Diagnosis
 
 
 def failing_nodes(results: Iterable[Result]) -> list[str]:
@@ -61,6 +63,8 @@ def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any
         summary = json.loads(path.read_text())
         if not any((c, m) in counters and v for c, _, m, v, _ in summary.get("metrics", [])):
             continue
+        from stetho.diagnosis.context import NodeContext
+
         ctx = NodeContext(node, by_node[node], None, history, summary, run=run)
         if any(f(ctx) for f in (trends.sbe_rising, trends.aer_rising, trends.ib_errors_rising,
                                 trends.busbw_declining)):
@@ -73,6 +77,7 @@ def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: An
     from stetho import profiles
     from stetho.checking import nodes as nodes_mod
     from stetho.checking.nodes import node_facts
+    from stetho.diagnosis.context import NodeContext
     from stetho.errors import ConfigError
     from stetho.evidence.bundle import BundleError, load
 
@@ -106,8 +111,8 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
                      ) -> list[tuple[Diagnosis, Path]]:
     """Diagnose and write a report for each failing node (or the given ones). `blast`: node
     -> the running jobs its drain hits, for the report's "Blast radius" line."""
-    from stetho.diagnosis import engine, report
-
+    if nodes is not None and not nodes:
+        return []
     history = None
     if db is not None and db.exists():
         from stetho.history.store import History
@@ -118,6 +123,12 @@ def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
         watch |= set(trending_nodes(run_dir, results, history, run,
                                     skip=set(failing_nodes(results)) | watch))
     wanted = nodes if nodes is not None else sorted(set(failing_nodes(results)) | watch)
+    if not wanted:  # a healthy run has nothing to diagnose: no rules, no knowledge base read
+        if history is not None:
+            history.close()
+        return []
+    from stetho.diagnosis import engine, report
+
     # what the reports quote must be writable (a lone surrogate from a node's output, a value
     # nested too deep): the diagnosed nodes' results through stetho.sinks.safe
     from stetho.sinks import safe

@@ -123,7 +123,6 @@ def write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, Host
     """The fleet's files, the failing nodes' diagnosis reports, then the run page linking
     them (and, with a knowledge base, the rules' accuracy); with --bench, the suite's night
     in all of them; with a textfile, the results and the accuracy for node_exporter."""
-    from stetho.diagnosis.rules import causes
     from stetho.fleet import run_folder
     from stetho.publish import accuracy as accuracy_mod
     from stetho.sinks import suite as suite_mod
@@ -142,7 +141,7 @@ def write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, Host
         written = {d.node: path for d, path in runs.diagnose_results(
             results, run_dir=run_dir, run=run_id, out=run_dir / "reports", db=opts.db,
             gate=opts.gate, kb_repo=opts.kb_repo)}
-    acc = accuracy_mod.of_repo_or_why(opts.kb_repo, rules=causes() if opts.kb_repo else ())
+    acc = accuracy_mod.of_repo_or_why(opts.kb_repo, rules=_causes() if opts.kb_repo else ())
     title = f"{opts.title} {run_id}" + (f" ({opts.bench} suite)" if opts.bench else "")
     run_folder.write_page(run_dir, results, title=title, reports=written, suite=suite,
                           accuracy=acc)
@@ -154,6 +153,14 @@ def write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, Host
             raise OSError(exc.errno, exc.strerror, str(exc.filename or opts.textfile)) from None
     return suite
 
+
+
+def _causes() -> Any:
+    """The rules' causes, for the accuracy a knowledge base is scored on: the rules are read
+    only then, not on every run (a healthy sweep diagnoses nothing)."""
+    from stetho.diagnosis.rules import causes
+
+    return causes()
 
 
 def evaluate_partial(run_dir: Path, hosts: dict[str, HostState]) -> None:

@@ -78,7 +78,12 @@ def value(v: Any, depth: int = 0) -> Any:
 
 
 def clean(r: Result) -> Result:
-    """`r` with every field writable (the fields that already are stay the same objects)."""
+    """`r` with every field writable (the fields that already are stay the same objects;
+    `r` itself when all are, the common case: a run diagnoses thousands of nodes' results)."""
+    return r if writable(r) else _clean(r)
+
+
+def _clean(r: Result) -> Result:
     d = r.to_json()
     for key in _TEXT:
         x = d[key]
@@ -92,6 +97,35 @@ def clean(r: Result) -> Result:
     if d["limit"] is not None and type(d["limit"]) is not float and type(d["limit"]) is not int:
         d["limit"] = None  # "NaN" or a placeholder: no number to compare with
     return Result(**d)
+
+
+_bad = _BAD.search
+
+
+def writable(r: Result) -> bool:
+    """Whether `clean` would leave `r` as it is: text without a character to replace, plain
+    finite numbers, small integers, no containers (those take the full path)."""
+    d = r.__dict__
+    for key in _TEXT:
+        x = d[key]
+        if x is not None and (type(x) is not str or _bad(x)):
+            return False
+    for key in _VALUES:
+        x = d[key]
+        t = type(x)
+        if x is None or t is bool:
+            continue
+        if t is str:
+            if _bad(x):
+                return False
+        elif t is float:
+            if not math.isfinite(x):
+                return False
+        elif t is not int or x.bit_length() > MAX_INT_BITS:
+            return False
+    dur, limit = d["duration_s"], d["limit"]
+    return (type(dur) in (int, float) and math.isfinite(dur) and dur >= 0
+            and (limit is None or type(limit) is float or type(limit) is int))
 
 
 def results(rs: Iterable[Result]) -> list[Result]:
