@@ -4,9 +4,8 @@ They are a run of kind `gate-shadow` in `runs` (so `stetho history` lists it) an
 node in `gate_decisions`, never `node_runs` rows: the gate reads a node's newest `node_runs`
 row for the `gate`/`sweep` pseudo-checks and counts every check of a row, so a verdict written
 there as a result would clear a real "could not check" error or block a node under a policy
-that counts every check. The table is additive (CREATE IF NOT EXISTS) and outside
-stetho.history.store's migrations on purpose: nothing else reads it, and an older stetho that
-opens the database ignores it.
+that counts every check. The table is made by schema 6 of stetho.history.store's
+migrations.
 """
 
 from __future__ import annotations
@@ -20,10 +19,6 @@ from dataclasses import dataclass
 from stetho.history.store import History
 
 KIND = "gate-shadow"
-
-_TABLE = """CREATE TABLE IF NOT EXISTS gate_decisions (run_key INTEGER NOT NULL,
-    time INTEGER NOT NULL, policy TEXT NOT NULL, mode TEXT NOT NULL, node TEXT NOT NULL,
-    verdict TEXT NOT NULL, checks TEXT NOT NULL, PRIMARY KEY (run_key, policy, node))"""
 
 
 @dataclass(frozen=True)
@@ -46,7 +41,6 @@ def record(h: History, run_id: str, decisions: Iterable[NodeDecision], *, when: 
 
     rows = list(decisions)
     t = int(when)
-    h.conn.execute(_TABLE)
     would = 1 if any(d.verdict == "block" for d in rows) else 0
     with h.transaction():
         cur = h.conn.execute(
@@ -64,11 +58,7 @@ def record(h: History, run_id: str, decisions: Iterable[NodeDecision], *, when: 
 
 def read(h: History, since: float = 0.0) -> list[tuple[str, int, NodeDecision]]:
     """(run id, time, decision) of every recorded decision at or after `since`, oldest
-    first; none where no gate ever recorded one."""
-    exists = h.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'gate_decisions'"
-                            ).fetchone()[0]
-    if not exists:
-        return []
+    first."""
     out = []
     for run, t, policy, mode, node, verdict, checks in h.conn.execute(
             "SELECT r.id, d.time, d.policy, d.mode, d.node, d.verdict, d.checks "
