@@ -152,7 +152,8 @@ def gate(ctx: click.Context, /, policy_name: str | None, nodes: str | None, loca
         if cfg.result_spool is not None:
             try:
                 spool_verdict(cfg.result_spool, outcome.to_json(job), outcome.names[0],
-                              slurm_mode, outcome.policy.name, outcome.summary(), time.time())
+                              slurm_mode, outcome.policy.name, outcome.summary(), time.time(),
+                              outcome.summaries.get(outcome.names[0]))
             except OSError as exc:  # the verdict stands; slurmd's log says it was not spooled
                 click.echo(f"stetho: warning: verdict not spooled to {cfg.result_spool}: "
                            f"{exc}", err=True)
