@@ -105,7 +105,7 @@ def gate(ctx: click.Context, /, policy_name: str | None, nodes: str | None, loca
                                    "(--canaries/--controls): it drains nothing and writes "
                                    "--json and --junit only")
         run_release(policy_name, nodes, local, inventory, profile_name, json_out, junit, job,
-                    quiet, {**release, "topology": topology_spec or "slurm"})
+                    quiet, {**release, "topology": topology_spec or "slurm"}, cfg.db)
     if release.get("stage"):
         raise click.UsageError("--stage judges a release: give --canaries and --controls")
     if bool(nodes) == bool(local):

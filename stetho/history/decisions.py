@@ -1,6 +1,7 @@
-"""Gate decisions kept in the history database: what a shadow policy would have done, per node.
+"""Gate decisions kept in the history database: what a shadow policy would have done, per
+node, and what the release gate decided on each canary.
 
-They are a run of kind `gate-shadow` in `runs` (so `stetho history` lists it) and one row per
+They are a run of kind `gate-shadow` (or `gate-release`) in `runs` and one row per
 node in `gate_decisions`, never `node_runs` rows: the gate reads a node's newest `node_runs`
 row for the `gate`/`sweep` pseudo-checks and counts every check of a row, so a verdict written
 there as a result would clear a real "could not check" error or block a node under a policy
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from stetho.history.store import History
 
 KIND = "gate-shadow"
+RELEASE_KIND = "gate-release"
 
 
 @dataclass(frozen=True)
@@ -34,19 +36,20 @@ class NodeDecision:
 
 
 def record(h: History, run_id: str, decisions: Iterable[NodeDecision], *, when: float,
-           command: str) -> int:
-    """Write one gate's shadow decisions as a run of kind `gate-shadow`, all or nothing.
-    Its exit code is what the shadow policies would have made it (1: one would block)."""
+           command: str, kind: str = KIND, exit_code: int | None = None) -> int:
+    """Write one gate's decisions as a run of `kind`, all or nothing. Its exit code is
+    what the policies made (or, shadows, would have made) it: 1 when one blocks."""
     from stetho import __version__
 
     rows = list(decisions)
     t = int(when)
-    would = 1 if any(d.verdict == "block" for d in rows) else 0
+    would = (1 if any(d.verdict == "block" for d in rows) else 0) if exit_code is None \
+        else exit_code
     with h.transaction():
         cur = h.conn.execute(
             "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
             "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (run_id, KIND, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
+            (run_id, kind, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
              socket.gethostname(), __version__, command, would, len({d.node for d in rows}),
              ""))
         key = int(cur.lastrowid or 0)
