@@ -103,7 +103,7 @@ def gate(ctx: click.Context, /, policy_name: str | None, nodes: str | None, loca
         if ignored:  # never silently dropped: the release gate records none of these
             raise click.UsageError(f"{', '.join(ignored)} do not apply to the release gate "
                                    "(--canaries/--controls): it drains nothing and writes "
-                                   "--json and --junit only")
+                                   "--json, --junit and its decision in --db only")
         run_release(policy_name, nodes, local, inventory, profile_name, json_out, junit, job,
                     quiet, {**release, "topology": topology_spec or "slurm"}, cfg.db)
     if release.get("stage"):
