@@ -11,11 +11,19 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from stetho.errors import ConfigError
-from stetho.history.store import SCHEMA_VERSION, History, HistoryError, NodeRun, parse_since
+from stetho.history.store import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    History,
+    HistoryError,
+    NodeRun,
+    parse_since,
+)
 from stetho.results import Result
 
 
@@ -177,3 +185,32 @@ def test_history_piped_prints_whole_rows(tmp_path):
     (row,) = [line for line in proc.stdout.splitlines() if line.startswith("ib ")]
     assert subject in row and row.rstrip().endswith("▁▅█"), row
     assert len(row) > 80
+
+
+def _schema5(db: Path, with_table: bool) -> None:
+    """A database an older stetho wrote (schema 5); `with_table`: it had recorded shadow
+    decisions, making gate_decisions outside the migrations as it then did."""
+    with sqlite3.connect(db) as c:
+        for version in range(1, 6):
+            for stmt in MIGRATIONS[version]:
+                c.execute(stmt)
+        c.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '5')")
+        if with_table:
+            c.execute("INSERT INTO runs (key, id, kind, time) VALUES (1, 'g', 'gate-shadow', 5)")
+            c.execute(MIGRATIONS[6][0])
+            c.execute("INSERT INTO gate_decisions VALUES (1, 5, 'tight', 'shadow', 'n1', "
+                      "'block', '[\"gpu_ecc\"]')")
+
+
+@pytest.mark.parametrize("with_table", [False, True])
+def test_an_old_database_gains_gate_decisions_through_the_migration(tmp_path, with_table):
+    from stetho.history import decisions
+
+    db = tmp_path / "h.db"
+    _schema5(db, with_table)
+    with History(db) as h:
+        assert h.schema_version() == SCHEMA_VERSION >= 6
+        tables = {r[0] for r in h.conn.execute("SELECT name FROM sqlite_master")}
+        assert "gate_decisions" in tables
+        kept = [(run, d.node, d.verdict) for run, _, d in decisions.read(h)]
+    assert kept == ([("g", "n1", "block")] if with_table else [])

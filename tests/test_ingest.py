@@ -408,3 +408,31 @@ def test_a_rerun_after_a_kill_does_not_call_recorded_expected_nodes_missing(
     assert r.returncode == 0 and "nothing to ingest" in r.stdout, r.stdout + r.stderr
     assert _rows(tmp_path / "h.db") == {n: 1 for n in nodes}
     assert all(x.status != "error" for n in nodes for x in _latest(tmp_path / "h.db", n))
+
+
+@pytest.mark.parametrize("flag", ["--all", "--problems", "-q"])
+def test_ingest_prints_the_shared_results_table(template: dict[str, Any], tmp_path: Path,
+                                                flag: str) -> None:
+    """The table (or summary line) is the one `stetho sweep` and `stetho check` print, from
+    the one helper in stetho/cli/common.py, for the run folder's own results."""
+    import click
+    from click.testing import CliRunner
+
+    from stetho.cli.common import show_results
+    from stetho.sinks import json_out
+
+    spool = tmp_path / "spool"
+    _write(spool, template, NODES)
+    r = _stetho("ingest", str(spool), "--db", str(tmp_path / "h.db"), "--out",
+                str(tmp_path / "runs"), flag)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    results = json_out.load((run_dir / "results.json").read_text())
+
+    @click.command()
+    def shown() -> None:
+        show_results(results, quiet=flag == "-q", problems=flag == "--problems")
+
+    expected = CliRunner().invoke(shown, env={"COLUMNS": "80"}).output
+    assert expected and expected in r.stdout
+    assert ("PASS" in expected) == (flag == "--all")  # --problems hides the passing rows

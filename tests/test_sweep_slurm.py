@@ -170,7 +170,8 @@ def test_a_node_killed_past_its_limit_is_its_error(cluster, tmp_path, monkeypatc
     c = cluster
     c.scontrol("create", "PartitionName=sweepkill", "Nodes=n06,n07", "State=UP")
     (c.folder / "hang-n07").touch()
-    monkeypatch.setattr(budget, "host_budget", lambda profile, bench: (90, ["test: 90 s"]))
+    monkeypatch.setattr(budget, "host_budget",
+                        lambda profile, bench, cap=None: (90, ["test: 90 s"]))
     lines: list[str] = []
     try:
         result = slurm_sweep.sweep(slurm_sweep.SlurmSweepOptions(

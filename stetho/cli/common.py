@@ -74,7 +74,6 @@ def emit(results: Sequence[Result], junit: str | None, json_out: str | None, *,
     exit code of the results. Results spilled to disk (a fleet's replay) are streamed."""
     from stetho.results import exit_code
     from stetho.sinks import json_out as json_sink
-    from stetho.sinks import table
     from stetho.sinks.spool import Results
 
     if not results:
@@ -88,14 +87,25 @@ def emit(results: Sequence[Result], junit: str | None, json_out: str | None, *,
     if json_out:
         write(json_out, json_sink.render_stream(streamed) if streamed is not None
               else json_sink.render(list(results)))
+    show_results(results, quiet=quiet, problems=problems, group_ok=not show_all,
+                 summary_to_stderr=summary_to_stderr)
+    return exit_code(results)
+
+
+def show_results(results: Sequence[Result], *, quiet: bool, problems: bool,
+                 group_ok: bool = True, summary_to_stderr: bool = False) -> None:
+    """The results on stdout, the same for every command that judges nodes: the summary line
+    alone when quiet, else the table (only fail/error/warn rows with `problems`) sized to the
+    terminal, in colour only on a terminal."""
+    from stetho.sinks import table
+
     if quiet:
         click.echo(table.summary(results), err=summary_to_stderr)
-    else:
-        show = ("fail", "error", "warn") if problems else table.ALL
-        width = max(60, min(220, terminal_width()))
-        click.echo(table.render(results, width=width, color=sys.stdout.isatty(), show=show,
-                                group_ok=not show_all), nl=False)
-    return exit_code(results)
+        return
+    show = ("fail", "error", "warn") if problems else table.ALL
+    width = max(60, min(220, terminal_width()))
+    click.echo(table.render(results, width=width, color=sys.stdout.isatty(), show=show,
+                            group_ok=group_ok), nl=False)
 
 
 class Progress:

@@ -103,9 +103,9 @@ def gate(ctx: click.Context, /, policy_name: str | None, nodes: str | None, loca
         if ignored:  # never silently dropped: the release gate records none of these
             raise click.UsageError(f"{', '.join(ignored)} do not apply to the release gate "
                                    "(--canaries/--controls): it drains nothing and writes "
-                                   "--json and --junit only")
+                                   "--json, --junit and its decision in --db only")
         run_release(policy_name, nodes, local, inventory, profile_name, json_out, junit, job,
-                    quiet, {**release, "topology": topology_spec or "slurm"})
+                    quiet, {**release, "topology": topology_spec or "slurm"}, cfg.db)
     if release.get("stage"):
         raise click.UsageError("--stage judges a release: give --canaries and --controls")
     if bool(nodes) == bool(local):
@@ -152,7 +152,8 @@ def gate(ctx: click.Context, /, policy_name: str | None, nodes: str | None, loca
         if cfg.result_spool is not None:
             try:
                 spool_verdict(cfg.result_spool, outcome.to_json(job), outcome.names[0],
-                              slurm_mode, outcome.policy.name, outcome.summary(), time.time())
+                              slurm_mode, outcome.policy.name, outcome.summary(), time.time(),
+                              outcome.summaries.get(outcome.names[0]))
             except OSError as exc:  # the verdict stands; slurmd's log says it was not spooled
                 click.echo(f"stetho: warning: verdict not spooled to {cfg.result_spool}: "
                            f"{exc}", err=True)

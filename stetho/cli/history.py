@@ -1,5 +1,6 @@
-"""`stetho history NODE`: a node's measured metrics over time; `stetho history ingest`: the
-same as `stetho ingest` (the result spool into the history)."""
+"""`stetho history NODE`: a node's measured metrics over time; `stetho history decisions`:
+the gates' recorded decisions; `stetho history ingest`: the same as `stetho ingest` (the
+result spool into the history)."""
 
 from __future__ import annotations
 
@@ -125,3 +126,36 @@ def prune(db: str | None, keep_results: str, vacuum: bool) -> None:
                f"({done.bytes_freed / 2**20:.1f} MiB{' given back' if vacuum else ' reusable'}); "
                f"{done.already} pruned before, {done.kept_old_format} kept whole (signed "
                f"before schema 5), {done.kept_unsigned} kept (unsigned, never evidence)")
+
+
+@history.command("decisions")
+@click.option("--since", default="30d", show_default=True, help="How far back: 30d, 12h, 2w.")
+@click.option("--node", help="Only this node's decisions.")
+@db_option
+def decisions(since: str, node: str | None, db: str | None) -> None:
+    """The gates' recorded decisions, oldest first: the release gate's verdict per canary
+    (mode release) and what shadow policies would have done (mode shadow), with the checks
+    or benchmarks behind each block."""
+    import time
+    from datetime import datetime, timezone
+
+    from stetho.history import decisions as ledger
+    from stetho.history.store import History, parse_since
+
+    seconds = parse_since(since)
+    path = settings(db=db).db
+    if not path.exists():
+        raise ConfigError(f"no history database at {path} (run `stetho gate` first, or pass "
+                          "--db)")
+    with History(path) as h:
+        rows = [r for r in ledger.read(h, since=time.time() - seconds)
+                if node is None or r[2].node == node]
+    if not rows:
+        click.echo(f"no gate decisions in the last {since}"
+                   + (f" for node {node}" if node else ""))
+        return
+    for run, t, d in rows:
+        stamp = datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        click.echo(f"{stamp}  {d.verdict.upper():<11} {d.node}  policy {d.policy} "
+                   f"({d.mode})" + (f": {', '.join(d.checks)}" if d.checks else "")
+                   + f"  [run {run}]")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from stetho.cli.common import Progress, db_option, settings, terminal_width, unwritten
+from stetho.cli.common import Progress, db_option, settings, show_results, unwritten
 from stetho.cli.sweep import _StopOnSignal, _textfile
 from stetho.errors import ConfigError
 from stetho.results import Result, exit_code
@@ -122,15 +122,9 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
 
 def _show(result: object, quiet: bool, problems_only: bool) -> None:
     from stetho.fleet.finish import SweepResult
-    from stetho.sinks import table
 
     assert isinstance(result, SweepResult)
-    if quiet:
-        click.echo(table.summary(result.results))
-    else:
-        show = ("fail", "error", "warn") if problems_only else table.ALL
-        click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
-                                color=sys.stdout.isatty(), show=show), nl=False)
+    show_results(result.results, quiet=quiet, problems=problems_only)
     refused = sorted(h for h, st in result.hosts.items() if st.error)
     if refused:
         click.echo(f"{len(refused)} of {len(result.hosts)} nodes without a usable outcome "

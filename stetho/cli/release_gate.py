@@ -45,8 +45,9 @@ def release_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def run_release(policy: str, nodes: str | None, local: bool, inventory: str | None,
                 profile: str | None, json_out: str | None, junit: str | None,
-                job: str | None, quiet: bool, opts: dict[str, Any]) -> NoReturn:
-    """Run the release gate and exit: 0 GO, 1 blocked, 3 could not evaluate."""
+                job: str | None, quiet: bool, opts: dict[str, Any], db: Path) -> NoReturn:
+    """Run the release gate and exit: 0 GO, 1 blocked, 3 could not evaluate. The verdict
+    is kept in the history `db` (`stetho history decisions`)."""
     from stetho.gate.release import run as release
     from stetho.localize.runners import DEFAULT_NCCL
 
@@ -65,6 +66,15 @@ def run_release(policy: str, nodes: str | None, local: bool, inventory: str | No
             progress=progress.step)
     finally:
         progress.close()
+    import time
+
+    from stetho.gate.release.ledger import keep
+    from stetho.history.store import new_run_id
+
+    kept = keep(db, new_run_id(), outcome, time.time(), f"gate --policy {policy} --canaries "
+                f"{opts['canaries']} --controls {opts['controls']}")
+    if kept:
+        outcome.problems.append(kept)
     if not quiet:
         for line in outcome.lines():
             click.echo(line)

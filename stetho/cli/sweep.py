@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from stetho.cli.common import Progress, db_option, settings, terminal_width, unwritten
+from stetho.cli.common import Progress, db_option, settings, show_results, unwritten
 from stetho.cli.sweep_slurm import (
     not_checked_lines,
     refuse_ansible_options,
@@ -75,7 +75,6 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
     from stetho.fleet import sweep as sweep_mod
     from stetho.jobs.parts import load_topology
     from stetho.localize.setup import slurm_topology_text
-    from stetho.sinks import table
 
     cfg = settings(db=db, kb_repo=kb_repo)
     topo = load_topology(topology_spec, slurm_topology_text)  # a bad file: before the sweep
@@ -113,12 +112,7 @@ def sweep(inventory: str | None, limit: str | None, forks: int, timeout_s: int |
         sys.exit(unwritten([problem], 3))
     finally:
         progress.close()
-    if quiet:
-        click.echo(table.summary(result.results))
-    else:
-        show = ("fail", "error", "warn") if problems_only else table.ALL
-        click.echo(table.render(result.results, width=max(60, min(220, terminal_width())),
-                                color=sys.stdout.isatty(), show=show), nl=False)
+    show_results(result.results, quiet=quiet, problems=problems_only)
     if topo is not None:
         from stetho.jobs.blast import switch_incidents
 

@@ -3,6 +3,9 @@ that cuts it short: the serial sum of every probe's timeout on that host's profi
 probes once per HCA, each fallback command too, the busy question before anything invasive),
 the --bench suite's benchmarks, and a margin for start-up and the checks themselves.
 
+A probe timeout cap (STETHO_PROBE_TIMEOUT, `probe_timeout`) in force on the node bounds each
+probe's part: the runner never lets a probe run past it.
+
 The serial sum is the safe bound: probes run 8 (per-device ones 16) at once, so a node
 normally finishes far sooner, but a bound that assumed the concurrency would be too short the
 night the tools hang one after another behind a stuck driver.
@@ -32,8 +35,9 @@ def bench_budget(suite: str, profile_name: str) -> tuple[float, list[str]]:
     return total, parts
 
 
-def probe_budget(profile_name: str) -> tuple[float, list[str]]:
-    """The longest the profile's probes can take one after another, with each one's part."""
+def probe_budget(profile_name: str, cap: float | None = None) -> tuple[float, list[str]]:
+    """The longest the profile's probes can take one after another, with each one's part,
+    each probe's timeout cut to `cap` where one is in force (as the runner cuts it)."""
     from stetho import profiles
     from stetho.evidence import busy
     from stetho.evidence.collect import probes_for
@@ -43,23 +47,29 @@ def probe_budget(profile_name: str) -> tuple[float, list[str]]:
     total, parts = 0.0, []
     probes = probes_for(prof)
     if any(p.invasive for p in probes):  # asked before: Slurm, then nvidia-smi
-        total += 2 * busy.TIMEOUT_S
-        parts.append(f"{busy.PROBE} 2x{busy.TIMEOUT_S:g} s")
+        ask = min(busy.TIMEOUT_S, cap or busy.TIMEOUT_S)
+        total += 2 * ask
+        parts.append(f"{busy.PROBE} 2x{ask:g} s")
     for p in probes:
         if not p.argv:
             continue  # a file read has no timeout of its own: the node's deadline bounds it
         runs = 1 + len(p.fallbacks)
         times = devices if p.per_device else 1
-        seconds = p.timeout_s * runs * times
-        total += seconds
+        timeout = min(p.timeout_s, cap or p.timeout_s)
+        total += timeout * runs * times
         how = "x".join(str(n) for n in (times, runs) if n > 1)
-        parts.append(f"{p.name} {how + 'x' if how else ''}{p.timeout_s:g} s")
+        parts.append(f"{p.name} {how + 'x' if how else ''}{timeout:g} s")
+    if cap:
+        parts.append(f"each probe capped at {cap:g} s (STETHO_PROBE_TIMEOUT)")
     return total, parts
 
 
-def host_budget(profile_name: str, bench: str | None) -> tuple[int, list[str]]:
-    """The per-host timeout a node of this profile needs, in whole seconds, with its parts."""
-    total, parts = probe_budget(profile_name)
+def host_budget(profile_name: str, bench: str | None, probe_cap: float | None = None
+                ) -> tuple[int, list[str]]:
+    """The per-host timeout a node of this profile needs, in whole seconds, with its parts.
+    `probe_cap`: the probe timeout cap the node runs under; only a caller that makes it the
+    node's own may pass it (a cap the node does not have would cut its checks short)."""
+    total, parts = probe_budget(profile_name, probe_cap)
     if bench:
         seconds, bench_parts = bench_budget(bench, profile_name)
         total += seconds

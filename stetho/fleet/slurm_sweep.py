@@ -79,13 +79,13 @@ def sweep(opts: SlurmSweepOptions) -> SweepResult:
     if not opts.spool.is_absolute():
         raise ConfigError(f"--spool {opts.spool}: the nodes write there, so it must be an "
                           "absolute path on a filesystem they share with this controller")
+    profile = opts.profile or config.active().profile or "generic"
+    limit = node_limit(profile, opts.timeout_s)  # a too-short --timeout, before Slurm is asked
     run_id = new_run_id()
     env = config.child_environment(dict(opts.env))
     opts.spool.mkdir(parents=True, exist_ok=True)
     with SweepLock(opts.out / ".sweep.lock", run_id):
         plan = slurm_nodes.query(opts.partition, opts.reservation, env)
-        profile = opts.profile or config.active().profile or "generic"
-        limit = node_limit(profile, opts.timeout_s)
         checked = plan.of("check")
         say = opts.steps or (lambda _text: None)
         decided = {n: _not_checked(s) for n, s in plan.nodes.items() if s.kind != "check"}
@@ -100,10 +100,12 @@ def sweep(opts: SlurmSweepOptions) -> SweepResult:
 
 def node_limit(profile: str, timeout_s: int | None) -> int:
     """The per-node limit, as the Ansible sweep's per-host timeout: what the profile's probes
-    can take one after another, or the one given, refused when shorter than that."""
+    can take one after another under this controller's probe timeout cap (which srun_argv
+    hands the nodes), or the one given, refused when shorter than that."""
+    from stetho import config
     from stetho.fleet.budget import host_budget
 
-    need, parts = host_budget(profile, None)
+    need, parts = host_budget(profile, None, config.active().probe_timeout)
     if timeout_s is None:
         return need
     if timeout_s < need:
@@ -124,8 +126,12 @@ def srun_argv(opts: SlurmSweepOptions, run_id: str, nodes: list[str], profile: s
              "--spool-run", run_id, "--spool-kind", SPOOL_KIND]
     # the node's name is Slurm's (SLURMD_NODENAME), not its hostname; the node holds the job
     # alone (--exclusive), so its busy question asks the GPUs, not squeue (which sees this job)
-    script = (f"STETHO_BUSY_PROBE=gpu exec timeout -k {KILL_AFTER_S} {limit} \"$@\" "
-              "--node \"$SLURMD_NODENAME\"")
+    from stetho import config
+
+    # the probe cap node_limit counted on is the node's (the environment beats its config file)
+    cap = config.active().probe_timeout
+    script = (f"STETHO_BUSY_PROBE=gpu {f'STETHO_PROBE_TIMEOUT={cap:g} ' if cap else ''}"
+              f"exec timeout -k {KILL_AFTER_S} {limit} \"$@\" --node \"$SLURMD_NODENAME\"")
     return ["srun", f"--job-name=stetho-sweep-{run_id}", f"--comment=stetho-sweep:{run_id}",
             f"--partition={opts.partition}",
             *([f"--reservation={opts.reservation}"] if opts.reservation else []),

@@ -29,6 +29,7 @@ from stetho.gate.policy import GatePolicy
 from stetho.results import Result
 
 if TYPE_CHECKING:
+    from stetho.checking.nodes import NodeSummary
     from stetho.diagnosis.model import Diagnosis
     from stetho.gate.breaker import Trip
     from stetho.gate.slurm import Action
@@ -63,11 +64,13 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         raise ConfigError("--slurm goes with --local: it is how Slurm runs the gate on a node")
     judged: dict[str, dict[str, str]] = {}
+    summaries: dict[str, NodeSummary] = {}  # --local: the node's own, as a check spools it
     if req.local:
         import socket
 
         pins, _ = pins_for([req.node or socket.gethostname()], db, None)
-        results, names, sources, unavailable = _local_hooked(policy, req, db, judged)
+        results, names, sources, unavailable = _local_hooked(policy, req, db, judged,
+                                                             summaries)
     else:
         names = hostlist.expand(req.nodes or "")
         pins, _ = pins_for(names, db, _inventory_vars(req.inventory, names))
@@ -79,7 +82,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     decision.history_unavailable = unavailable
     decision.profiles = {n: pins.profile_of(n, judged.get(n, {})) for n in names}
     outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None,
-                          gate_id=new_run_id())
+                          gate_id=new_run_id(), summaries=summaries)
     if policy.shadow:  # judged on the same results, before any action; never acted on
         from stetho.gate import shadow
 
@@ -212,12 +215,12 @@ def _incomplete(policy: GatePolicy, results: list[Result], names: list[str],
 
 
 def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path,
-                  judged: dict[str, dict[str, str]]
+                  judged: dict[str, dict[str, str]], summaries: dict[str, NodeSummary]
                   ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     """_local, under the health-check watchdog when Slurm runs it (HealthCheckProgram and
     Prolog both have a time limit past which Slurm kills the gate without a word)."""
     if req.slurm is None:
-        return _local(policy, req, db, judged)
+        return _local(policy, req, db, judged, summaries)
     import socket
 
     from stetho import config
@@ -226,10 +229,11 @@ def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path,
     node = req.node or socket.gethostname()
     with watchdog(node, config.active().health_timeout, drain=True, circuit=policy.circuit,
                   db=db, prolog=req.slurm == "prolog", spool=config.active().result_spool):
-        return _local(policy, replace(req, node=node), db, judged)
+        return _local(policy, replace(req, node=node), db, judged, summaries)
 
 
-def _local(policy: GatePolicy, req: GateRequest, db: Path, judged: dict[str, dict[str, str]]
+def _local(policy: GatePolicy, req: GateRequest, db: Path, judged: dict[str, dict[str, str]],
+           summaries: dict[str, NodeSummary]
            ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     """The policy's local checks on this node (stetho.check), recorded in history; a
     required check that did not run is a `gate` error. `judged` gets the node's profile per
@@ -248,6 +252,8 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path, judged: dict[str, dic
     profile = (str(outcome.summaries[node]["profile"] or "") if node in outcome.summaries
                else "")
     judged[node] = {r.check: profile for r in results if r.node == node}
+    if node in outcome.summaries:
+        summaries[node] = outcome.summaries[node]
     required = frozenset(policy.local_checks) if policy.local_checks else None
     results += _incomplete(policy, results, [node], sources, required)
     return results, [node], sources, "; ".join(problems) or None

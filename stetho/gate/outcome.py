@@ -13,6 +13,7 @@ from stetho.gate.decision import summary as summary_line
 from stetho.gate.policy import GatePolicy
 
 if TYPE_CHECKING:
+    from stetho.checking.nodes import NodeSummary
     from stetho.diagnosis.model import Diagnosis
     from stetho.gate.breaker import Trip
     from stetho.gate.shadow import ShadowOutcome
@@ -58,6 +59,8 @@ class GateOutcome:
     #: the actions were carried out (`--act`, or a Slurm hook on its own node), not previewed
     acted: bool = False
     gate_id: str = ""
+    #: --local: the node's summary from its check (profile, versions...), for the spool
+    summaries: dict[str, NodeSummary] = field(default_factory=dict)
     #: OUT/gate-<id>/: results.json, index.html and the reports (None: not written)
     run_dir: Path | None = None
     textfile: Path | None = None

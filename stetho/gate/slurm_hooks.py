@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from stetho.checking.nodes import NodeSummary
     from stetho.gate.breaker import Circuit, Trip
     from stetho.gate.decision import Decision
     from stetho.gate.slurm import Action
@@ -129,10 +130,12 @@ def prolog_exit(node: str) -> int:
 
 
 def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, policy: str,
-                  summary: str, now: float) -> Path:
+                  summary: str, now: float, node_summary: NodeSummary | None = None) -> Path:
     """Leave this hook's verdict (the gate's JSON document `doc`) in the shared result spool,
     `<folder>/<node>/` (stetho.spool, signed with STETHO_SPOOL_KEY when set), for `stetho
-    ingest` on the controller; the gate's own fields (blocked, job, policy...) ride along."""
+    ingest` on the controller; the gate's own fields (blocked, job, policy...) ride along.
+    `node_summary`, the node's own from its check, carries its profile into history (and its
+    versions into the fleet checks), as a check's spool file does."""
     from stetho import config, spool
     from stetho.fleet.outcome import Outcome
     from stetho.history.store import new_run_id
@@ -145,7 +148,7 @@ def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, po
         if isinstance(rows, list) else []
     code = doc.get("exit_code")
     outcome = Outcome(node, code if isinstance(code, int) else 3, results,
-                      junit.render(results), None, None)
+                      junit.render(results), None, node_summary)
     key_file = config.active().spool_key
     key = keys.read_key(key_file, "spool key (STETHO_SPOOL_KEY)") if key_file else None
     detail = {k: v for k, v in doc.items() if k not in ("results", "exit_code")}

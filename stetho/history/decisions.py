@@ -1,12 +1,12 @@
-"""Gate decisions kept in the history database: what a shadow policy would have done, per node.
+"""Gate decisions kept in the history database: what a shadow policy would have done, per
+node, and what the release gate decided on each canary.
 
-They are a run of kind `gate-shadow` in `runs` (so `stetho history` lists it) and one row per
+They are a run of kind `gate-shadow` (or `gate-release`) in `runs` and one row per
 node in `gate_decisions`, never `node_runs` rows: the gate reads a node's newest `node_runs`
 row for the `gate`/`sweep` pseudo-checks and counts every check of a row, so a verdict written
 there as a result would clear a real "could not check" error or block a node under a policy
-that counts every check. The table is additive (CREATE IF NOT EXISTS) and outside
-stetho.history.store's migrations on purpose: nothing else reads it, and an older stetho that
-opens the database ignores it.
+that counts every check. The table is made by schema 6 of stetho.history.store's
+migrations.
 """
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ from dataclasses import dataclass
 from stetho.history.store import History
 
 KIND = "gate-shadow"
-
-_TABLE = """CREATE TABLE IF NOT EXISTS gate_decisions (run_key INTEGER NOT NULL,
-    time INTEGER NOT NULL, policy TEXT NOT NULL, mode TEXT NOT NULL, node TEXT NOT NULL,
-    verdict TEXT NOT NULL, checks TEXT NOT NULL, PRIMARY KEY (run_key, policy, node))"""
+RELEASE_KIND = "gate-release"
 
 
 @dataclass(frozen=True)
@@ -39,20 +36,20 @@ class NodeDecision:
 
 
 def record(h: History, run_id: str, decisions: Iterable[NodeDecision], *, when: float,
-           command: str) -> int:
-    """Write one gate's shadow decisions as a run of kind `gate-shadow`, all or nothing.
-    Its exit code is what the shadow policies would have made it (1: one would block)."""
+           command: str, kind: str = KIND, exit_code: int | None = None) -> int:
+    """Write one gate's decisions as a run of `kind`, all or nothing. Its exit code is
+    what the policies made (or, shadows, would have made) it: 1 when one blocks."""
     from stetho import __version__
 
     rows = list(decisions)
     t = int(when)
-    h.conn.execute(_TABLE)
-    would = 1 if any(d.verdict == "block" for d in rows) else 0
+    would = (1 if any(d.verdict == "block" for d in rows) else 0) if exit_code is None \
+        else exit_code
     with h.transaction():
         cur = h.conn.execute(
             "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
             "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (run_id, KIND, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
+            (run_id, kind, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
              socket.gethostname(), __version__, command, would, len({d.node for d in rows}),
              ""))
         key = int(cur.lastrowid or 0)
@@ -64,11 +61,7 @@ def record(h: History, run_id: str, decisions: Iterable[NodeDecision], *, when: 
 
 def read(h: History, since: float = 0.0) -> list[tuple[str, int, NodeDecision]]:
     """(run id, time, decision) of every recorded decision at or after `since`, oldest
-    first; none where no gate ever recorded one."""
-    exists = h.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'gate_decisions'"
-                            ).fetchone()[0]
-    if not exists:
-        return []
+    first."""
     out = []
     for run, t, policy, mode, node, verdict, checks in h.conn.execute(
             "SELECT r.id, d.time, d.policy, d.mode, d.node, d.verdict, d.checks "

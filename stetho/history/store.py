@@ -45,7 +45,7 @@ from stetho.history.latest import PSEUDO, NodeLatest
 from stetho.profiles import DEFAULT_PROFILE
 from stetho.results import Result, known_status
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: version -> statements bringing the previous version to it. Append, never edit.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -96,6 +96,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     5: (  # each new row's MAC over its blob's digest, so old blobs can be pruned (prune.py)
         "INSERT OR REPLACE INTO meta VALUES ('digest_signed_after_run_key', "
         "(SELECT coalesce(max(key), 0) FROM runs))",
+    ),
+    6: (  # each gate's verdict per node and policy (stetho.history.decisions); IF NOT EXISTS:
+        # stetho before this schema made the table on its first shadow record
+        """CREATE TABLE IF NOT EXISTS gate_decisions (run_key INTEGER NOT NULL,
+           time INTEGER NOT NULL, policy TEXT NOT NULL, mode TEXT NOT NULL, node TEXT NOT NULL,
+           verdict TEXT NOT NULL, checks TEXT NOT NULL, PRIMARY KEY (run_key, policy, node))""",
     ),
 }
 

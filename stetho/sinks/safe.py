@@ -36,7 +36,7 @@ MAX_DEPTH = 32
 #: Larger than this, an integer is replaced: no float holds it, and str() refuses 4,300 digits.
 MAX_INT_BITS = 1000
 
-#: What a writer raises on a value it cannot hold (ExpatError: junit-xml's own parse).
+#: What a writer raises on a value it cannot hold (ExpatError: an XML parser's).
 WRITE_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OverflowError,
                                                  RecursionError, ExpatError, SyntaxError)
 

@@ -1,0 +1,57 @@
+"""The release gate's verdict is recorded in history (a `gate-release` run, a row per canary
+in gate_decisions) and `stetho history decisions` shows it, beside the shadow decisions.
+Real CLI and SQLite; the release gate here cannot evaluate (one control, below the policy's
+two), which it decides before asking Slurm for anything."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stetho.gate.release.ledger import decisions
+from stetho.gate.release.run import ReleaseOutcome
+from tests.conftest import REPO
+
+
+def _stetho(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stetho", *args], capture_output=True,
+                          text=True, timeout=120, cwd=REPO, env=dict(os.environ))
+
+
+def test_the_release_gates_verdict_is_shown_by_history_decisions(tmp_path: Path) -> None:
+    topo = tmp_path / "topology.conf"
+    topo.write_text("SwitchName=leaf1 Nodes=n[01-04]\nSwitchName=leaf2 Nodes=n[05-08]\n"
+                    "SwitchName=spine Switches=leaf[1-2]\n")
+    db = tmp_path / "h.db"
+    gate = _stetho("gate", "--policy", "release", "--canaries", "n[01,05]", "--controls",
+                   "n07", "--topology", str(topo), "--gpus-per-node", "1", "--db", str(db))
+    assert gate.returncode == 3, gate.stdout + gate.stderr
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT kind, exit_code, nodes FROM runs").fetchall() == [
+            ("gate-release", 3, 2)]
+    shown = _stetho("history", "decisions", "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert [ln.split()[1:3] for ln in lines] == [["UNEVALUATED", "n01"], ["UNEVALUATED", "n05"]]
+    assert all("policy release (release): single-node all_reduce" in ln for ln in lines)
+    one = _stetho("history", "decisions", "--db", str(db), "--node", "n05")
+    assert [ln.split()[2] for ln in one.stdout.splitlines()] == ["n05"]
+
+
+def test_no_database_is_said_with_what_to_do(tmp_path: Path) -> None:
+    shown = _stetho("history", "decisions", "--db", str(tmp_path / "none.db"))
+    assert shown.returncode == 2 and "no history database" in shown.stderr
+
+
+@pytest.mark.parametrize(("verdict", "expected"), [("pass", "go"), ("fail", "block"),
+                                                   ("unknown", "unevaluated")])
+def test_each_canary_gets_the_releases_verdict_never_go_when_unknown(verdict: str,
+                                                                     expected: str) -> None:
+    out = ReleaseOutcome("rel", ["n1", "n2"], ["c1", "c2"], None, [], [], verdict)
+    assert [(d.node, d.verdict, d.mode) for d in decisions(out)] == [
+        ("n1", expected, "release"), ("n2", expected, "release")]
