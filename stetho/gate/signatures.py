@@ -28,7 +28,6 @@ import re
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -240,6 +239,8 @@ class Verifier:
         if not todo:
             return
         workers = min(8, os.cpu_count() or 2, len(todo))
+        from concurrent.futures import ThreadPoolExecutor  # only with overrides to verify
+
         with ThreadPoolExecutor(max_workers=workers) as pool:
             answers = list(pool.map(lambda a: self._run(*a), todo.values()))
         for key, got in zip(todo, answers, strict=True):

@@ -226,6 +226,11 @@ def has_chained_rows(conn: sqlite3.Connection) -> bool:
                         ).fetchone() is not None
 
 
+#: (seal path, key) -> (the file's stamp, its verified seal): a gate opens the history twice
+#: (the profile pins, the results) and a fleet's seal costs tens of ms to verify
+_VERIFIED: dict[tuple[str, bytes | None], tuple[tuple[int, ...], Seal]] = {}
+
+
 class SealReader:
     """The seal of one database, read again only when the file changed (a sweep's drift asks
     once per node)."""
@@ -252,9 +257,14 @@ class SealReader:
                                   ) from None
         if stamp == self._seen:
             return self._seal
+        cached = _VERIFIED.get((str(path), key))
+        if cached is not None and cached[0] == stamp:  # verified by this process already
+            self._seen, self._seal = cached
+            return self._seal
         data = read_private(path, "history seal", SEAL_LIMIT)
         self._seal = Seal(path=str(path)) if data is None else parse(path, data, key)
         self._seen = stamp
+        _VERIFIED[(str(path), key)] = (stamp, self._seal)
         return self._seal
 
     def remember(self, seal: Seal) -> None:
