@@ -131,27 +131,6 @@ def test_gate_from_fresh_history(db, tmp_path):
     assert ok.returncode == 0 and "GO: 6 nodes, 6 go, 0 blocked" in ok.stdout
 
 
-def test_a_go_gate_leaves_a_short_page_and_a_blocked_one_the_whole_grid(db, tmp_path):
-    """A GO page says GO, lists what did not pass and links results.json (a prolog's gate must
-    not pay for a cell per result); a blocked gate's page keeps the whole grid."""
-    runs = tmp_path / "runs"
-    ok = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-006]", "--db", str(db),
-                "--out", str(runs))
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    (page,) = runs.glob("gate-*/index.html")
-    html = page.read_text()
-    assert "GO: 6 nodes, 6 go, 0 blocked" in html and 'href="results.json"' in html
-    assert len(json.loads((page.parent / "results.json").read_text())["results"]) > 6
-    blocked = stetho("gate", "--policy", "pre-job", "--nodes", "n[005-008]", "--db", str(db),
-                     "--out", str(tmp_path / "runs-b"))
-    assert blocked.returncode == 1, blocked.stdout + blocked.stderr
-    (page,) = (tmp_path / "runs-b").glob("gate-*/index.html")
-    html = page.read_text()
-    assert 'class="grid"' in html and "n007" in html and "cpu_governor" in html
-    (page,) = runs.glob("gate-*/index.html")
-    assert 'class="grid"' not in page.read_text()
-
-
 def test_stale_history_without_inventory_cannot_go(db, tmp_path):
     out = tmp_path / "g.json"
     proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-002],n099", "--db",

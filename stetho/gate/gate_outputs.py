@@ -4,12 +4,10 @@ from stetho.gate.evaluate, which decides; neither output changes the verdict."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stetho.gate.outcome import GateOutcome, GateRequest
-    from stetho.results import Result
 
 
 def write(outcome: GateOutcome, req: GateRequest, started: float, took: float) -> None:
@@ -26,13 +24,9 @@ def write(outcome: GateOutcome, req: GateRequest, started: float, took: float) -
         folder = req.out / f"gate-{outcome.gate_id}"
         try:
             run_folder.write_json(folder / "results.json", outcome.to_json(req.job))
-            title = f"stetho gate {outcome.policy.name} {outcome.gate_id}"
-            if outcome.exit_code == 0 and not outcome.reports:
-                _go_page(folder, title, outcome.summary(), outcome.decision.results)
-            else:
-                run_folder.write_page(folder, outcome.decision.results, title=title,
-                                      reports={d.node: p for d, p in outcome.reports},
-                                      suite=None)
+            run_folder.write_page(folder, outcome.decision.results,
+                                  title=f"stetho gate {outcome.policy.name} {outcome.gate_id}",
+                                  reports={d.node: p for d, p in outcome.reports}, suite=None)
             outcome.run_dir = folder
         except OSError as exc:
             outcome.output_problems.append(f"run folder {folder} not written: {exc}")
@@ -50,26 +44,3 @@ def write(outcome: GateOutcome, req: GateRequest, started: float, took: float) -
                 gate=gate, gate_modes={n: "shadow" for n in sh.policies} if sh else None)
         except ConfigError as exc:
             outcome.output_problems.append(str(exc))
-
-
-def _go_page(folder: Path, title: str, summary: str, results: list[Result]) -> None:
-    """A gate that said GO: its page says so, lists what did not pass (warnings, skips) and
-    points at results.json for the rest. The full grid (Jinja2, a cell per result) cost a
-    64-node prolog gate more than its history read."""
-    from html import escape
-
-    from stetho.core import atomic
-
-    other = [r for r in results if r.status != "pass"]
-    rows = "".join(f"<tr><td>{escape(r.node)}</td><td>{escape(r.check)}</td><td>"
-                   f"{escape(r.subject)}</td><td>{escape(r.status)}</td><td>"
-                   f"{escape(r.message)}</td></tr>\n" for r in other)
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic.write(folder / "index.html", (
-        f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
-        f"</head><body><h1>{escape(title)}</h1>\n<p>{escape(summary)}</p>\n<p>"
-        f"{len(results) - len(other):,} of {len(results):,} results passed; every result is "
-        "in <a href=\"results.json\">results.json</a>.</p>\n"
-        + (f"<table><tr><th>node</th><th>check</th><th>subject</th><th>status</th><th>"
-           f"message</th></tr>\n{rows}</table>\n" if other else "")
-        + "</body></html>\n"), )
