@@ -17,7 +17,7 @@ from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.gate.breaker import Circuit
 from stetho.gate.catalogue import PSEUDO_CHECKS
-from stetho.gate.overrides import OverridePolicy
+from stetho.gate.override_policy import OverridePolicy
 from stetho.results import STATUSES
 
 

@@ -1,0 +1,37 @@
+"""What a gate policy says about overrides (OverridePolicy), apart from the override records
+and their signed bytes (stetho.gate.overrides): every gate loads its policy, and a gate with no
+override repository never needs the records, their regular expressions and dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class OverridePolicy:
+    """What a gate policy says about overrides: the allowed signers file that is the trust
+    root, the principals who may approve, the sentence, the longest life. `problem` says why
+    overrides are off under this policy (an approvers section stetho cannot use)."""
+
+    name: str
+    principals: tuple[str, ...]
+    signers: Path | None
+    acknowledgement: str
+    max_lifetime_s: float
+    problem: str | None = None
+
+    def disabled(self) -> str | None:
+        """Why no override can pass under this policy, or None. An empty sentence would
+        otherwise be matched by an empty --acknowledge."""
+        if self.problem:
+            return f"policy {self.name!r}: {self.problem}: overrides are disabled"
+        if self.signers is None:
+            return (f"policy {self.name!r} names no allowed signers file (overrides: approvers: "
+                    "signers:): overrides are disabled")
+        if not self.principals:
+            return f"policy {self.name!r} names no approver principals: overrides are disabled"
+        if not self.acknowledgement.strip():
+            return (f"policy {self.name!r} has no acknowledgement sentence: overrides are "
+                    "disabled")
+        return None
