@@ -10,11 +10,13 @@ import json
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stetho.core import atomic, hostlist
 from stetho.results import Result, counts, exit_code
-from stetho.sinks.suite import SuiteSummary
+
+if TYPE_CHECKING:
+    from stetho.sinks.suite import SuiteSummary
 
 #: Above this many results the fleet's JUnit is written a node at a time (junit.render_stream):
 #: the whole document's DOM took 537 MiB for 256 nodes' 58,624 results, 199 MiB streamed

@@ -80,7 +80,11 @@ def decide(policy: GatePolicy, results: list[Result],
     """Apply a policy (and verified overrides) to results. Pure: no I/O."""
     from stetho.gate.catalogue import PSEUDO_CHECKS
 
-    kept = [_tighten(policy, _uncompared(policy, r)) for r in results if policy.counts(r.check)]
+    rules: dict[str, list[Tighten]] = {}  # per check, looked up once per result
+    for t in policy.tighten:
+        rules.setdefault(t.check, []).append(t)
+    kept = [_tighten(policy, _uncompared(policy, r), rules.get(r.check))
+            for r in results if policy.counts(r.check)]
     final = []
     if overrides:  # the override records' module only where there are overrides to apply
         from stetho.gate.overrides import covers
@@ -109,8 +113,8 @@ def _uncompared(policy: GatePolicy, r: Result) -> Result:
     return replace(r, status="error", message=f"not compared: {r.message}")
 
 
-def _tighten(policy: GatePolicy, r: Result) -> Result:
-    rules = [t for t in policy.tighten if t.check == r.check]
+def _tighten(policy: GatePolicy, r: Result, rules: list[Tighten] | None) -> Result:
+    """`r` failed where one of its check's `rules` (the policy's, in its order) says so."""
     if not rules or r.status not in ("pass", "warn") or not isinstance(r.value, (int, float)):
         return r
     for t in rules:
