@@ -83,8 +83,17 @@ def decide(policy: GatePolicy, results: list[Result],
     rules: dict[str, list[Tighten]] = {}  # per check, looked up once per result
     for t in policy.tighten:
         rules.setdefault(t.check, []).append(t)
-    kept = [_tighten(policy, _uncompared(policy, r), rules.get(r.check))
-            for r in results if policy.counts(r.check)]
+    counted: dict[str, bool] = {}  # per check: a 64-node gate judges 8,000 results of 26
+    kept = []
+    for r in results:
+        c = counted.get(r.check)
+        if c is None:
+            c = counted[r.check] = policy.counts(r.check)
+        if not c:
+            continue
+        if r.status == "skip":
+            r = _uncompared(policy, r)
+        kept.append(_tighten(policy, r, rules[r.check]) if r.check in rules else r)
     final = []
     if overrides:  # the override records' module only where there are overrides to apply
         from stetho.gate.overrides import covers
