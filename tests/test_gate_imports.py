@@ -23,6 +23,7 @@ from stetho.results import Result
 NOT_ON_A_GO_GATE = ("jinja2", "ansible", "ansible_runner", "pytest", "_pytest", "xdist",
                     "sqlite_utils", "requests", "rich", "stetho.diagnosis", "stetho.profiles",
                     "stetho.sinks.runpage", "stetho.gate.overrides", "stetho.gate.override_store",
+                    "stetho.gate.signatures",
                     "stetho.fleet.sweep", "stetho.checking.plugin", "stetho.checking.run",
                     "stetho.localize", "stetho.jobs")
 

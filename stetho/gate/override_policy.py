@@ -1,11 +1,16 @@
-"""What a gate policy says about overrides (OverridePolicy), apart from the override records
-and their signed bytes (stetho.gate.overrides): every gate loads its policy, and a gate with no
-override repository never needs the records, their regular expressions and dataclasses."""
+"""What a gate policy says about overrides (OverridePolicy, and the principal names it may
+list), apart from the override records and their signed bytes (stetho.gate.overrides) and the
+ssh-keygen signatures (stetho.gate.signatures): every gate loads its policy, and a gate with no
+override repository never needs the records, their checks and their dataclasses."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+#: A principal that can be a person's identity: a plain name, no patterns (`*`, `?`, `!`).
+PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 
 
 @dataclass(frozen=True)
