@@ -43,3 +43,19 @@ def test_the_newest_runs_could_not_check_is_kept(tmp_path: Path) -> None:
     _record(db, "r2", now - 100, [Result("n01", "sweep", "", "error", "unreachable")])
     got = decision.from_history(db, ["n01"], load_policy("pre-job"), now=now)
     assert [r.status for r in got.results["n01"] if r.check == "sweep"] == ["error"]
+
+
+def test_a_decoded_result_is_what_from_json_reads_whatever_wrote_it() -> None:
+    """stetho.results.adopt, how the read builds results: this version's dicts become the
+    result's own, another version's (keys reordered, a field added) go through from_json,
+    and an unknown status is an error either way."""
+    from stetho.results import adopt
+
+    r = Result("n01", "gpu_ecc", "gpu0", "pass", "ok", value=[1, 2], unit="count")
+    assert adopt(r.to_json()) == r and adopt(r.to_json()).to_json() == r.to_json()
+    assert adopt(dict(reversed(list(r.to_json().items())))) == r
+    assert adopt({**r.to_json(), "added_later": 1}) == r
+    rest = {k: v for k, v in r.to_json().items() if k != "status"}
+    for d in ({**r.to_json(), "status": "fine"}, {"status": "fine", **rest}):  # in order, not
+        got = adopt(d)
+        assert got.status == "error" and "unknown status" in got.message

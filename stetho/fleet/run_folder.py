@@ -7,14 +7,16 @@ to the diagnosis reports), a page a person opens from the CI artifact or the fil
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stetho.core import atomic, hostlist
 from stetho.results import Result, counts, exit_code
-from stetho.sinks.suite import SuiteSummary
+
+if TYPE_CHECKING:
+    from stetho.sinks.suite import SuiteSummary
 
 #: Above this many results the fleet's JUnit is written a node at a time (junit.render_stream):
 #: the whole document's DOM took 537 MiB for 256 nodes' 58,624 results, 199 MiB streamed
@@ -101,11 +103,25 @@ def dumps(data: Any) -> str:
     enc = json.JSONEncoder(separators=(",", ":"), default=str).encode
     if not isinstance(data, dict) or not data:
         return enc(data) + "\n"
+    one = _element_encoder() or enc
     parts = []
     for k, v in data.items():
         if isinstance(v, list) and v:
-            inner = ",\n  ".join(enc(x) for x in v)
+            inner = ",\n  ".join(map(one, v))
             parts.append(f"{enc(str(k))}:[\n  {inner}\n ]")
         else:
             parts.append(f"{enc(str(k))}:{enc(v)}")
     return "{\n " + ",\n ".join(parts) + "\n}\n"
+
+
+def _element_encoder() -> Callable[[Any], str] | None:
+    """json's C encoder made once for every element, as JSONEncoder.encode makes one per call
+    (a third of writing a 64-node gate's 8,000 results); None where json has no C encoder.
+    Same output as `encode` with these separators, circular references refused alike."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)  # private to json, hence not typed
+    if make is None:
+        return None
+    c_enc = make({}, str, encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+    return lambda x: "".join(c_enc(x, 0))

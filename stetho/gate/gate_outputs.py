@@ -11,26 +11,30 @@ if TYPE_CHECKING:
 
 
 def write(outcome: GateOutcome, req: GateRequest, started: float, took: float) -> None:
-    """The gate's run folder (results.json and index.html linking the reports), on every run,
-    and the node_exporter textfile. Neither changes the verdict: a folder or file that cannot
-    be written is named in `output_problems` (a prolog must not fail on a full disk)."""
+    """The gate's run folder (results.json and index.html linking the reports: the gate's own
+    page, stetho.sinks.gatepage), on every run, and the node_exporter textfile. Neither
+    changes the verdict: a folder or file that cannot be written is named in
+    `output_problems` (a prolog must not fail on a full disk)."""
     from datetime import datetime, timezone
 
-    from stetho.check import outputs
-    from stetho.errors import ConfigError
-    from stetho.fleet import run_folder
-
     if req.folder:
+        from stetho.fleet import run_folder
+        from stetho.sinks import gatepage
+
         folder = req.out / f"gate-{outcome.gate_id}"
         try:
             run_folder.write_json(folder / "results.json", outcome.to_json(req.job))
-            run_folder.write_page(folder, outcome.decision.results,
-                                  title=f"stetho gate {outcome.policy.name} {outcome.gate_id}",
-                                  reports={d.node: p for d, p in outcome.reports}, suite=None)
+            gatepage.write(folder, outcome.decision.results,
+                           title=f"stetho gate {outcome.policy.name} {outcome.gate_id}",
+                           reports={d.node: p for d, p in outcome.reports},
+                           generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
             outcome.run_dir = folder
         except OSError as exc:
             outcome.output_problems.append(f"run folder {folder} not written: {exc}")
     if req.textfile_dir is not None:
+        from stetho.check import outputs
+        from stetho.errors import ConfigError
+
         blocked = set(outcome.decision.blocked_nodes)
         gate = {outcome.policy.name: {n: n in blocked for n in outcome.names}}
         sh = outcome.shadow

@@ -27,10 +27,10 @@ import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from stetho.core import hostlist
 from stetho.errors import ConfigError
+from stetho.gate.override_policy import OverridePolicy as OverridePolicy
 from stetho.gate.signatures import valid_signature_text
 
 SCHEMA = "stetho.override/2"
@@ -57,35 +57,6 @@ _UNSIGNED = "-----BEGIN SSH SIGNATURE-----\nAA==\n-----END SSH SIGNATURE-----\n"
 
 class OverrideFileError(ConfigError):
     """A file that is not a well-formed override or revocation: reported and ignored."""
-
-
-@dataclass(frozen=True)
-class OverridePolicy:
-    """What a gate policy says about overrides: the allowed signers file that is the trust
-    root, the principals who may approve, the sentence, the longest life. `problem` says why
-    overrides are off under this policy (an approvers section stetho cannot use)."""
-
-    name: str
-    principals: tuple[str, ...]
-    signers: Path | None
-    acknowledgement: str
-    max_lifetime_s: float
-    problem: str | None = None
-
-    def disabled(self) -> str | None:
-        """Why no override can pass under this policy, or None. An empty sentence would
-        otherwise be matched by an empty --acknowledge."""
-        if self.problem:
-            return f"policy {self.name!r}: {self.problem}: overrides are disabled"
-        if self.signers is None:
-            return (f"policy {self.name!r} names no allowed signers file (overrides: approvers: "
-                    "signers:): overrides are disabled")
-        if not self.principals:
-            return f"policy {self.name!r} names no approver principals: overrides are disabled"
-        if not self.acknowledgement.strip():
-            return (f"policy {self.name!r} has no acknowledgement sentence: overrides are "
-                    "disabled")
-        return None
 
 
 @dataclass(frozen=True)

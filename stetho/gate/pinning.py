@@ -83,9 +83,9 @@ def pins_for(nodes: list[str], db: Path,
     check, whose own judging the gate reports anyway)."""
     import sqlite3
 
+    from stetho.core.profile_name import DEFAULT_PROFILE
     from stetho.history.backend import open_history
     from stetho.history.store import HistoryError, describe
-    from stetho.profiles import DEFAULT_PROFILE
 
     pins = Pins()
     problem = None

@@ -17,7 +17,7 @@ from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.gate.breaker import Circuit
 from stetho.gate.catalogue import PSEUDO_CHECKS
-from stetho.gate.overrides import OverridePolicy
+from stetho.gate.override_policy import PRINCIPAL_RE, OverridePolicy
 from stetho.results import STATUSES
 
 
@@ -239,7 +239,6 @@ def _overrides(o: yamlconf.Section, name: str, path: Path) -> OverridePolicy:
     The signers file (OpenSSH allowed signers, relative to the policy file) is the trust root:
     only its keys can sign, and only its principals listed here can approve. The old list of
     typed names proves nothing: it leaves overrides off under this policy, saying so."""
-    from stetho.gate.signatures import PRINCIPAL_RE
     from stetho.history.store import parse_since
 
     lifetime = o.get("max_lifetime", str, "24h")

@@ -34,6 +34,7 @@ from types import TracebackType
 
 from stetho.errors import ConfigError, StethoError
 from stetho.gate import signature_cache
+from stetho.gate.override_policy import PRINCIPAL_RE
 
 NAMESPACE = "stetho-override"
 SIGN_TIMEOUT_S = 300.0  # a passphrase typed at the terminal
@@ -43,8 +44,6 @@ MAX_SIGNATURE_CHARS = 8192
 MAX_CACHED = 20_000
 SIGNATURE_RE = re.compile(r"^-----BEGIN SSH SIGNATURE-----\n[A-Za-z0-9+/=\n]{1,8000}\n"
                           r"-----END SSH SIGNATURE-----\n?$")
-#: A principal that can be a person's identity: a plain name, no patterns (`*`, `?`, `!`).
-PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 _FINGERPRINT_RE = re.compile(r" key (SHA256:[A-Za-z0-9+/=]+)")
 _TIME_BOUND = re.compile(rb"valid-after|valid-before|cert-authority", re.I)
 #: ssh-keygen failing for this machine's reasons, not giving a verdict on the signature.

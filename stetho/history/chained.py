@@ -8,10 +8,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from stetho.core.profile_name import DEFAULT_PROFILE
 from stetho.history import chain, integrity
 from stetho.history.errors import HistoryCorrupt, HistoryKeyError
 from stetho.history.integrity import ROW, RowCheck
-from stetho.profiles import DEFAULT_PROFILE
 
 
 class ChainedRows:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stetho.core.profile_name import DEFAULT_PROFILE
 from stetho.errors import ConfigError
 from stetho.history import chain, integrity
 from stetho.history.chained import ChainedRows
@@ -42,8 +43,7 @@ from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
 from stetho.history.integrity import ROW, RowCheck
 from stetho.history.latest import PSEUDO, NodeLatest
-from stetho.profiles import DEFAULT_PROFILE
-from stetho.results import Result, known_status
+from stetho.results import Result, adopt
 
 SCHEMA_VERSION = 6
 
@@ -542,15 +542,8 @@ class History:
         """A node's results in one run, less those of checks in `known` (already found in a
         newer run: parsing them would be thrown away) and, given `keep`, of checks not in it."""
         try:
-            out = []
-            for d in json.loads(zlib.decompress(blob)):
-                if d["check"] in known or (keep is not None and d["check"] not in keep):
-                    continue
-                try:  # what Result.to_json wrote: its fields exactly, half the cost of from_json
-                    out.append(known_status(Result(**d)))
-                except TypeError:  # written by another version: only the fields this one has
-                    out.append(Result.from_json(d))
-            return out
+            return [adopt(d) for d in json.loads(zlib.decompress(blob))
+                    if not (d["check"] in known or (keep is not None and d["check"] not in keep))]
         except (zlib.error, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise HistoryCorrupt(f"the results of {node} in run {run} are unreadable "
                                  f"({type(exc).__name__}: {exc})") from None

@@ -17,29 +17,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
-
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
-from jinja2.bccache import Bucket, BytecodeCache
+from typing import TYPE_CHECKING, Any
 
 from stetho.core import hostlist
 from stetho.core.resources import shipped
 from stetho.results import SEVERITY, Result, counts, format_value
 from stetho.sinks import safe
-from stetho.sinks.suite import SuiteSummary
+from stetho.sinks.pagestyle import COLOURS as COLOURS  # the names pages and tests read here
+from stetho.sinks.pagestyle import MAX_PROBLEMS as MAX_PROBLEMS
+from stetho.sinks.pagestyle import ORDER as ORDER
+from stetho.sinks.pagestyle import href as href
 
-#: The colour of each status (the grid, the legend and the chart use the same).
-COLOURS = {"fail": "#d62728", "error": "#9467bd", "warn": "#f2b705", "skip": "#c7c7c7",
-           "pass": "#2ca02c"}
-ORDER = ("fail", "error", "warn", "skip", "pass")
-#: Problem rows listed under the grid at most (the grid and the reports have the rest).
-MAX_PROBLEMS = 500
+if TYPE_CHECKING:
+    from jinja2 import Environment, Template
+    from jinja2.bccache import BytecodeCache
+
+    from stetho.sinks.suite import SuiteSummary
 #: Healthy nodes (every check pass or skip) shown one row each at most; more are one row that
 #: counts and names them, so the problem nodes are not lost among a thousand green rows.
 MAX_HEALTHY_ROWS = 64
@@ -72,6 +69,8 @@ def busbw_from(results: Iterable[Result], subject: str | None = None) -> Busbw |
     chosen = [r for r in rows if r.subject == subject]
     if not chosen:
         return None
+    import statistics
+
     refs = [r.reference for r in chosen if r.reference]
     return Busbw({r.node: float(r.value) for r in chosen},
                  statistics.median(refs) if refs else None, chosen[0].unit or "GB/s", subject)
@@ -90,18 +89,12 @@ def _worst(statuses: Iterable[str]) -> str:
     return min(statuses, key=lambda s: SEVERITY.get(s, 1))  # unknown reads as error
 
 
-def href(path: str) -> str:
-    """A relative link that stays a relative link: no scheme survives quoting ':', and a
-    leading '/' (absolute or protocol-relative '//host') is made relative with './'. The
-    template escapes the result like any other value."""
-    link = quote(path, safe="/#")
-    return "./" + link if link.startswith("/") else link
-
-
 @cache
 def environment(folder: str) -> Environment:
     """HTML templates: autoescape on (every value is escaped unless marked safe, and nothing
     is), StrictUndefined so a typo fails the render instead of dropping a section."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
     env = Environment(loader=FileSystemLoader(folder), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(href=href)
@@ -122,6 +115,7 @@ def _bytecode_cache() -> BytecodeCache | None:
     """Jinja2's file cache in STETHO_CACHE/jinja (0700: compiled code is loaded from it), or
     none where that folder cannot be made: a page is then compiled as before, never lost."""
     from jinja2 import FileSystemBytecodeCache
+    from jinja2.bccache import Bucket
 
     from stetho import config
 
