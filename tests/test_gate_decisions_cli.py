@@ -43,6 +43,43 @@ def test_the_release_gates_verdict_is_shown_by_history_decisions(tmp_path: Path)
     assert [ln.split()[2] for ln in one.stdout.splitlines()] == ["n05"]
 
 
+def test_history_decisions_json_has_the_tables_fields_and_the_raw_ones(tmp_path: Path) -> None:
+    import json
+
+    topo = tmp_path / "topology.conf"
+    topo.write_text("SwitchName=leaf1 Nodes=n[01-04]\nSwitchName=leaf2 Nodes=n[05-08]\n"
+                    "SwitchName=spine Switches=leaf[1-2]\n")
+    db = tmp_path / "h.db"
+    gate = _stetho("gate", "--policy", "release", "--canaries", "n[01,05]", "--controls",
+                   "n07", "--topology", str(topo), "--gpus-per-node", "1", "--db", str(db))
+    assert gate.returncode == 3, gate.stdout + gate.stderr
+    table = _stetho("history", "decisions", "--db", str(db)).stdout.splitlines()
+    shown = _stetho("history", "decisions", "--db", str(db), "--json")
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert len(doc) == len(table) and doc
+    for row, line in zip(doc, table, strict=True):
+        # every field the table shows, as it shows it, and the raw epoch and verdict
+        assert line.startswith(f"{row['time']}  {row['verdict'].upper()}")
+        assert f" {row['node']}  policy {row['policy']} ({row['mode']})" in line
+        assert line.endswith(f"[run {row['run']}]")
+        assert all(c in line for c in row["checks"])
+        assert isinstance(row["epoch"], int) and row["time"].endswith("Z")
+    canaries = [r for r in doc if r["node"] != "*"]
+    assert [(r["node"], r["verdict"], r["mode"]) for r in canaries] == [
+        ("n01", "unevaluated", "release"), ("n05", "unevaluated", "release")]
+    assert canaries[0]["checks"][0] == "single-node all_reduce"
+    one = json.loads(_stetho("history", "decisions", "--db", str(db), "--node", "n05",
+                             "--json").stdout)
+    assert [r["node"] for r in one] == ["n05"]
+    from stetho.history.store import History
+
+    with History(tmp_path / "empty.db"):
+        pass
+    empty = _stetho("history", "decisions", "--db", str(tmp_path / "empty.db"), "--json")
+    assert empty.returncode == 0 and json.loads(empty.stdout) == []
+
+
 def test_no_database_is_said_with_what_to_do(tmp_path: Path) -> None:
     shown = _stetho("history", "decisions", "--db", str(tmp_path / "none.db"))
     assert shown.returncode == 2 and "no history database" in shown.stderr
