@@ -133,12 +133,14 @@ def prune(db: str | None, keep_results: str, vacuum: bool) -> None:
 @click.option("--node", help="Only this node's decisions.")
 @click.option("--json", "as_json", is_flag=True,
               help="A JSON list, one object per decision: the table's fields (time as UTC "
-                   "text, verdict, node, policy, mode, checks, run) and the raw epoch.")
+                   "text, verdict, node, policy, mode, checks, reason, run) and the raw "
+                   "epoch.")
 @db_option
 def decisions(since: str, node: str | None, as_json: bool, db: str | None) -> None:
-    """The gates' recorded decisions, oldest first: the release gate's verdict per canary
-    (mode release) and what shadow policies would have done (mode shadow), with the checks
-    or benchmarks behind each block."""
+    """The gates' recorded decisions, oldest first: the release gate's verdict on the
+    release (node *, promote or hold, and why) and per canary (mode release), and what
+    shadow policies would have done (mode shadow), with the checks or benchmarks behind each
+    block."""
     import time
 
     from stetho.history import decisions as ledger
@@ -168,7 +170,7 @@ def decisions(since: str, node: str | None, as_json: bool, db: str | None) -> No
         stamp = _utc(t)
         click.echo(f"{stamp}  {d.verdict.upper():<11} {d.node}  policy {d.policy} "
                    f"({d.mode})" + (f": {', '.join(d.checks)}" if d.checks else "")
-                   + f"  [run {run}]")
+                   + (f"  why: {d.reason}" if d.reason else "") + f"  [run {run}]")
 
 
 def _utc(t: int) -> str:
