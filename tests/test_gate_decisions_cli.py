@@ -23,7 +23,8 @@ def _stetho(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, cwd=REPO, env=dict(os.environ))
 
 
-def test_the_release_gates_verdict_is_shown_by_history_decisions(tmp_path: Path) -> None:
+def _release_gate(tmp_path: Path) -> Path:
+    """A release gate that cannot evaluate (one control) recorded in a new history: its path."""
     topo = tmp_path / "topology.conf"
     topo.write_text("SwitchName=leaf1 Nodes=n[01-04]\nSwitchName=leaf2 Nodes=n[05-08]\n"
                     "SwitchName=spine Switches=leaf[1-2]\n")
@@ -31,6 +32,11 @@ def test_the_release_gates_verdict_is_shown_by_history_decisions(tmp_path: Path)
     gate = _stetho("gate", "--policy", "release", "--canaries", "n[01,05]", "--controls",
                    "n07", "--topology", str(topo), "--gpus-per-node", "1", "--db", str(db))
     assert gate.returncode == 3, gate.stdout + gate.stderr
+    return db
+
+
+def test_the_release_gates_verdict_is_shown_by_history_decisions(tmp_path: Path) -> None:
+    db = _release_gate(tmp_path)
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT kind, exit_code, nodes FROM runs").fetchall() == [
             ("gate-release", 3, 2)]
@@ -51,13 +57,7 @@ def test_the_release_gates_verdict_is_shown_by_history_decisions(tmp_path: Path)
 def test_history_decisions_json_has_the_tables_fields_and_the_raw_ones(tmp_path: Path) -> None:
     import json
 
-    topo = tmp_path / "topology.conf"
-    topo.write_text("SwitchName=leaf1 Nodes=n[01-04]\nSwitchName=leaf2 Nodes=n[05-08]\n"
-                    "SwitchName=spine Switches=leaf[1-2]\n")
-    db = tmp_path / "h.db"
-    gate = _stetho("gate", "--policy", "release", "--canaries", "n[01,05]", "--controls",
-                   "n07", "--topology", str(topo), "--gpus-per-node", "1", "--db", str(db))
-    assert gate.returncode == 3, gate.stdout + gate.stderr
+    db = _release_gate(tmp_path)
     table = _stetho("history", "decisions", "--db", str(db)).stdout.splitlines()
     shown = _stetho("history", "decisions", "--db", str(db), "--json")
     assert shown.returncode == 0, shown.stderr
