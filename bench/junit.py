@@ -17,20 +17,15 @@ Prints medians of wall and CPU (the steadier figure on a shared machine) and the
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import harness  # noqa: E402
-from bench.observe import fleet as observed  # noqa: E402
-from bench.replay_scale import fleet, seeds  # noqa: E402
-from bench.runpage import replayed  # noqa: E402
+from bench import fleet_args, harness  # noqa: E402
 
 
 def other_junit(ref: str, work: Path) -> ModuleType:
@@ -47,28 +42,15 @@ def other_junit(ref: str, work: Path) -> ModuleType:
 
 
 def main() -> None:
-    ap = harness.parser(__doc__, runs=5)
-    ap.add_argument("--nodes", type=int, default=1024)
+    ap = fleet_args.parser(__doc__)
     ap.add_argument("--against", help="also time this git ref's junit.py (e.g. main)")
-    ap.add_argument("--keep", type=Path, help="keep the generated fleet and replay here")
-    args = ap.parse_args()
-    harness.in_process(ap, args.before)
-    if args.smoke:
-        args.nodes = 16
+    args = fleet_args.parse(ap)
     from stetho.core import atomic
-    from stetho.sinks import json_out, junit
+    from stetho.sinks import junit
     from stetho.sinks.spool import Results
 
-    work = args.keep or Path(tempfile.mkdtemp(prefix="stetho-junit-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        if args.smoke:  # two nodes checked, copied to 16 (the fleet collects 16 for real)
-            results = observed(work / "observed", args.nodes, None)
-        else:
-            out = work / f"replay{args.nodes}.json"
-            if not out.is_file():  # kept from an earlier run: no fleet built, no replay
-                replayed(fleet(work / f"fleet{args.nodes}", args.nodes, seeds()), out)
-            results = json_out.load(out.read_text())
+    with fleet_args.workdir(args, "stetho-junit-") as work:
+        results = fleet_args.results(args, work)
         stored = Results(results, spill_at=len(results) + 1)
         harness.header(f"the fleet's junit.xml for {args.nodes} nodes ({len(results)} results), "
                        "in process, a node at a time as the run folder writes it")
@@ -103,9 +85,6 @@ def main() -> None:
             print(f"speed-up: {names[0]} is {ratio:.2f}x faster than {args.against} (wall "
                   f"medians), {cpu[names[2]] / cpu[names[0]]:.2f}x by CPU")
         harness.goal(f"the same document as {args.against or 'the other ref'} (--against)", same)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -16,48 +16,22 @@ drawn one row each (what runpage.MAX_HEALTHY_ROWS avoids). Goals (issue 27): <= 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import harness  # noqa: E402
-from bench.observe import fleet as observed  # noqa: E402
-from bench.replay_scale import fleet, seeds  # noqa: E402
-
-
-def replayed(folder: Path, out: Path) -> Path:
-    proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--evidence", str(folder),
-                           "-n", "2", "--json", str(out), "-q"], capture_output=True, text=True)
-    if proc.returncode not in (0, 1, 3):
-        sys.exit(f"replay exited {proc.returncode}: {proc.stderr[-800:]}")
-    return out
+from bench import fleet_args, harness  # noqa: E402
 
 
 def main() -> None:
-    ap = harness.parser(__doc__, runs=5)
-    ap.add_argument("--nodes", type=int, default=1024)
+    ap = fleet_args.parser(__doc__)
     ap.add_argument("--unfolded", action="store_true")
-    ap.add_argument("--keep", type=Path, help="keep the generated fleet and replay here")
-    args = ap.parse_args()
-    harness.in_process(ap, args.before)
-    if args.smoke:
-        args.nodes = 16
-    from stetho.sinks import json_out, runpage
+    args = fleet_args.parse(ap)
+    from stetho.sinks import runpage
 
-    work = args.keep or Path(tempfile.mkdtemp(prefix="stetho-runpage-"))
-    try:
-        if args.smoke:  # two nodes checked, copied to 16 (the fleet collects 16 for real)
-            results = observed(work / "observed", args.nodes, None)
-        else:
-            folder = fleet(work / f"fleet{args.nodes}", args.nodes, seeds())
-            out = work / f"replay{args.nodes}.json"
-            if not out.is_file():
-                replayed(folder, out)
-            results = json_out.load(out.read_text())
+    with fleet_args.workdir(args, "stetho-runpage-") as work:
+        results = fleet_args.results(args, work)
         bad = len({r.node for r in results if r.status in ("fail", "error")})
         links = {r.node: f"reports/{r.node}-cause-r1.md" for r in results
                  if r.status in ("fail", "error")}
@@ -94,9 +68,6 @@ def main() -> None:
         harness.judge(names[0], times[names[0]], times[names[1]], None)
         harness.absolute(names[0], times[names[0]], 1.0)
         harness.goal(f"folded index.html {size / 1e6:.2f} MB <= 5 MB", size <= 5e6)
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -212,5 +212,5 @@ def test_an_old_database_gains_gate_decisions_through_the_migration(tmp_path, wi
         assert h.schema_version() == SCHEMA_VERSION >= 6
         tables = {r[0] for r in h.conn.execute("SELECT name FROM sqlite_master")}
         assert "gate_decisions" in tables
-        kept = [(run, d.node, d.verdict) for run, _, d in decisions.read(h)]
-    assert kept == ([("g", "n1", "block")] if with_table else [])
+        kept = [(run, d.node, d.verdict, d.reason) for run, _, d in decisions.read(h)]
+    assert kept == ([("g", "n1", "block", "")] if with_table else [])  # no reason then

@@ -53,8 +53,8 @@ def cluster(sshd, tmp_path_factory):
     return root, inventory
 
 
-def _sweep(inventory, out, *args, timeout=900):
-    env = {**os.environ, "STETHO_CACHE": str(out.parent / "cache")}
+def _sweep(inventory, out, *args, timeout=900, env=None):
+    env = {**os.environ, "STETHO_CACHE": str(out.parent / "cache"), **(env or {})}
     return subprocess.run([sys.executable, "-m", "stetho", "sweep", "-i", str(inventory),
                            "--out", str(out), *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
@@ -426,6 +426,28 @@ def test_a_timeout_shorter_than_the_probes_is_refused(cluster):
     assert "nvidia_smi 60 s" in proc.stderr and "nccl_tests 600 s" in proc.stderr
     assert "mlxlink 8x2x30 s" in proc.stderr  # per HCA, and its fallback too
     assert not list((root / "runs-short").glob("2*/ansible/artifacts"))  # nothing ran
+
+
+def test_the_probe_cap_in_force_reaches_the_nodes_and_their_timeouts(cluster):
+    """STETHO_PROBE_TIMEOUT on the controller is the nodes' cap too, as with `sweep --via
+    slurm`: node10's hung nvidia-smi is killed at the 2 s cap (not at its 6 s deadline), and
+    the per-host timeout counts each probe at the cap."""
+    from stetho.fleet.budget import host_budget
+
+    root, inventory = cluster
+    proc = _sweep(inventory, root / "runs-cap", "--limit", "node10",
+                  env={"STETHO_PROBE_TIMEOUT": "2"})
+    run_dir = sorted((root / "runs-cap").glob("2*"))[-1]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["host_timeouts"] == {"node10": host_budget("h100-sxm-8gpu", None, 2)[0]}
+    assert meta["host_timeouts"]["node10"] < host_budget("h100-sxm-8gpu", None)[0]
+    assert meta["probe_timeout"] == 2
+    bundle = json.loads((run_dir / "hosts" / "node10" / "evidence.json").read_text())
+    smi = bundle["probes"]["nvidia_smi"]
+    assert smi["status"] == "timeout", proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert smi["reason"] == "hung: killed after its 2 s timeout"
+    gpu_count = [r for r in _results(run_dir) if (r["node"], r["check"]) == ("node10", "gpu_count")]
+    assert [r["status"] for r in gpu_count] == ["error"]  # fail closed: timed out, never pass
 
 
 def test_hosts_sharing_one_venv_keep_their_own_evidence(sshd, tmp_path_factory):

@@ -131,13 +131,17 @@ def prune(db: str | None, keep_results: str, vacuum: bool) -> None:
 @history.command("decisions")
 @click.option("--since", default="30d", show_default=True, help="How far back: 30d, 12h, 2w.")
 @click.option("--node", help="Only this node's decisions.")
+@click.option("--json", "as_json", is_flag=True,
+              help="A JSON list, one object per decision: the table's fields (time as UTC "
+                   "text, verdict, node, policy, mode, checks, reason, run) and the raw "
+                   "epoch.")
 @db_option
-def decisions(since: str, node: str | None, db: str | None) -> None:
-    """The gates' recorded decisions, oldest first: the release gate's verdict per canary
-    (mode release) and what shadow policies would have done (mode shadow), with the checks
-    or benchmarks behind each block."""
+def decisions(since: str, node: str | None, as_json: bool, db: str | None) -> None:
+    """The gates' recorded decisions, oldest first: the release gate's verdict on the
+    release (node *, promote or hold, and why) and per canary (mode release), and what
+    shadow policies would have done (mode shadow), with the checks or benchmarks behind each
+    block."""
     import time
-    from datetime import datetime, timezone
 
     from stetho.history import decisions as ledger
     from stetho.history.store import History, parse_since
@@ -150,12 +154,27 @@ def decisions(since: str, node: str | None, db: str | None) -> None:
     with History(path) as h:
         rows = [r for r in ledger.read(h, since=time.time() - seconds)
                 if node is None or r[2].node == node]
+    if as_json:
+        import dataclasses
+        import json
+
+        click.echo(json.dumps([
+            {"time": _utc(t), "epoch": t, **dataclasses.asdict(d), "checks": list(d.checks),
+             "run": run} for run, t, d in rows], indent=1))
+        return
     if not rows:
         click.echo(f"no gate decisions in the last {since}"
                    + (f" for node {node}" if node else ""))
         return
     for run, t, d in rows:
-        stamp = datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = _utc(t)
         click.echo(f"{stamp}  {d.verdict.upper():<11} {d.node}  policy {d.policy} "
                    f"({d.mode})" + (f": {', '.join(d.checks)}" if d.checks else "")
-                   + f"  [run {run}]")
+                   + (f"  why: {d.reason}" if d.reason else "") + f"  [run {run}]")
+
+
+def _utc(t: int) -> str:
+    """An epoch as the decisions table shows it: UTC, to the second."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

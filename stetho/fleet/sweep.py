@@ -106,12 +106,14 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
     if not hosts:
         raise ConfigError(f"inventory {inventory} has no hosts")
     hostvars.validate(inventory, all_hosts, hosts)
-    limits = _check_budget(opts.bench, opts.timeout_s, all_hosts, hosts)
+    cap = _probe_cap()
+    limits = _check_budget(opts.bench, opts.timeout_s, all_hosts, hosts, cap)
     say = opts.steps or (lambda _text: None)
     house = wheels.build(progress=lambda text: say(f"wheelhouse: {text}"))
     meta = {"run_id": run_id, "stetho_version": __version__, "version_id": house.version_id,
             "inventory": str(inventory), "limit": opts.limit, "hosts": sorted(hosts),
             "forks": opts.forks, "timeout_s": opts.timeout_s, "host_timeouts": limits,
+            "probe_timeout": cap,
             "bench": opts.bench,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     _write_json(run_dir / "meta.json", meta)
@@ -142,6 +144,7 @@ def _sweep(opts: SweepOptions, run_id: str) -> SweepResult:
         inventory=inventory, private_data_dir=run_dir / "ansible", ident="sweep",
         limit=sorted(hosts) if limit else None, forks=opts.forks,
         extravars={**wheels.extra_vars(house), "stetho_host_timeouts": limits,
+                   **({"stetho_probe_timeout": f"{cap:g}"} if cap else {}),
                    **({"stetho_bench": opts.bench} if opts.bench else {})},
         on_event=on_event, cancel=opts.cancel)
     if run.status == "canceled":
@@ -222,19 +225,28 @@ def _partial_bundle(ev: HostEvent, host: str) -> tuple[Bundle | None, str]:
         return None, f"its evidence was unreadable: {exc}"
 
 
+def _probe_cap() -> float | None:
+    """The probe timeout cap in force here (STETHO_PROBE_TIMEOUT or `probe_timeout`): the
+    playbook hands it to every node, so the per-host timeouts may count on it."""
+    from stetho import config
+
+    return config.active().probe_timeout
+
+
 def _check_budget(bench: str | None, timeout_s: int | None,
-                  all_hosts: dict[str, dict[str, Any]], hosts: dict[str, HostState]
-                  ) -> dict[str, int]:
+                  all_hosts: dict[str, dict[str, Any]], hosts: dict[str, HostState],
+                  cap: float | None = None) -> dict[str, int]:
     """Each host's per-host timeout: the one configured (--timeout, or its `stetho_timeout`),
     refused with the numbers where the node's probes and benchmarks could outlast it (the
-    kill would lose what it measured), else what the node needs (stetho.fleet.budget)."""
+    kill would lose what it measured), else what the node needs (stetho.fleet.budget) under
+    the probe cap `cap` the nodes are handed."""
     from stetho.fleet.budget import host_budget
 
     limits = {}
     for name in hosts:
         hv = all_hosts.get(name, {})
         profile = _profile_of(hv)
-        need, parts = host_budget(profile, bench)
+        need, parts = host_budget(profile, bench, cap)
         configured = hv.get("stetho_timeout", timeout_s)
         limit = need if configured is None else hostvars.seconds(configured)
         if limit < need:

@@ -24,7 +24,7 @@ from stetho.gate.decision import (
     required_checks,
 )
 from stetho.gate.outcome import GateOutcome, GateRequest
-from stetho.gate.pinning import pins_for
+from stetho.gate.pinning import Pins, pins_for
 from stetho.gate.policy import GatePolicy
 from stetho.results import Result
 
@@ -70,7 +70,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
 
         pins, _ = pins_for([req.node or socket.gethostname()], db, None)
         results, names, sources, unavailable = _local_hooked(policy, req, db, judged,
-                                                             summaries)
+                                                             summaries, pins)
     else:
         names = hostlist.expand(req.nodes or "")
         pins, _ = pins_for(names, db, _inventory_vars(req.inventory, names))
@@ -215,20 +215,26 @@ def _incomplete(policy: GatePolicy, results: list[Result], names: list[str],
 
 
 def _local_hooked(policy: GatePolicy, req: GateRequest, db: Path,
-                  judged: dict[str, dict[str, str]], summaries: dict[str, NodeSummary]
-                  ) -> tuple[list[Result], list[str], dict[str, str], str | None]:
+                  judged: dict[str, dict[str, str]], summaries: dict[str, NodeSummary],
+                  pins: Pins) -> tuple[list[Result], list[str], dict[str, str], str | None]:
     """_local, under the health-check watchdog when Slurm runs it (HealthCheckProgram and
-    Prolog both have a time limit past which Slurm kills the gate without a word)."""
+    Prolog both have a time limit past which Slurm kills the gate without a word). The
+    watchdog's verdict carries the profile the checks run under and the one the gate names
+    (the node's pin, else that one), as the hook's own verdict does."""
     if req.slurm is None:
         return _local(policy, req, db, judged, summaries)
     import socket
 
     from stetho import config
     from stetho.gate.slurm_hooks import watchdog
+    from stetho.profiles import DEFAULT_PROFILE
 
     node = req.node or socket.gethostname()
+    profile = req.profile or config.active().profile or DEFAULT_PROFILE
     with watchdog(node, config.active().health_timeout, drain=True, circuit=policy.circuit,
-                  db=db, prolog=req.slurm == "prolog", spool=config.active().result_spool):
+                  db=db, prolog=req.slurm == "prolog", spool=config.active().result_spool,
+                  policy=policy.name, profile=profile,
+                  pinned=pins.profile_of(node, {"": profile})):
         return _local(policy, replace(req, node=node), db, judged, summaries)
 
 

@@ -159,10 +159,12 @@ def spool_verdict(folder: Path, doc: dict[str, object], node: str, mode: str, po
 
 @contextmanager
 def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None = None,
-             db: Path | None = None, prolog: bool = False, spool: Path | None = None
-             ) -> Iterator[None]:
+             db: Path | None = None, prolog: bool = False, spool: Path | None = None,
+             policy: str = "", profile: str = "", pinned: str = "") -> Iterator[None]:
     """If the body has not finished in `seconds`, drain `node` (through the drain budget)
-    with a reason naming the timeout, say so, leave the verdict in `spool`, and end the
+    with a reason naming the timeout, say so, leave the verdict in `spool` (with the
+    `policy`, the `profile` the checks run under, and the one the gate names, `pinned`, as the
+    hook's own verdict carries them), and end the
     process: exit 3 for a health check (a hung probe must not leave a node looking healthy);
     for a prolog, 1 only when the node is now out of service (see prolog_on_own_node), else 0.
     The drain itself gets what time Slurm leaves (5 s); a refused drain says why. Every probe
@@ -189,7 +191,9 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
 
         reason = drain_reason("health-check", f"checks did not finish in {seconds:g} s "
                               "(a probe hangs: run `stetho check --local` on the node)")
-        line = f"gate: COULD NOT EVALUATE {node}: {reason}"
+        shown = pinned or profile
+        line = (f"gate{' ' + policy if policy else ''}: COULD NOT EVALUATE {node}: {reason}"
+                + (f"; profile {shown}" if shown else ""))
         code = 3
         try:
             if drain:
@@ -203,7 +207,7 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
                 line += f"; prolog exits {code}"
             if spool is not None:
                 _spool_timeout(spool, node, reason, code, "prolog" if prolog else
-                               "health-check", line)
+                               "health-check", line, policy, profile, shown)
         except Exception as exc:  # the watchdog must end the process whatever happens
             line += f"; {type(exc).__name__}: {exc}"
         print(line, file=sys.stderr, flush=True)
@@ -229,12 +233,19 @@ def watchdog(node: str, seconds: float, *, drain: bool, circuit: Circuit | None 
 
 
 def _spool_timeout(folder: Path, node: str, reason: str, code: int, mode: str,
-                   summary: str) -> None:
+                   summary: str, policy: str, profile: str, shown: str) -> None:
     """The watchdog's verdict (could not evaluate: the checks did not finish), spooled like
-    any other hook's."""
+    any other hook's: its summary line, policy and profiles, and a node summary that carries
+    the profile into history (no versions, busbw or metrics: the checks never got there;
+    no evidence time, so ingest takes its receive time)."""
     from stetho.results import Result
 
     result = Result(node, "health-check", node, "error", reason)
+    own: NodeSummary | None = None
+    if profile:
+        own = {"node": node, "profile": profile, "versions": {}, "busbw": {}, "metrics": [],
+               "collected_at": ""}
     spool_verdict(folder, {"results": [result.to_json()], "exit_code": code,
-                           "blocked": [node], "could_not_evaluate": [node]},
-                  node, mode, "", summary, time.time())
+                           "blocked": [node], "could_not_evaluate": {node: reason},
+                           "profiles": {node: shown} if shown else {}},
+                  node, mode, policy, summary, time.time(), own)

@@ -21,18 +21,22 @@ from stetho.history.store import History
 
 KIND = "gate-shadow"
 RELEASE_KIND = "gate-release"
+#: The node of a decision about no one node (the release as a whole): no host has this name.
+RELEASE_NODE = "*"
 
 
 @dataclass(frozen=True)
 class NodeDecision:
     """One policy's verdict on one node: `block`, `go` or `unevaluated`, and the checks
-    that blocked it (or left it unevaluated)."""
+    that blocked it (or left it unevaluated); or the release gate's verdict on the release
+    as a whole (node RELEASE_NODE): `promote` or `hold`, with the `reason` in words."""
 
     policy: str
     mode: str
     node: str
     verdict: str
     checks: tuple[str, ...] = ()
+    reason: str = ""
 
 
 def record(h: History, run_id: str, decisions: Iterable[NodeDecision], *, when: float,
@@ -50,12 +54,14 @@ def record(h: History, run_id: str, decisions: Iterable[NodeDecision], *, when: 
             "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
             "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
             (run_id, kind, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
-             socket.gethostname(), __version__, command, would, len({d.node for d in rows}),
+             socket.gethostname(), __version__, command, would,
+             len({d.node for d in rows} - {RELEASE_NODE}),
              ""))
         key = int(cur.lastrowid or 0)
-        h.conn.executemany("INSERT OR REPLACE INTO gate_decisions VALUES (?,?,?,?,?,?,?)",
+        h.conn.executemany("INSERT OR REPLACE INTO gate_decisions (run_key, time, policy, "
+                           "mode, node, verdict, checks, reason) VALUES (?,?,?,?,?,?,?,?)",
                            [(key, t, d.policy, d.mode, d.node, d.verdict,
-                             json.dumps(list(d.checks))) for d in rows])
+                             json.dumps(list(d.checks)), d.reason) for d in rows])
     return key
 
 
@@ -63,10 +69,10 @@ def read(h: History, since: float = 0.0) -> list[tuple[str, int, NodeDecision]]:
     """(run id, time, decision) of every recorded decision at or after `since`, oldest
     first."""
     out = []
-    for run, t, policy, mode, node, verdict, checks in h.conn.execute(
-            "SELECT r.id, d.time, d.policy, d.mode, d.node, d.verdict, d.checks "
+    for run, t, policy, mode, node, verdict, checks, reason in h.conn.execute(
+            "SELECT r.id, d.time, d.policy, d.mode, d.node, d.verdict, d.checks, d.reason "
             "FROM gate_decisions d JOIN runs r ON r.key = d.run_key WHERE d.time >= ? "
             "ORDER BY d.time, d.policy, d.node", (int(since),)):
         out.append((str(run), int(t), NodeDecision(policy, mode, node, verdict,
-                                                   tuple(json.loads(checks)))))
+                                                   tuple(json.loads(checks)), str(reason))))
     return out

@@ -45,7 +45,7 @@ from stetho.history.integrity import ROW, RowCheck
 from stetho.history.latest import PSEUDO, NodeLatest
 from stetho.results import Result, adopt
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: version -> statements bringing the previous version to it. Append, never edit.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -102,6 +102,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """CREATE TABLE IF NOT EXISTS gate_decisions (run_key INTEGER NOT NULL,
            time INTEGER NOT NULL, policy TEXT NOT NULL, mode TEXT NOT NULL, node TEXT NOT NULL,
            verdict TEXT NOT NULL, checks TEXT NOT NULL, PRIMARY KEY (run_key, policy, node))""",
+    ),
+    7: (  # why a decision was made, in words (the release gate's promote/hold row)
+        "ALTER TABLE gate_decisions ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
     ),
 }
 
