@@ -9,13 +9,13 @@ import contextlib
 import io
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from stetho.checking.dirs import check_dirs
+from stetho.core.record import record
 from stetho.core.resources import shipped
 from stetho.errors import EvaluationError
 from stetho.results import Result
@@ -91,7 +91,7 @@ class _Inject:
         st.profile_override = self.profile
 
 
-@dataclass(frozen=True)
+@record
 class CheckRun:
     """What a check run gives back: the results, and each node's summary (profile, versions,
     busbw, and the metrics its checks measured: what history and fleet checks consume)."""
