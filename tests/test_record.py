@@ -149,3 +149,22 @@ def test_unsupported_dataclass_features_fail_at_definition() -> None:
         @record
         class D:
             a: list[int] = []  # type: ignore[misc]  # noqa: RUF012
+
+
+def test_a_class_built_often_gets_a_compiled_init_that_behaves_the_same() -> None:
+    """After `_HOT` instances the generic `__init__` is swapped for a compiled one (what a
+    dataclass pays per call); defaults, factories and argument errors stay as they were."""
+    from stetho.core import record as record_mod
+
+    dc, rec = _pair()
+    generic = rec.__init__
+    made = [rec(i) for i in range(record_mod._HOT)]
+    assert rec.__init__ is not generic and made[-1] == rec(record_mod._HOT - 1)
+    for args, kwargs in [((1,), {}), ((1, 5), {"note": "z"}), ((), {"x": 3, "tags": ["a"]}),
+                         ((1, 2, ["t"], "m", {"k": 1}), {})]:
+        assert dataclasses.asdict(dc(*args, **kwargs)) == dataclasses.asdict(rec(*args, **kwargs))
+    assert rec(1).tags is not rec(1).tags and rec(1).tags == []
+    for args, kwargs in [((), {}), ((1, 2, [], "n", {}, 9), {}), ((1,), {"x": 2}),
+                         ((1,), {"nope": 1})]:
+        with pytest.raises(TypeError):
+            rec(*args, **kwargs)

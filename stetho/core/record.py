@@ -85,6 +85,37 @@ def _fields_of(cls: type) -> dict[str, dataclasses.Field[Any]]:
     return out
 
 
+#: Instances of a class after which its `__init__` is compiled: a class built thousands of times
+#: a run (a history's readings) then pays what a dataclass pays a call, and one built a few times
+#: (most) never pays for a compilation.
+_HOT = 64
+
+
+def _compiled_init(cls: type, names: tuple[str, ...], defaults: dict[str, Any],
+                   factories: dict[str, Callable[[], Any]]) -> Callable[..., None]:
+    """The `__init__` dataclass would write, with each field's parameter, compiled once: the
+    instance's fields set as one dict."""
+    scope: dict[str, Any] = {"__rec_missing__": _MISSING}
+    params, body = [], []
+    for i, n in enumerate(names):
+        if n in defaults:
+            scope[f"__rec_default_{i}__"] = defaults[n]
+            params.append(f"{n}=__rec_default_{i}__")
+        elif n in factories:
+            scope[f"__rec_factory_{i}__"] = factories[n]
+            params.append(f"{n}=__rec_missing__")
+            body.append(f" if {n} is __rec_missing__: {n} = __rec_factory_{i}__()")
+        else:
+            params.append(n)
+    fill = ", ".join(f"{n!r}: {n}" for n in names)
+    source = (f"def __init__(__rec_self__, {', '.join(params)}):\n" + "\n".join(body)
+              + f"\n __rec_self__.__dict__.update({{{fill}}})\n")
+    exec(source, scope)  # noqa: S102  # names are the class's own annotated identifiers
+    init: Callable[..., None] = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     """The named attributes as a tuple, which is what dataclass compares and hashes (a tuple
     compares identical members as equal, NaN included)."""
@@ -119,30 +150,40 @@ def _build(cls: _T, frozen: bool) -> _T:
                            if (f.compare if f.hash is None else f.hash)))
     shown = tuple(n for n, f in fields.items() if f.repr)
     nameset = frozenset(names)
+    count = len(names)
+    positional = [frozenset(names[:k]) for k in range(count + 1)]  # the names k args fill
     klass: type[Any] = cls
 
+    calls = 0
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if len(args) > len(names):
-            raise TypeError(f"{cls.__qualname__}() takes {len(names)} positional arguments "
-                            f"but {len(args)} were given")
-        values = dict(defaults)
-        values.update(zip(names, args, strict=False))  # fewer args than fields
+        nonlocal calls
+        calls += 1
+        if calls == _HOT and cls.__dict__.get("__init__") is __init__:
+            cls.__init__ = _compiled_init(cls, names, defaults, factories)  # type: ignore[misc]
+        values = self.__dict__  # a fresh instance's: filled in place, each check in C
+        values.update(defaults)
+        if args:
+            if len(args) > count:
+                raise TypeError(f"{cls.__qualname__}() takes {count} positional arguments "
+                                f"but {len(args)} were given")
+            values.update(zip(names, args, strict=False))  # fewer args than fields
         if kwargs:
-            if not kwargs.keys() <= nameset:
+            if not nameset.issuperset(kwargs):
                 raise TypeError(f"{cls.__qualname__}() got an unexpected keyword argument "
                                 f"{sorted(kwargs.keys() - nameset)[0]!r}")
-            if args and not kwargs.keys().isdisjoint(names[:len(args)]):
+            if args and not positional[len(args)].isdisjoint(kwargs):
                 raise TypeError(f"{cls.__qualname__}() got multiple values for argument "
-                                f"{sorted(kwargs.keys() & set(names[:len(args)]))[0]!r}")
+                                f"{sorted(positional[len(args)] & kwargs.keys())[0]!r}")
             values.update(kwargs)
-        for n, make in factories.items():
-            if n not in values:
-                values[n] = make()
-        if len(values) < len(names):
+        if factories:
+            for n, make in factories.items():
+                if n not in values:
+                    values[n] = make()
+        if len(values) < count:
             missing = [n for n in names if n not in values]
             raise TypeError(f"{cls.__qualname__}() missing required argument(s): "
                             f"{', '.join(map(repr, missing))}")
-        self.__dict__.update(values)
 
     def __repr__(self: Any) -> str:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in shown)
