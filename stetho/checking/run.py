@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 
 #: pytest's built-in plugins a check run does without: reporting is stetho's, and each costs
 #: start-up or per-test time (logging handlers per test, a forced GC at exit, warning filters and
-#: output capture set up and torn down around every item, ...).
+#: output capture set up and torn down around every item, pdb imported for a --pdb nobody
+#: can pass, ...).
 _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexception",
                          "threadexception", "faulthandler", "doctest", "pastebin", "junitxml",
-                         "nose", "legacypath", "stepwise", "setuponly", "setupplan", "warnings")
+                         "nose", "legacypath", "stepwise", "setuponly", "setupplan", "warnings",
+                         "debugging")
           for x in ("-p", f"no:{name}")] + ["--capture=no"]
 
 
