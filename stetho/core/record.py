@@ -4,15 +4,16 @@
 frozen, `__setattr__`/`__delattr__` as source text and compiles it with exec() when the module
 is imported: six compilations a class, ~125 classes on a node's `stetho check`, a fifth of its
 CPU before one probe ran. `record` builds the same class from shared methods, so nothing is
-compiled; what a caller sees is a dataclass: `dataclasses.fields`, `replace`, `asdict` and
+compiled at import (only the `__init__` of a class built many times in a run, once, when it
+is: see `_HOT`); what a caller sees is a dataclass: `dataclasses.fields`, `replace`, `asdict` and
 `is_dataclass` work (the class carries `__dataclass_fields__`), equality, hashing, `repr` and
 frozenness behave as `@dataclass(frozen=True)` (or `@dataclass` with `frozen=False`), and type
 checkers read it as one (`dataclass_transform`). Fields take `dataclasses.field(...)`.
 
 It covers what stetho's data records use: defaults, `default_factory`, `compare`, `hash`,
 `repr`, and inheriting fields from another record or dataclass. Not `init=False`, `kw_only`,
-`InitVar`, `__post_init__`, `order` or `slots`: those raise TypeError at import, so a class
-that needs one uses `dataclasses.dataclass`.
+`InitVar` or `__post_init__` (they raise TypeError at import), nor `order` or `slots`: a
+class that needs one uses `dataclasses.dataclass`.
 """
 
 from __future__ import annotations
