@@ -12,11 +12,12 @@ type, default and error message are read in one place.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from stetho.core import yamlconf
+from stetho.core.record import record
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 
@@ -24,7 +25,7 @@ DEFAULT_PROFILE = "generic"
 VERSION_COMPONENTS = ("driver", "vbios", "cuda", "nccl", "hca_firmware", "kernel", "ofed")
 
 
-@dataclass(frozen=True)
+@record
 class ClockTarget:
     sm_mhz: int
     mem_mhz: int
@@ -35,7 +36,7 @@ class ClockTarget:
 COMPUTE_MODES = ("Default", "Exclusive_Process", "Prohibited")
 
 
-@dataclass(frozen=True)
+@record
 class GpuSpec:
     count: int | None = None
     model: str | None = None
@@ -74,7 +75,7 @@ class GpuSpec:
 GPUDIRECT_PATHS = ("required", "peermem", "dmabuf", "any")
 
 
-@dataclass(frozen=True)
+@record
 class FsLimit:
     """A filesystem the profile names (`host.filesystems`): the one holding `path` keeps at
     least these percentages free (None: not judged)."""
@@ -84,7 +85,7 @@ class FsLimit:
     min_free_inodes_pct: float | None = None
 
 
-@dataclass(frozen=True)
+@record
 class HostSpec:
     governor: str | None = None
     rotational_devices: tuple[str, ...] = ("nvme*",)
@@ -103,7 +104,7 @@ class HostSpec:
     iommu: str | None = None  # "passthrough" (iommu=pt or none), "off" (no IOMMU), "any"
 
 
-@dataclass(frozen=True)
+@record
 class PortGroup:
     """RDMA devices (name globs) that carry one link layer: the compute fabric on InfiniBand,
     a front-end bond on Ethernet (RoCE)."""
@@ -118,7 +119,7 @@ class PortGroup:
 FEC_MODES = ("rs544", "rs528", "rs272", "firecode", "none")
 
 
-@dataclass(frozen=True)
+@record
 class BerRow:
     """Pre-FEC BER limits for links running one of `fec` modes at one of `lane_gbps` (Gb/s per
     lane; empty: any speed). A link warns from `warn` and fails from `fail`."""
@@ -136,7 +137,7 @@ class BerRow:
             abs(lane_gbps - g) < 0.5 for g in self.lane_gbps))
 
 
-@dataclass(frozen=True)
+@record
 class BerChoice:
     """The row that judges a link; `exact` is False when no row is for the link's FEC mode
     and speed, so the strictest row judges it (unknown is never judged leniently)."""
@@ -154,7 +155,7 @@ DEFAULT_BER_ROWS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class OpticsSpec:
     """Transceiver limits for modules that print no thresholds of their own (ib_optics), and
     how close to a module's own low/high threshold a reading warns."""
@@ -167,7 +168,7 @@ class OpticsSpec:
     warn_margin_c: float = 5.0
 
 
-@dataclass(frozen=True)
+@record
 class IbSpec:
     ports: int | None = None
     rate_gbps: float | None = None
@@ -214,13 +215,13 @@ class IbSpec:
         return group.link_layer if group else self.link_layer
 
 
-@dataclass(frozen=True)
+@record
 class VersionRule:
     minimum: str | None = None
     allowed: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class BaselineShape:
     """The run shape a busbw baseline was measured on (stetho.parsers.nccl_shape.RunShape): a
     2-node 16-rank all_reduce is not comparable with an 8-GPU single-node one. A field left
@@ -251,7 +252,7 @@ class BaselineShape:
         return " ".join(parts)
 
 
-@dataclass(frozen=True)
+@record
 class NcclBaseline:
     busbw_gbps: dict[int, float]
     measured_with: dict[str, str]
@@ -261,7 +262,7 @@ class NcclBaseline:
     name: str = "baseline"  # its key in the profile: `baseline`, or `baselines.<name>`
 
 
-@dataclass(frozen=True)
+@record
 class BusbwPoint:
     """One subject of nccl_busbw: a message size of one baseline."""
 
@@ -269,7 +270,7 @@ class BusbwPoint:
     size_bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class NcclSpec:
     run: bool = False
     argv: tuple[str, ...] = ()
@@ -312,7 +313,7 @@ class NcclSpec:
             b.shape.ranks, b.shape.nodes, b.shape.gpus_per_node)))
 
 
-@dataclass(frozen=True)
+@record
 class DriftSpec:
     """How a node's latest values are judged against its own history (stetho.history.drift)."""
 
@@ -333,7 +334,7 @@ class DriftSpec:
     metrics: dict[str, dict[str, str | float | bool]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class CounterSpec:
     """How cumulative error counters are given a time base (stetho.facts.window): their growth
     within the window, from the node's own history. The limits themselves stay with their
@@ -352,7 +353,7 @@ class CounterSpec:
     mce_corrected_max: int = 10
 
 
-@dataclass(frozen=True)
+@record
 class FleetSpec:
     """How a node is compared with its peers of the same profile (stetho.checking.fleet)."""
 
@@ -365,7 +366,7 @@ class FleetSpec:
     blocking: tuple[str, ...] = ("driver", "cuda", "nccl", "hca_firmware")
 
 
-@dataclass(frozen=True)
+@record
 class BaselineSpec:
     """The healthy values measured on this node class, and the environment they were measured
     on (`stetho baseline record` writes it; a person reviews and commits it)."""
@@ -378,7 +379,7 @@ class BaselineSpec:
     on_stale: str = "warn"  # warn | fail: a baseline whose fingerprint differs from the node's
 
 
-@dataclass(frozen=True)
+@record
 class BenchBaseline:
     """One benchmark metric's healthy value (`stetho bench baseline` writes it): the median of
     the nodes' medians, on the run shape and versions it was measured with."""
@@ -392,7 +393,7 @@ class BenchBaseline:
     measured_on: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class BenchSpec:
     """How `bench_*` checks judge a metric: its baseline (key `<bench>[:<device>].<metric>`)
     and the tolerance in percent (per `<bench>.<metric>`, else `tolerance_pct`)."""
@@ -405,7 +406,7 @@ class BenchSpec:
         return self.tolerance.get(f"{bench}.{metric}", self.tolerance_pct)
 
 
-@dataclass(frozen=True)
+@record
 class RoceSpec:
     """What a RoCE (Ethernet RDMA) port's lossless configuration and congestion should be:
     the `roce` section. `congestion_max` counters (CNPs, ECN marks, PFC pauses) over their
@@ -419,7 +420,7 @@ class RoceSpec:
     error_max: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class Profile:
     name: str
     description: str

@@ -151,6 +151,40 @@ def test_node_check_imports_nothing_heavy(tmp_path: Path) -> None:
     assert heavy_in(modules) == []
     # no benchmark ran: their definitions, measurement and field paths stay unloaded
     assert sorted(m for m in NODE_SKIPS if m in modules) == []
+    # pytest's debugging plugin is off in a check run: no debugger is imported for a --pdb
+    # the check cannot be given
+    assert "pdb" not in modules
+
+
+def test_node_check_builds_its_records_without_dataclass(tmp_path: Path) -> None:
+    """The check path's data records are `@record`s (stetho.core.record): no class on it is
+    built by `dataclasses.dataclass`, whose exec() per method was a fifth of a check's CPU.
+    Only stetho.results (another stage's), the history store's own rows and the spool's
+    file record, the configuration and the history statistics (standard library only) are."""
+    from stetho.sim.builder import build_node
+
+    node = build_node(tmp_path / "node01", "node01")
+    probe = ("import dataclasses, runpy, sys\n"
+             "made = []\n"
+             "orig = dataclasses._process_class\n"
+             "def spy(cls, *a, **k):\n"
+             "    made.append(cls.__module__)\n"
+             "    return orig(cls, *a, **k)\n"
+             "dataclasses._process_class = spy\n"
+             "sys.argv = ['stetho', *sys.argv[1:]]\n"
+             "try:\n"
+             "    runpy.run_module('stetho', run_name='__main__')\n"
+             "finally:\n"
+             "    print('MADE', ' '.join(sorted({m for m in made if m.startswith('stetho')})))\n")
+    proc = subprocess.run([sys.executable, "-c", probe, "check", "--local", "--sim", str(node),
+                           "--profile", "h100-sxm-8gpu", "-q"], capture_output=True, text=True,
+                          env=dict(os.environ, STETHO_DB=str(tmp_path / "history.db")),
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    made = set(proc.stdout.split("MADE", 1)[1].split())
+    assert made <= {"stetho.results", "stetho.history.store", "stetho.history.chain",
+                    "stetho.history.latest", "stetho.history.stats", "stetho.spool.files",
+                    "stetho.config"}, made
 
 
 

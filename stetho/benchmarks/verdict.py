@@ -16,16 +16,16 @@ missing (gpu-burn cut before `Tested N GPUs`, nccl-tests with checking off) is a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 STATUSES = ("pass", "warn", "fail", "error")
 _RANK = {"pass": 0, "warn": 1, "error": 2, "fail": 3}
 
 
-@dataclass(frozen=True)
+@record
 class ToolVerdict:
     """A tool's verdict on one run: `status`, a one-line `summary`, and `words`: the lines the
     tool printed that decided it (quoted in the result, so a person reads the tool itself)."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stetho.core.record import record
 from stetho.errors import ConfigError
 from stetho.results import Result, exit_code
 
@@ -27,7 +28,7 @@ class NothingSelected(ConfigError):
         self.names = names
 
 
-@dataclass
+@record(frozen=False)
 class CheckOutcome:
     """One finished run: its results (drift included when recorded), each node's summary,
     the bundles it collected or was given (None for a replay of files), its id and times,

@@ -5,9 +5,11 @@ bench, gate --local, the sweep's own evaluation, baseline screening) builds one 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from stetho.core.record import record
 
 if TYPE_CHECKING:
     from stetho.evidence.bench_run import BenchRequest
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
 COMMANDS = ("check", "replay", "bench", "gate", "sweep", "baseline")
 
 
-@dataclass(frozen=True)
+@record
 class Outputs:
     """The sinks a run writes when it ends (stetho.check.outputs), each None when not wanted."""
 
@@ -36,7 +38,7 @@ class Outputs:
                                            self.spool))
 
 
-@dataclass(frozen=True)
+@record
 class SpoolTarget:
     """Where and as what a node's outcome goes into the spool (stetho.spool.write): the run
     id (None: the check's own), the kind of run, the node's key (None: unsigned)."""
@@ -47,7 +49,7 @@ class SpoolTarget:
     key: bytes | None = None
 
 
-@dataclass(frozen=True)
+@record
 class CheckRequest:
     """One check run. Exactly one source: `bundles` (already in memory), `evidence` (bundle
     files or folders: a replay), else collection on this node or the simulated `sim` folder.

@@ -15,7 +15,6 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from stetho.checking.nodes import CheckNode
 from stetho.checking.session import RESULT_KEY, SUMMARY_KEY, Session
 from stetho.checking.subjects import KINDS, Subject, expand
 from stetho.checking.verdict import Verdict
+from stetho.core.record import record
 from stetho.facts.node import NodeFacts
 from stetho.profiles import Profile
 from stetho.results import Result
@@ -39,7 +39,7 @@ _VERDICT = pytest.StashKey[Verdict]()
 _BATCH_RESULTS = pytest.StashKey[list[Result]]()
 
 
-@dataclass(frozen=True)
+@record
 class Batch:
     """A group of nodes one batched item checks, all their subjects of `kind`."""
 

@@ -9,13 +9,13 @@ import contextlib
 import io
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from stetho.checking.dirs import check_dirs
+from stetho.core.record import record
 from stetho.core.resources import shipped
 from stetho.errors import EvaluationError
 from stetho.results import Result
@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 
 #: pytest's built-in plugins a check run does without: reporting is stetho's, and each costs
 #: start-up or per-test time (logging handlers per test, a forced GC at exit, warning filters and
-#: output capture set up and torn down around every item, ...).
+#: output capture set up and torn down around every item, pdb imported for a --pdb nobody
+#: can pass, ...).
 _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexception",
                          "threadexception", "faulthandler", "doctest", "pastebin", "junitxml",
-                         "nose", "legacypath", "stepwise", "setuponly", "setupplan", "warnings")
+                         "nose", "legacypath", "stepwise", "setuponly", "setupplan", "warnings",
+                         "debugging")
           for x in ("-p", f"no:{name}")] + ["--capture=no"]
 
 
@@ -91,7 +93,7 @@ class _Inject:
         st.profile_override = self.profile
 
 
-@dataclass(frozen=True)
+@record
 class CheckRun:
     """What a check run gives back: the results, and each node's summary (profile, versions,
     busbw, and the metrics its checks measured: what history and fleet checks consume)."""

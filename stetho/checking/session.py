@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from stetho.checking.nodes import CheckNode, NodeSummary
+from stetho.core.record import record
 from stetho.errors import ConfigError
 from stetho.evidence.bundle import Bundle
 from stetho.results import Result
@@ -38,7 +38,7 @@ GROUP_NODES = 256
 _NODE_IN_HEAD = re.compile(rb'"node":\s*"((?:[^"\\]|\\.)*)"')
 
 
-@dataclass
+@record(frozen=False)
 class NodeSource:
     """Where one node's evidence is. `problem` says why it cannot be used (unreadable, two
     bundles of the node, ...): every check then reports an error for the node, never a gap."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from stetho.checking.nodes import CheckNode
+from stetho.core.record import record
 from stetho.facts.bench import BenchRun
 from stetho.facts.node import Unavailable
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # benchmark definitions load only for a bundle with benchmark
     from stetho.benchmarks.spec import Metric
 
 
-@dataclass(frozen=True)
+@record
 class Subject:
     """One thing a check judges. `item` is what the check's subject fixture receives: the
     parser's own typed record (a Gpu, an IbPort, a BlockDevice, ...), a version component's
@@ -161,7 +162,7 @@ def _nccl_sizes(n: CheckNode) -> list[Subject]:
             for s in sizes]
 
 
-@dataclass(frozen=True)
+@record
 class BenchMetric:
     """One metric of one benchmark run: what a `bench_metric` check judges."""
 

@@ -7,12 +7,12 @@ item. `Section` walks it with typed getters that raise ConfigError("file:line: .
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
+from stetho.core.record import record
 from stetho.errors import ConfigError
 
 try:  # the C loader is ~10x faster; fall back where PyYAML was built without libyaml
@@ -24,7 +24,7 @@ T = TypeVar("T")
 Path_ = tuple[str | int, ...]
 
 
-@dataclass
+@record(frozen=False)
 class Doc:
     file: str
     data: Any

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from stetho.core import atomic, untrusted
+from stetho.core.record import record
 from stetho.errors import ConfigError, EvaluationError
 
 SCHEMA = "stetho.evidence"
@@ -30,7 +31,7 @@ class BundleError(EvaluationError):
     """A bundle file that cannot be read: not JSON, another schema, or a newer version."""
 
 
-@dataclass(frozen=True)
+@record
 class ProbeRecord:
     name: str
     kind: str  # "command" | "files"
@@ -78,8 +79,8 @@ class ProbeRecord:
                  *errors.values()]
         if not set(map(type, texts)) <= {str}:  # in C: a bundle has thousands of files
             raise ValueError(f"probe {str(d['name'])[:60]!r}: a text field is not a string")
-        # Set as one dict, in field order: the frozen dataclass's __init__ sets its 12 fields
-        # one object.__setattr__ at a time, a fifth of reading a bundle (72 probes a node).
+        # Set as one dict, in field order, without cls(...)'s argument checks: they were a
+        # fifth of reading a bundle (72 probes a node).
         # The same fields and values as cls(...) would hold (tests/test_bundle_fast.py).
         rec = object.__new__(cls)
         object.__setattr__(rec, "__dict__", {
@@ -90,7 +91,7 @@ class ProbeRecord:
         return rec
 
 
-@dataclass(frozen=True)
+@record
 class Bundle:
     node: str
     collected_at: str

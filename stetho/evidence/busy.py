@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import shlex
 import shutil
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.evidence.bundle import Bundle, ProbeRecord
 from stetho.evidence.probes import Probe
 from stetho.evidence.runner import Environment, run
@@ -32,7 +32,7 @@ GPU_QUERY = ("nvidia-smi", "--query-compute-apps=pid,process_name,used_memory",
 TIMEOUT_S = 15.0
 
 
-@dataclass(frozen=True)
+@record
 class Busy:
     """The node's state: `idle`, `busy` (with the jobs or GPU processes seen) or `unknown`."""
 

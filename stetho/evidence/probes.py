@@ -6,10 +6,12 @@ STETHO_SYSROOT). Adding a probe is adding a row here; the runner needs no change
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from stetho.core.record import record
 
 
-@dataclass(frozen=True)
+@record
 class Probe:
     """One thing to collect. Exactly one of `argv` and `globs` is set.
 

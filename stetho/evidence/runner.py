@@ -14,13 +14,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.evidence.bundle import ProbeRecord
 from stetho.evidence.probes import Probe
 
 
-@dataclass(frozen=True)
+@record
 class Environment:
     """Where probes look: file reads under `sysroot`, commands on `path`. `timeout_cap`
     (STETHO_PROBE_TIMEOUT) caps every probe's timeout, e.g. for a quick pre-job gate."""
@@ -39,7 +39,7 @@ class Environment:
                    timeout_cap=cfg.probe_timeout)
 
 
-@dataclass(frozen=True)
+@record
 class ProbeEvent:
     """A probe starting (`record` None) or finished (its record), for whoever watches."""
 
@@ -48,7 +48,7 @@ class ProbeEvent:
     record: ProbeRecord | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Watch:
     """How a caller follows and bounds a collection. `deadline` (a time.monotonic() instant):
     after it no probe starts and a running one is killed; `budget_s` is the whole allowance,

@@ -4,8 +4,9 @@ the part of NodeFacts that the per-source loaders (stetho.facts.ib, stetho.facts
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from stetho.core.record import record
 
 if TYPE_CHECKING:
     from stetho.evidence.bundle import Bundle, ProbeRecord
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from stetho.parsers.perfquery import PerfqueryPort
 
 
-@dataclass(frozen=True)
+@record
 class Expected:
     """What a node is supposed to carry, as far as its facts need to know to tell a `skip` (not
     on this node) from an `error` (should be here, is not). Built from the node's profile by the

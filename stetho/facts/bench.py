@@ -8,9 +8,9 @@ parsers. A benchmark whose definition is no longer known is an error, not a sile
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stetho.core.record import record
 from stetho.evidence.bundle import ProbeRecord
 from stetho.facts.metrics import Metric
 from stetho.facts.node import NodeFacts
@@ -24,7 +24,7 @@ PLAN = "bench:"
 VERSION = "bench-version:"
 
 
-@dataclass(frozen=True)
+@record
 class BenchRun:
     """One benchmark on one node (one device for per: hca/gpu)."""
 

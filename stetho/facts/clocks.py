@@ -14,8 +14,9 @@ target (plus tolerance) is boost floating: not locked either.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from stetho.core.record import record
 
 if TYPE_CHECKING:
     from stetho.parsers.gpu_model import Gpu
@@ -31,7 +32,7 @@ THROTTLE_REASONS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class ClockLock:
     """The verdict's inputs: `locked` is None when a current clock is unknown."""
 

@@ -5,7 +5,6 @@ failed or unparsable is a skip or an error by the same rules as every other fact
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ try:  # libyaml's loader: every check process reads the table, ~10x faster than 
 except ImportError:  # pragma: no cover
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
+from stetho.core.record import record
 from stetho.parsers import nvidia_version, pci_devices, service_state
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def kernel_module(facts: Facts) -> KernelModule:
         "".join(facts.files(NVIDIA_VERSION).values())))
 
 
-@dataclass(frozen=True)
+@record
 class SxidRow:
     code: int
     name: str

@@ -12,9 +12,10 @@ the check judges it and history records it, the same number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
+from stetho.core.record import record
 from stetho.facts.base import Unavailable
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def load_mlxlink(f: NodeFacts, device: str) -> MlxlinkReport:
     return mlxlink.parse(f.text(name), device=device, port=1)
 
 
-@dataclass(frozen=True)
+@record
 class Reading:
     """One error counter as judged: the higher of its readings and the source that read it;
     `others` holds the other sources' readings where they differ (source -> value)."""
@@ -155,7 +156,7 @@ class Reading:
         return f"{name}={self.value} ({self.source}; {seen})"
 
 
-@dataclass(frozen=True)
+@record
 class PortCounters:
     """A port's error counters by perfquery name, each the higher of sysfs (or, on a node
     without the sysfs tree, the perfquery that stood in for it) and perfquery -x / -E; `notes`

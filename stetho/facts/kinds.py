@@ -17,13 +17,15 @@ something, in one table a profile overrides (``drift.metrics`` in baselines/*.ym
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from stetho.core.record import record
 
 KINDS = ("counter", "gauge", "epoch")
 RHYTHMS = ("none", "daily", "weekly")
 
 
-@dataclass(frozen=True)
+@record
 class MetricKind:
     kind: str
     resolution: float = 0.0

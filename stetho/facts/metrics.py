@@ -9,13 +9,12 @@ threshold; a metric can be both), a gauge is compared with the node's own recent
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from stetho.core.record import record
 from stetho.facts import kinds, window
 from stetho.facts.node import NodeFacts, Unavailable
 
 
-@dataclass(frozen=True)
+@record
 class Metric:
     check: str
     subject: str

@@ -20,10 +20,10 @@ query a node); this module is pure, so it is tested on plain numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from stetho.core.record import record
 from stetho.facts.base import Unavailable
 
 if TYPE_CHECKING:
@@ -35,13 +35,13 @@ HOUR = 3600.0
 BOOT_METRIC = ("host", "", "boot_id")
 
 
-@dataclass(frozen=True)
+@record
 class Reading:
     time: float
     value: float
 
 
-@dataclass(frozen=True)
+@record
 class Growth:
     """How much one counter grew between `since` and `now`."""
 
@@ -101,7 +101,7 @@ def growth(earlier: Sequence[Reading], current: float, now: float, window_s: flo
     return Growth(delta, used[0].time, now, full, resets, len(used))
 
 
-@dataclass(frozen=True)
+@record
 class CounterWindow:
     """One node's earlier counter readings, for the window ending at its evidence time.
 
@@ -153,7 +153,7 @@ def when(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
-@dataclass(frozen=True)
+@record
 class Counted:
     """One counter as a check judges it: its reading now, and the amount judged (its growth
     within the window where history has an earlier reading, else the reading itself)."""

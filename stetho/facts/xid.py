@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import yaml
+
+from stetho.core.record import record
 
 try:  # libyaml's loader: the table is read by every check process, ~10x faster than Python's
     from yaml import CSafeLoader as _Loader
@@ -60,7 +61,7 @@ class XidTableError(ValueError):
     """The Xid table file is malformed: names the file, the row and what is wrong."""
 
 
-@dataclass(frozen=True)
+@record
 class XidInfo:
     """What an Xid code means and what to do about it."""
 

@@ -9,9 +9,10 @@ time, never the clock of the machine that replays it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Literal
+
+from stetho.core.record import record
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 Placement = Literal["present", "old", "before-reset"]
 
 
-@dataclass(frozen=True)
+@record
 class Placed:
     """One event and where it falls."""
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from stetho.core.record import record
 from stetho.facts import kinds
 from stetho.facts.kinds import MetricKind
 from stetho.history import stats
@@ -50,7 +50,7 @@ from stetho.profiles import DriftSpec, Profile
 from stetho.results import Result
 
 
-@dataclass(frozen=True)
+@record
 class Current:
     check: str
     subject: str

@@ -11,8 +11,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.facts.kinds import MetricKind
 from stetho.history.store import Sample
 from stetho.profiles import DriftSpec
@@ -25,7 +25,7 @@ WEEK = 7 * DAY
 NAMED = 6
 
 
-@dataclass(frozen=True)
+@record
 class Reference:
     points: list[Sample]  # oldest first; empty when short
     how: str  # "last 7 days", "same hour ±2 h, last 7 days", ...
@@ -86,7 +86,7 @@ def needs(spec: DriftSpec) -> str:
             f"(at the same hour ±{spec.hour_band_h:g} h for metrics with a daily rhythm)")
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """One subject's drift, before grouping."""
 

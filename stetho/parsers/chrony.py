@@ -9,8 +9,8 @@ reference ID 00000000 and stratum 0.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 TOOL = "chronyc tracking"
@@ -21,7 +21,7 @@ _REFERENCE = re.compile(r"^([0-9A-Fa-f]{1,8})\s*\((.*)\)$")
 LEAP_STATES = ("Normal", "Insert second", "Delete second", "Not synchronised")
 
 
-@dataclass(frozen=True)
+@record
 class Tracking:
     reference_id: str
     reference_name: str

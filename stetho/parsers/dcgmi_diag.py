@@ -25,9 +25,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -48,7 +48,7 @@ _TEXT_ROWS = {"warning", "info"}
 _DCGM_WORDS = re.compile(r"(?i)diagnostic|dcgm|host ?engine|nvvs")
 
 
-@dataclass(frozen=True)
+@record
 class DiagResult:
     """One result of a test: for the listed GPUs (empty: all GPUs / not said)."""
 
@@ -58,7 +58,7 @@ class DiagResult:
     info: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class DiagTest:
     """One test ("GPU Memory", "memory", "Targeted Power", ...) and its verdict."""
 
@@ -88,7 +88,7 @@ class DiagTest:
         return tuple(dict.fromkeys(out))
 
 
-@dataclass(frozen=True)
+@record
 class DcgmDiag:
     """One `dcgmi diag` run. `ok`: tests ran, none failed (warn and skip allowed), no error."""
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 TOOL = "sysfs edac"
 _PATH = re.compile(r"/edac/mc/(mc\d+)/(ce_count|ue_count)$")
 
 
-@dataclass(frozen=True)
+@record
 class MemoryController:
     name: str  # mc0
     ce: int

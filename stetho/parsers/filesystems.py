@@ -7,8 +7,8 @@ a line be split by columns; the mount point is the rest of the line, spaces and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 #: The two headers `df -P` prints: bytes (-B1) and inodes (-i). GNU coreutils words.
@@ -18,7 +18,7 @@ _ROW = re.compile(r"^(\S+)\s+(\d+|-)\s+(\d+|-)\s+(\d+|-)\s+(\d+%|-)\s+(/.*)$")
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
 
-@dataclass(frozen=True)
+@record
 class Mount:
     device: str
     mountpoint: str
@@ -30,7 +30,7 @@ class Mount:
         return "ro" in self.options
 
 
-@dataclass(frozen=True)
+@record
 class DfRow:
     """One `df -P` line. `total`, `used`, `free` are bytes (-B1) or inodes (-i); None where df
     prints '-' (a filesystem without a fixed inode table)."""

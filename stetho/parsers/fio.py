@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -31,7 +31,7 @@ TOOL = "fio"
 _DIRECTIONS = ("read", "write", "trim")
 
 
-@dataclass(frozen=True)
+@record
 class FioLatency:
     """One latency kind (submission, completion or total) in nanoseconds."""
 
@@ -49,7 +49,7 @@ class FioLatency:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class FioDirection:
     """Read, write or trim results of one job. `active` says whether this direction did any I/O."""
 
@@ -72,7 +72,7 @@ class FioDirection:
         return self.clat.percentile_ns(p) if self.clat else None
 
 
-@dataclass(frozen=True)
+@record
 class FioJob:
     """One job (or one group with group_reporting). `error` is fio's errno for it, 0 when fine."""
 
@@ -92,7 +92,7 @@ class FioJob:
         return next((v for k, v in self.options if k == key), None)
 
 
-@dataclass(frozen=True)
+@record
 class FioDiskUtil:
     name: str
     read_ios: int
@@ -100,7 +100,7 @@ class FioDiskUtil:
     util_percent: float
 
 
-@dataclass(frozen=True)
+@record
 class FioRun:
     """A whole fio run. `ok`: at least one job, no job error, not interrupted.
 

@@ -19,8 +19,8 @@ every GPU, no errors, and a measured rate above zero for each, so neither case p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -38,7 +38,7 @@ _VERDICT = re.compile(r"^GPU (\d+): (OK|FAULTY)\s*$")
 _PROBLEMS = ("Couldn't init", "No clients are alive", "Aborting", "Error", "error")
 
 
-@dataclass(frozen=True)
+@record
 class GpuBurnGpu:
     """One GPU: what the last progress update said, and the final verdict."""
 
@@ -56,7 +56,7 @@ class GpuBurnGpu:
     verdict: str | None  # "OK" or "FAULTY"
 
 
-@dataclass(frozen=True)
+@record
 class GpuBurnRun:
     gpus: tuple[GpuBurnGpu, ...]
     updates: int  # progress updates seen

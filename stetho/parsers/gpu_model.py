@@ -14,12 +14,13 @@ the parsers turn into `ParseError`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 
+from stetho.core.record import record
 from stetho.parsers._text import is_deprecated, is_na
 
 
-@dataclass(frozen=True)
+@record
 class ClockEventReasons:
     """Why clocks are below maximum ('Clocks Event Reasons', formerly 'Clocks Throttle Reasons')."""
 
@@ -38,7 +39,7 @@ class ClockEventReasons:
         return tuple(f.name for f in fields(self) if getattr(self, f.name) is True)
 
 
-@dataclass(frozen=True)
+@record
 class ClockEventCounters:
     """Microseconds the clocks have spent held back by each reason since the driver loaded
     ('Clocks Event Reasons Counters', printed by 550+ drivers). Unlike the Active/Not Active
@@ -52,7 +53,7 @@ class ClockEventCounters:
     hw_power_brake_us: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class RemappedRows:
     """Ampere+ HBM/GDDR row remapping. A pending remap needs a GPU reset to take effect."""
 
@@ -62,7 +63,7 @@ class RemappedRows:
     failure: bool | None = None
 
 
-@dataclass(frozen=True)
+@record
 class EccCounts:
     """ECC error counts. SRAM uncorrectable is the sum of parity and SEC-DED where split."""
 
@@ -72,7 +73,7 @@ class EccCounts:
     dram_uncorrectable: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Gpu:
     """One GPU section. `index` is its position in the output (0-based), not the minor number."""
 
@@ -146,7 +147,7 @@ class Gpu:
         return {"app_graphics_mhz", "app_mem_mhz"} <= self.deprecated
 
 
-@dataclass(frozen=True)
+@record
 class UnreadableGpu:
     """A GPU section with a value the parser cannot read: left out of `SmiReport.gpus` so the
     other GPUs are still judged, and named here so this one is an error, never forgotten."""
@@ -156,7 +157,7 @@ class UnreadableGpu:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class SmiReport:
     """A whole `nvidia-smi -q` report. `attached_gpus` can exceed len(gpus) (`-i`, excerpts)."""
 

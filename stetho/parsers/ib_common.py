@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from stetho.core.record import record
 from stetho.parsers._text import is_na
 
 #: The error counters stetho checks: (perfquery name, sysfs file name under ports/N/counters/).
@@ -181,7 +182,7 @@ def words_to_bytes(words: int | None) -> int | None:
     return None if words is None else words * WORD_BYTES
 
 
-@dataclass(frozen=True)
+@record
 class IbPort:
     """One HCA port, from ibstat, ibstatus or sysfs.
 
@@ -238,7 +239,7 @@ class IbPort:
         return {n: self.counters[n] for n in ERROR_COUNTER_NAMES if n in self.counters}
 
 
-@dataclass(frozen=True)
+@record
 class IbDevice:
     """One RDMA device (HCA) and its ports, from /sys/class/infiniband or from ibstat. Absent
     values read as None (hfi1 has no hca_type; ibstat prints no board id). `source` says which

@@ -16,8 +16,8 @@ adds `(HOQ:n VL_Stall:n)` after the link.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 TOOL = "iblinkinfo"
@@ -38,7 +38,7 @@ _NOT_AVAILABLE = re.compile(r'^\s*"Port not available"\s*$')
 _HEADER = re.compile(r"^(?P<kind>CA|Switch|Router): (?:(?P<guid>0x[0-9a-fA-F]+) )?(?P<desc>.*):$")
 
 
-@dataclass(frozen=True)
+@record
 class FarEnd:
     """The port at the other end of the cable: its node's description (a switch's name, as
     the fabric knows it), LID and port number; its GUID where line mode prints it."""
@@ -56,7 +56,7 @@ class FarEnd:
         return f"{self.desc or '(no node description)'} port {self.port}{ext}{guid}"
 
 
-@dataclass(frozen=True)
+@record
 class Link:
     """One port's line: the own node and port, the link's state, and its far end (None for a
     Down port, or an up port whose peer the scan did not reach: `not_available`)."""

@@ -10,8 +10,8 @@ report (a node that loses an HCA mid-listing is not healthy).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import is_na, require_text
 from stetho.parsers.ib_common import IbDevice, IbPort, build_port
@@ -26,7 +26,7 @@ _PANIC = re.compile(r"^ibpanic:\s*(.*)$")
 _WARN = re.compile(r"^ibwarn:\s*(.*)$")
 
 
-@dataclass(frozen=True)
+@record
 class IbCa:
     """One channel adapter (HCA). `num_ports` is what ibstat claims; `ports` what it listed.
     `node_type` is "CA" on hosts ("Switch", "Router" elsewhere); fields ibstat did not print
@@ -43,7 +43,7 @@ class IbCa:
     node_type: str = "CA"
 
 
-@dataclass(frozen=True)
+@record
 class IbstatReport:
     """All CAs ibstat printed; `panic` is the text of a trailing `ibpanic:` line, if any."""
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -22,7 +22,7 @@ _GROUP = re.compile(r"/sys/kernel/iommu_groups/(\d+)/type$")
 _TYPES = {"identity", "DMA", "DMA-FQ", "blocked", "unmanaged"}
 
 
-@dataclass(frozen=True)
+@record
 class IommuState:
     """`args`: the IOMMU arguments of the kernel command line (`iommu`, `intel_iommu`,
     `amd_iommu` -> value); `groups`: group number -> type, as the kernel reports it."""

@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -35,7 +35,7 @@ TOOL = "iperf3"
 _TRAILING_ERROR = re.compile(r"^iperf3:\s*(error - .*|interrupt - .*)$")
 
 
-@dataclass(frozen=True)
+@record
 class Iperf3Interval:
     """One reporting interval (summed over streams)."""
 
@@ -47,7 +47,7 @@ class Iperf3Interval:
     omitted: bool
 
 
-@dataclass(frozen=True)
+@record
 class Iperf3Summary:
     """`end.sum_sent` or `end.sum_received`."""
 
@@ -57,7 +57,7 @@ class Iperf3Summary:
     retransmits: int | None
 
 
-@dataclass(frozen=True)
+@record
 class Iperf3Run:
     """One client run. `error` is iperf3's own error text, None when it reported none."""
 

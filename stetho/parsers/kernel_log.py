@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Literal
 
+from stetho.core.record import record
 from stetho.parsers import ParseError, mce, sxid
 from stetho.parsers._text import require_text
 
@@ -22,7 +22,7 @@ TOOL = "kernel log"
 AerSeverity = Literal["corrected", "uncorrected-nonfatal", "uncorrected-fatal"]
 
 
-@dataclass(frozen=True)
+@record
 class XidEvent:
     pci_id: str  # "0000:19:00": domain:bus:device, lower case, as NVRM prints it
     code: int
@@ -35,7 +35,7 @@ class XidEvent:
     seq: int = 0  # the record's position in the log: orders events that have no time
 
 
-@dataclass(frozen=True)
+@record
 class AerEvent:
     device: str  # "0000:00:02.0": the device that logged it (often the root port)
     severity: AerSeverity
@@ -46,7 +46,7 @@ class AerEvent:
     line: str
 
 
-@dataclass(frozen=True)
+@record
 class BusLoss:
     """One message saying a GPU fell off the bus: an Xid 79, or NVRM's multi-line text without
     an Xid. The driver often logs both for one loss, so count GPUs, not BusLoss entries."""
@@ -57,7 +57,7 @@ class BusLoss:
     seq: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class GpuInit:
     """A line that shows the driver (re)initialised a GPU: everything the log says about that
     GPU before it is from an earlier epoch.
@@ -76,14 +76,14 @@ class GpuInit:
     line: str
 
 
-@dataclass(frozen=True)
+@record
 class OomKill:
     pid: int
     process: str
     line: str
 
 
-@dataclass(frozen=True)
+@record
 class KernelLog:
     xids: tuple[XidEvent, ...]
     aer: tuple[AerEvent, ...]
@@ -195,7 +195,7 @@ def _peel(line: str) -> tuple[str, str | None, bool]:
     return line, ts, found
 
 
-@dataclass
+@record(frozen=False)
 class _Record:
     message: str
     timestamp: str | None
@@ -322,7 +322,7 @@ def _xid(rec: _Record, m: re.Match[str]) -> XidEvent:
     )
 
 
-@dataclass
+@record(frozen=False)
 class _Aer:
     device: str
     severity: AerSeverity

@@ -9,8 +9,8 @@ job started the same way inherits, not a node-wide setting.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 _HEADER = re.compile(r"^Limit\s+Soft Limit\s+Hard Limit\s+Units\s*$")
@@ -18,7 +18,7 @@ _HEADER = re.compile(r"^Limit\s+Soft Limit\s+Hard Limit\s+Units\s*$")
 _ROW = re.compile(r"^(\S.*?)\s{2,}(\d+|unlimited)\s+(\d+|unlimited)(?:\s+(\S+))?\s*$")
 
 
-@dataclass(frozen=True)
+@record
 class Limit:
     name: str
     soft: int | None  # None: unlimited

@@ -8,8 +8,8 @@ narrow. Also accepts `lspci -vvv | grep Lnk` excerpts, which carry no device hea
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -18,7 +18,7 @@ TOOL = "lspci -vvv"
 _GENS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
 
-@dataclass(frozen=True)
+@record
 class PcieLink:
     speed_gts: float
     width: int
@@ -29,7 +29,7 @@ class PcieLink:
         return _GENS.get(self.speed_gts)
 
 
-@dataclass(frozen=True)
+@record
 class PciDevice:
     address: str | None  # "19:00.0", or "0000:19:00.0" as printed; None for a grep'd excerpt
     class_name: str | None  # "3D controller", "PCI bridge", "Infiniband controller"

@@ -18,9 +18,10 @@ Detail lines (TSC, ADDR, PROCESSOR, MCx_STATUS decode) are recognised and left o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+
+from stetho.core.record import record
 
 Severity = Literal["corrected", "deferred", "uncorrected", "fatal", "unknown"]
 
@@ -40,7 +41,7 @@ _AMD_SEVERITY: dict[str, Severity] = {"Corrected": "corrected", "Deferred": "def
 UC, PCC = 1 << 61, 1 << 57
 
 
-@dataclass(frozen=True)
+@record
 class MceEvent:
     severity: Severity
     kind: Literal["record", "notice"]  # a record of one error, or an 'events logged' notice

@@ -5,7 +5,8 @@ its JSON and text output into these."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from stetho.core.record import record
 
 _WIDTH = re.compile(r"^(\d+)\s*[xX]$")
 _GBPS = re.compile(r"^(\d+(?:\.\d+)?)\s*G", re.IGNORECASE)
@@ -22,7 +23,7 @@ _NO_FEC = re.compile(r"^no[\s_-]*fec$|^none$|^off$|^disabled?$", re.IGNORECASE)
 _FIRECODE = re.compile(r"fire[\s_-]*code|fc[\s_-]*fec|base[\s_-]*r\b", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@record
 class Range:
     """The `[low..high]` pair mlxlink prints after a module reading (the module's thresholds);
     either end is None where mlxlink printed N/A."""
@@ -35,7 +36,7 @@ class Range:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
 
-@dataclass(frozen=True)
+@record
 class MlxlinkLane:
     """One lane, index-aligned across mlxlink's per-lane lists. Powers in dBm (None for N/A or
     a dark lane: see `rx_dark`/`tx_dark`, True where mlxlink printed -inf, i.e. 0 mW); BER with
@@ -57,7 +58,7 @@ class MlxlinkLane:
     datapath_state: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class MlxlinkModule:
     """The cable or transceiver ("Module Info"). `*_range` are the `[low..high]` thresholds
     printed with each reading; the per-lane readings themselves are on MlxlinkReport.lanes."""
@@ -93,7 +94,7 @@ class MlxlinkModule:
         return "passive" in kinds and "copper" in kinds
 
 
-@dataclass(frozen=True)
+@record
 class MlxlinkReport:
     """One mlxlink run. `ok` is False when mlxlink's status code was not 0, or (text output)
     it printed an `-E-` line (then `message` says why and the other fields hold whatever output

@@ -18,8 +18,8 @@ ParseError: half-read text must not pass for a clean link.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 _RULE = re.compile(r"^\s*-{3,}\s*$")
@@ -27,7 +27,7 @@ _KEY_VALUE = re.compile(r"^(?P<key>[^:\s][^:]*?)\s*:(?:\s+(?P<value>.*?))?\s*$")
 _MESSAGE = re.compile(r"^\s*-(?P<kind>[EWI])-\s*(?P<text>.*?)\s*$")
 
 
-@dataclass(frozen=True)
+@record
 class TextOutput:
     """Sections as `{name: {key: value}}` in output order, and mlxlink's -E-/-W- messages."""
 

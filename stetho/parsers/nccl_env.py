@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -40,7 +40,7 @@ _MODULE_MARKS = ("setenv", "prepend-path", "prepend_path", "append-path", "appen
                  "module-whatis", "whatis(", "conflict", "module load", "load(")
 
 
-@dataclass(frozen=True)
+@record
 class NcclEnv:
     """What one job environment says about its NCCL: `version` (X.Y.Z, the package revision
     dropped) and `evidence`, the line it was read from; None where it names no NCCL."""

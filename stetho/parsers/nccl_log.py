@@ -9,9 +9,9 @@ flags), the socket interfaces and the WARN lines, whatever else the log is inter
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import guarded
 
@@ -34,7 +34,7 @@ _IB_DEV = re.compile(r"\[\d+\]([^\s\[/;]+)((?:/[^\s\[/;]+)*)")
 _SOCK_IF = re.compile(r"\[\d+\]([^\s:\[\]]+):(\S+?)<\d+>")
 
 
-@dataclass(frozen=True)
+@record
 class NcclLog:
     """What an NCCL_DEBUG=INFO log says about the NCCL build and the network it chose."""
 
@@ -55,7 +55,7 @@ class NcclLog:
     hosts: tuple[str, ...]  # hostnames in the line prefixes, in order of appearance
 
 
-@dataclass(frozen=True)
+@record
 class NcclVersion:
     """The NCCL a process ran with, as the library itself printed it."""
 

@@ -5,8 +5,9 @@ NCCL version it reports. `stetho.parsers.nccl_tests` reads the text into these."
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers.nccl_shape import RunShape, collective_name
 
@@ -15,7 +16,7 @@ _UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@record
 class NcclHeader:
     """The `# nThread ... nGpus ... minBytes ... maxBytes ...` settings line."""
 
@@ -36,7 +37,7 @@ class NcclHeader:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-@dataclass(frozen=True)
+@record
 class NcclDevice:
     """One `#  Rank N Group G Pid P on HOST device D [BUS] NAME` line (old format: no Group)."""
 
@@ -58,7 +59,7 @@ class NcclDevice:
             return None
 
 
-@dataclass(frozen=True)
+@record
 class NcclRow:
     """One size of the table: out-of-place (oop_*) and in-place (ip_*) results.
 
@@ -87,7 +88,7 @@ class NcclRow:
         return (self.oop_wrong or 0) + (self.ip_wrong or 0)
 
 
-@dataclass(frozen=True)
+@record
 class NcclRun:
     """One nccl-tests run. `failed`/`truncated` say whether the numbers can be trusted.
 

@@ -11,9 +11,9 @@ table that does not name its binary (`infer`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 TOOL = "nccl-tests"
@@ -40,7 +40,7 @@ class _Row(Protocol):
     def ip_wrong(self) -> int | None: ...
 
 
-@dataclass(frozen=True)
+@record
 class RunShape:
     """What a run measured, which a busbw baseline must match: a 16-rank 2-node all_reduce is
     not comparable with an 8-GPU single-node one. `collective` is nccl-tests' name without
@@ -91,7 +91,7 @@ def busbw_factor(collective: str, nranks: int) -> float:
     return (nranks - 1) / nranks
 
 
-@dataclass(frozen=True)
+@record
 class Inference:
     """What a table without a collective marker says of its collective: the one it can only
     be (`collective`, else None), the ones still possible (`candidates`), and each signal that

@@ -10,8 +10,9 @@ or cut run parses (the check reports it); only text that is not nccl-tests outpu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import guarded, integer, quantity
 from stetho.parsers.nccl_model import (
@@ -71,7 +72,7 @@ _SETTING_FIELDS = {
 _BINARY = re.compile(r"(?:^|[\s/=])((?:" + "|".join(COLLECTIVES) + r")_perf(?:_mpi)?)(?=\s|$)")
 
 
-@dataclass(frozen=True)
+@record
 class _Layout:
     root: bool  # a root column after redop
     width: int  # cells per result group: 4, or 8 with per-iteration stats

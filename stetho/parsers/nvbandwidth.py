@@ -22,8 +22,8 @@ it can differ from the sum of the printed cells by up to 0.005 per cell.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -43,7 +43,7 @@ _ERROR = re.compile(r"(?i)\berror\b|\bfailed\b|CUDA_ERROR")
 _CELL = re.compile(r"^(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|N/A)$")
 
 
-@dataclass(frozen=True)
+@record
 class NvbwTestcase:
     """One testcase: its matrix (rows x columns) in `unit`, and its summary statistics."""
 
@@ -80,7 +80,7 @@ class NvbwTestcase:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class NvbwRun:
     """A whole nvbandwidth run. `ok`: at least one testcase ran, each with a full matrix."""
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import guarded, integer, quantity
 from stetho.parsers.gpu_model import (
@@ -74,7 +75,7 @@ _COUNTERS = {
 _LEGACY_SRAM = ("Register File", "L1 Cache", "L2 Cache", "Texture Memory", "Texture Shared", "CBU")
 
 
-@dataclass
+@record(frozen=False)
 class _Node:
     """One line of the tree: its key, its value (None for a section) and deeper lines."""
 

@@ -12,8 +12,8 @@ affinity (empty cells). The header may start with a tab (as printed) or not (as 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 TOOL = "nvidia-smi topo -m"
@@ -23,7 +23,7 @@ _CELL = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV\d+)$")
 _AFFINITY = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 
 
-@dataclass(frozen=True)
+@record
 class GpuTopo:
     """One GPU's row: its path to each NIC (by RDMA device name) and its affinity."""
 
@@ -41,7 +41,7 @@ class GpuTopo:
         return ()
 
 
-@dataclass(frozen=True)
+@record
 class Topology:
     gpus: tuple[GpuTopo, ...]
     nics: tuple[str, ...]  # RDMA device names, in column order

@@ -10,8 +10,8 @@ can register GPU memory through DMA-BUF instead of nvidia_peermem only with the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 _VERSION = r"(\d+\.\d+(?:\.\d+)?)"
@@ -19,7 +19,7 @@ _OPEN = re.compile(r"^NVRM version: NVIDIA UNIX Open Kernel Module for (\S+)\s+"
 _PROPRIETARY = re.compile(r"^NVRM version: NVIDIA UNIX (\S+) Kernel Module\s+" + _VERSION)
 
 
-@dataclass(frozen=True)
+@record
 class KernelModule:
     open: bool  # the open GPU kernel module (MIT/GPL), not the proprietary one
     version: str

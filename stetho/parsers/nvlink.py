@@ -9,9 +9,9 @@ mix, blank lines and `[...]` elisions (in excerpts) can fall between links.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import is_na, require_text
 
@@ -19,7 +19,7 @@ TOOL_STATUS = "nvidia-smi nvlink -s"
 TOOL_ERRORS = "nvidia-smi nvlink -e"
 
 
-@dataclass(frozen=True)
+@record
 class NvlinkLink:
     link: int
     speed_gbps: float | None  # GB/s as printed; None when inactive
@@ -27,7 +27,7 @@ class NvlinkLink:
     raw: str  # the value as printed: "25 GB/s", "<inactive>"
 
 
-@dataclass(frozen=True)
+@record
 class NvlinkGpu:
     index: int
     name: str
@@ -39,13 +39,13 @@ class NvlinkGpu:
         return tuple(link.link for link in self.links if not link.active)
 
 
-@dataclass(frozen=True)
+@record
 class NvlinkLinkErrors:
     link: int
     counters: dict[str, int]  # {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 0}
 
 
-@dataclass(frozen=True)
+@record
 class NvlinkErrorsGpu:
     index: int
     name: str

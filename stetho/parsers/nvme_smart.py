@@ -13,8 +13,8 @@ The two tools name the same fields differently, and nvme-cli's own JSON has drif
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 TOOL = "nvme smart-log"
@@ -33,7 +33,7 @@ _OBJECT_BITS = {"available_spare": 0x01, "temp_threshold": 0x02, "reliability_de
                 "ro": 0x08, "vmbu_failed": 0x10, "pmr_ro": 0x20}
 
 
-@dataclass(frozen=True)
+@record
 class SmartLog:
     """The fields a health check judges; counters since the drive was made (they never
     reset, short of a firmware wipe)."""

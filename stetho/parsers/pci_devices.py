@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 NVIDIA = "10de"
@@ -24,7 +24,7 @@ _LSPCI = re.compile(r"^((?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]
                     r"\[([0-9a-fA-F]{4})\]: .*\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]")
 
 
-@dataclass(frozen=True)
+@record
 class PciDevice:
     address: str  # 0000:07:00.0
     vendor: str  # 4 lowercase hex digits, no 0x

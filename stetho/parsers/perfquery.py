@@ -18,8 +18,9 @@ this parser cannot read must never look like a clean port.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import guarded
 from stetho.parsers.ib_common import (
@@ -88,7 +89,7 @@ _UNSUPPORTED = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class PerfqueryPort:
     """Counters of one port in one counter set. `counters`: error counters (ERROR_COUNTER_NAMES,
     or RCV_ERROR_DETAILS for `-E`) and any other non-traffic counter (e.g. QP1Dropped);

@@ -22,8 +22,8 @@ text without a perftest banner or table is a ParseError.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import require_text
 
@@ -51,7 +51,7 @@ _LAT_COLUMNS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class PerftestAddress:
     side: str  # "local" or "remote"
     lid: str
@@ -60,7 +60,7 @@ class PerftestAddress:
     gid: str | None  # RoCE and global routing only
 
 
-@dataclass(frozen=True)
+@record
 class PerftestRow:
     """One message size. Bandwidth columns are in `bw_unit` as printed; latencies in µs."""
 
@@ -93,7 +93,7 @@ class PerftestRow:
         return None if b is None else b * 8 / 1e9
 
 
-@dataclass(frozen=True)
+@record
 class PerftestRun:
     """One perftest run as printed by the side that ran it (client or server)."""
 

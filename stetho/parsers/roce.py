@@ -15,8 +15,8 @@ rows, eight columns each.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 ETHTOOL = "ethtool -S"
@@ -54,7 +54,7 @@ def parse_ethtool_stats(text: str) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
+@record
 class MlnxQos:
     """What `mlnx_qos -i <netdev>` reports about a port's lossless configuration."""
 

@@ -10,8 +10,8 @@ systemctl, "is-active") and exits 0 only for active; a unit systemd does not kno
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 from stetho.parsers._text import guarded
 
@@ -24,7 +24,7 @@ STATES = ("active", "reloading", "inactive", "failed", "activating", "deactivati
 _PGREP = re.compile(r"^(\d+)\s+(\S+)$")
 
 
-@dataclass(frozen=True)
+@record
 class ServiceState:
     state: str  # one of STATES, or "running" where only pgrep saw the process
     source: str  # "systemctl" or "pgrep"

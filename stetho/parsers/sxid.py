@@ -11,8 +11,9 @@ recognised and left out, so none is mistaken for another event.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
+
+from stetho.core.record import record
 
 _SXID = re.compile(
     r"nvidia-nvswitch(?P<switch>\d+): SXid \(PCI:(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:"
@@ -20,7 +21,7 @@ _SXID = re.compile(
 _EVENT = re.compile(r"^(?P<sev>Fatal|Non-fatal),\s*(?:Link (?P<link>\d+)\s*)?,?\s*(?P<msg>.*)$")
 
 
-@dataclass(frozen=True)
+@record
 class SxidEvent:
     switch: int  # N of nvidia-nvswitchN
     pci_id: str  # "0000:06:00.0", lower case

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from stetho.core.record import record
 from stetho.parsers import ParseError
 
 _CPU = re.compile(r"/cpu(\d+)/cpufreq/scaling_governor$")
@@ -17,13 +17,13 @@ _BLOCK = re.compile(r"/sys/block/([^/]+)/queue/(rotational|scheduler)$")
 _GOVERNOR = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-@dataclass(frozen=True)
+@record
 class CpuGovernor:
     cpu: int
     governor: str
 
 
-@dataclass(frozen=True)
+@record
 class BlockDevice:
     name: str
     rotational: bool | None
@@ -73,7 +73,7 @@ def _scheduler(path: str, value: str) -> tuple[str | None, tuple[str, ...]]:
     return active, tuple(w.strip("[]") for w in words)
 
 
-@dataclass(frozen=True)
+@record
 class Pressure:
     """Linux PSI (/proc/pressure/<resource>): share of time tasks stalled on it, in percent."""
 
