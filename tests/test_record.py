@@ -168,3 +168,25 @@ def test_a_class_built_often_gets_a_compiled_init_that_behaves_the_same() -> Non
                          ((1,), {"nope": 1})]:
         with pytest.raises(TypeError):
             rec(*args, **kwargs)
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_a_dataclass_subclassing_a_record_takes_its_fields_positionally(frozen: bool) -> None:
+    """dataclass reads a base's fields from `__dataclass_fields__` and its frozenness from
+    `__dataclass_params__`: both must be what dataclass itself would have left (on 3.10 a
+    field whose kw_only was left unset became keyword-only; on 3.12 the params' private
+    constructor changed)."""
+
+    @record(frozen=frozen)
+    class Base:
+        x: int
+        y: str = "a"
+
+    @dataclasses.dataclass(frozen=frozen)
+    class Sub(Base):
+        z: int = 0
+
+    s = Sub(1, "b", 3)
+    assert (s.x, s.y, s.z) == (1, "b", 3)
+    assert [f.name for f in dataclasses.fields(Sub)] == ["x", "y", "z"]
+    assert Base.__dataclass_params__.frozen is frozen  # type: ignore[attr-defined]

@@ -35,9 +35,11 @@ _T = TypeVar("_T", bound=type)
 _MISSING = dataclasses.MISSING
 #: The marker `dataclasses.fields()` keeps a Field by (it drops ClassVar and InitVar pseudo-fields).
 _FIELD_MARK = dataclasses._FIELD  # type: ignore[attr-defined]
-#: The parameters `dataclasses` itself keeps on a class: a dataclass subclassing a record checks
-#: the base's `frozen` there.
-_Params = dataclasses._DataclassParams  # type: ignore[attr-defined]
+#: The parameters `dataclasses` itself keeps on a class (a dataclass subclassing a record checks
+#: the base's `frozen` there), taken from two empty dataclasses: `_DataclassParams`'s own
+#: constructor is private and grew four arguments in Python 3.12.
+_PARAMS: dict[bool, Any] = {frozen: vars(dataclasses.dataclass(frozen=frozen)(
+    type("_P", (), {})))["__dataclass_params__"] for frozen in (True, False)}
 
 
 @overload
@@ -82,6 +84,7 @@ def _fields_of(cls: type) -> dict[str, dataclasses.Field[Any]]:
             raise ValueError(f"mutable default {type(f.default)} for field {name} is not "
                              "allowed: use default_factory")
         f.name, f.type, f._field_type = name, kind, _FIELD_MARK  # type: ignore[attr-defined]
+        f.kw_only = False  # dataclass fills it in; the MISSING it starts with is truthy
         out[name] = f
     return out
 
@@ -224,6 +227,6 @@ def _build(cls: _T, frozen: bool) -> _T:
             method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, method)
     cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
-    cls.__dataclass_params__ = _Params(True, True, True, False, False, frozen)  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _PARAMS[frozen]  # type: ignore[attr-defined]
     cls.__match_args__ = names  # type: ignore[attr-defined,misc]
     return cls
