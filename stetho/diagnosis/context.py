@@ -28,6 +28,9 @@ class NodeContext:
     summary: NodeSummary | dict[str, Any] = field(default_factory=dict)
     fleet: list[NodeSummary] = field(default_factory=list)  # peers' summaries
     run: str = ""
+    #: (run, (check, metric) -> subject -> values before that run), read on the first `past`
+    _past: tuple[str, dict[tuple[str, str], dict[str, list[float]]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     def results_of(self, check: str, statuses: tuple[str, ...] = ("fail", "warn", "error")
                    ) -> list[Result]:
@@ -42,13 +45,26 @@ class NodeContext:
         first (empty without history)."""
         if self.history is None:
             return {}
-        series = self.history.series_of(self.node, check, metric)
+        if self._past is None or self._past[0] != self.run:
+            self._past = (self.run, self._all_past())
+        return {subject: list(values)
+                for subject, values in self._past[1].get((check, metric), {}).items()}
+
+    def _all_past(self) -> dict[tuple[str, str], dict[str, list[float]]]:
+        """Every metric of this node before this run, read and verified once: the signals
+        ask for a dozen metrics a node, and each read verified the node's whole signed
+        window again (most of a failing node's diagnosis)."""
+        series = self.history.series_of(self.node)
         if not series:
             return {}
         got = self.history.samples(self.node, [s[0] for s in series], since=0)
-        subject_of = {s[0]: s[2] for s in series}
-        return {subject_of[sid]: [p.value for p in pts if p.run != self.run]
-                for sid, pts in got.items() if pts}
+        out: dict[tuple[str, str], dict[str, list[float]]] = {}
+        for sid, check, subject, metric, _unit in series:
+            pts = got.get(sid)
+            if pts:
+                out.setdefault((check, metric), {})[subject] = [
+                    p.value for p in pts if p.run != self.run]
+        return out
 
 
 def facts_of(ctx: NodeContext, name: str) -> Any:

@@ -15,7 +15,7 @@ never changing the run's verdict.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -73,7 +73,9 @@ def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any
 
 
 def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: Any = None
-             ) -> list[NodeContext]:
+             ) -> Iterator[NodeContext]:
+    """Each node's context, made as it is asked for: a node's parsed evidence and facts are
+    megabytes, so a run with thousands of failing nodes holds one node's at a time."""
     from stetho import profiles
     from stetho.checking import nodes as nodes_mod
     from stetho.checking.nodes import node_facts
@@ -84,7 +86,6 @@ def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: An
     by_node: dict[str, list[Result]] = {}
     for r in results:
         by_node.setdefault(r.node, []).append(r)
-    out = []
     for node in nodes:
         host = run_dir / "hosts" / node
         facts = None
@@ -100,8 +101,7 @@ def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: An
                     summary = nodes_mod.summary(facts, prof)
             except (BundleError, ConfigError):
                 facts = None
-        out.append(NodeContext(node, by_node.get(node, []), facts, history, summary))
-    return out
+        yield NodeContext(node, by_node.get(node, []), facts, history, summary)
 
 
 def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,

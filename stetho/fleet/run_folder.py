@@ -31,13 +31,14 @@ def write_reports(run_dir: Path, results: list[Result], *, run_id: str, hosts: i
     invasive ran there; `command`: what made the run (summary.txt's first word after stetho)."""
     from stetho.sinks import json_out, junit, table
 
-    (run_dir / "results.json").write_text(json_out.render(results, run_id=run_id))
-    if len(results) > JUNIT_STREAM_ABOVE:  # one node's DOM at a time, not the fleet's
+    if len(results) > JUNIT_STREAM_ABOVE:  # a result at a time, not the fleet's document
         from stetho.sinks.spool import Results
 
         whole = Results(results, spill_at=len(results) + 1)
+        atomic.write(run_dir / "results.json", json_out.render_stream(whole, run_id=run_id))
         atomic.write(run_dir / "junit.xml", junit.render_stream(whole))
     else:
+        (run_dir / "results.json").write_text(json_out.render(results, run_id=run_id))
         (run_dir / "junit.xml").write_text(junit.render(results))
     failing = sorted({r.node for r in results if r.status == "fail"})
     errors = sorted({r.node for r in results if r.status == "error"} - set(failing))

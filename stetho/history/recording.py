@@ -67,14 +67,16 @@ def after_run(kind: str, run_id: str, results: list[Result],
                                         "find who could write the history database and what "
                                         "they changed; drift cannot be judged until then")))
         if record:
-            every = results + added
             by_node: dict[str, list[Result]] = {}
-            for r in every:
+            for r in (*results, *added):
                 by_node.setdefault(r.node, []).append(r)
-            runs = [NodeRun(n, summaries[n]["profile"] if n in summaries else "", rs,
+            names = [n for n in sorted(by_node) if n != "*" and n not in refused]
+            # each node's NodeRun made as record() asks for it: its blob is built and let go
+            # a chunk at a time, never the fleet's at once
+            runs = (NodeRun(n, summaries[n]["profile"] if n in summaries else "", by_node[n],
                             summaries[n]["metrics"] if n in summaries else [])
-                    for n, rs in sorted(by_node.items()) if n != "*" and n not in refused]
-            if runs or not refused or then is not None:
+                    for n in names)
+            if names or not refused or then is not None:
                 history.record(run_id, kind, runs, when=now, command=command,
                                run_dir=run_dir, then=then)
     except (HistoryError, sqlite3.Error, OSError) as exc:

@@ -131,6 +131,9 @@ def new_run_id() -> str:
 #: A bundle (or a clock) at most this far ahead of the controller is still believed.
 FUTURE_TOLERANCE_S = 300
 
+#: Nodes record() writes at a time: their blobs and metric rows are all it holds at once.
+RECORD_CHUNK = 256
+
 
 def default_path() -> Path:
     """The configured history database (STETHO_DB, the config file's `db`)."""
@@ -263,59 +266,80 @@ class History:
                command: str = "", run_dir: str = "",
                then: Callable[[sqlite3.Connection], None] | None = None) -> int:
         """Write one run, all of it or nothing. Returns the run's key. `then` runs last in
-        the same transaction (a caller's own rows that must land with the run's, or not)."""
-        from stetho import __version__
-        from stetho.results import counts
-        from stetho.results import exit_code as code_of
+        the same transaction (a caller's own rows that must land with the run's, or not).
 
+        `nodes` is written RECORD_CHUNK nodes at a time in the one transaction, so an
+        iterator that makes each NodeRun as it is asked (the ingest's) is never held whole:
+        memory stays flat in the fleet's size. A list or tuple keeps one row per node, the
+        last wins; an iterator must name each node once."""
         t = int(when if when is not None else time.time())
-        nodes = list(nodes)
+        if isinstance(nodes, (list, tuple)):
+            nodes = list({n.node: n for n in nodes}.values())  # one row per node: last wins
         key = self.rows.key(create=True)
         assert key is not None
-        all_results = [r for n in nodes for r in n.results]
-        nodes = list({n.node: n for n in nodes}.values())  # one row per node: the last wins
         with chain.locked(self.path, shared=False), self.transaction():
             cur = self.conn.execute(
                 "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
                 "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (run_id, kind, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
-                 socket.gethostname(), __version__, command,
-                 exit_code if exit_code is not None else code_of(all_results), len(nodes),
-                 run_dir))
+                 socket.gethostname(), _version(), command, 0, 0, run_dir))
             run_key = int(cur.lastrowid or 0)
-            ids = self._ensure_nodes([n.node for n in nodes])
-            series = self._ensure_series(ids, nodes)
-            metric_rows = [(ids[n.node], t, run_key, series[(ids[n.node], m[0], m[1], m[2])],
-                            m[3]) for n in nodes for m in n.metrics]
-            self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)",
-                                  metric_rows)
-            digests = self.chained.digests(run_key, t, sorted(ids.values()))
             sealed = self.chained.to_extend(key)
             new = chain.Seal(dict(sealed.heads), True, sealed.path, dict(sealed.pins))
-            node_rows = []
-            for n in nodes:
-                nid = ids[n.node]
-                c = counts(n.results)
-                blob = zlib.compress(_results_json(n.results).encode(), 6)
-                code = code_of(n.results)
-                tally = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
-                seq, prev = new.heads.get(n.node, (0, ""))
-                link = (seq + 1, prev, digests.get(nid) or chain.digest([]))
-                sig = integrity.mac(key, n.node, run_id, t, n.profile, code, tally, blob, link,
-                                  by_digest=True)
-                node_rows.append((run_key, nid, t, n.profile, code, *tally, blob, sig, *link))
-                new.heads[n.node] = (seq + 1, sig)
-                if n.profile and n.profile != DEFAULT_PROFILE:
-                    new.pins[n.node] = (n.profile, run_id)
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO node_runs (run_key, node_id, time, profile, exit_code, "
-                "fail, error, warn, skip, pass, results, mac, seq, prev, metrics_digest) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
+            seen: set[str] = set()
+            tally = {"fail": 0, "error": 0}
+            for chunk in _batches(nodes, RECORD_CHUNK):
+                for n in chunk:
+                    if n.node in seen:
+                        raise HistoryError(f"run {run_id}: node {n.node} given twice to "
+                                           "record (a list keeps the last, an iterator may "
+                                           "not repeat one)")
+                    seen.add(n.node)
+                self._record_chunk(key, run_key, run_id, t, chunk, new, tally)
+            code = exit_code if exit_code is not None else (
+                1 if tally["fail"] else 3 if tally["error"] else 0)
+            self.conn.execute("UPDATE runs SET exit_code = ?, nodes = ? WHERE key = ?",
+                              (code, len(seen), run_key))
             if then is not None:
                 then(self.conn)
             chain.write(self.path, key, new)  # before the commit: a crash leaves it ahead
             self.seals.remember(new)
         return run_key
+
+    def _record_chunk(self, key: bytes, run_key: int, run_id: str, t: int,
+                      nodes: list[NodeRun], new: chain.Seal, tally: dict[str, int]) -> None:
+        """One chunk of a run's nodes: their metrics, then their signed, chained rows (the
+        chain's heads advance in `new`; `tally` counts failing and erroring results)."""
+        from stetho.results import counts
+        from stetho.results import exit_code as code_of
+
+        ids = self._ensure_nodes([n.node for n in nodes])
+        series = self._ensure_series(ids, nodes)
+        self.conn.executemany("INSERT OR REPLACE INTO metrics VALUES (?,?,?,?,?)", [
+            (ids[n.node], t, run_key, series[(ids[n.node], m[0], m[1], m[2])], m[3])
+            for n in nodes for m in n.metrics])
+        digests = self.chained.digests(run_key, t, sorted(ids.values()))
+        node_rows = []
+        for n in nodes:
+            nid = ids[n.node]
+            c = counts(n.results)
+            tally["fail"] += c["fail"]
+            tally["error"] += c["error"]
+            blob = zlib.compress(_results_json(n.results).encode(), 6)
+            code = code_of(n.results)
+            five = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
+            seq, prev = new.heads.get(n.node, (0, ""))
+            link = (seq + 1, prev, digests.get(nid) or chain.digest([]))
+            sig = integrity.mac(key, n.node, run_id, t, n.profile, code, five, blob, link,
+                                by_digest=True)
+            node_rows.append((run_key, nid, t, n.profile, code, *five, blob, sig, *link))
+            new.heads[n.node] = (seq + 1, sig)
+            if n.profile and n.profile != DEFAULT_PROFILE:
+                new.pins[n.node] = (n.profile, run_id)
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO node_runs (run_key, node_id, time, profile, exit_code, "
+            "fail, error, warn, skip, pass, results, mac, seq, prev, metrics_digest) VALUES "
+            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", node_rows)
 
     def _ensure_nodes(self, names: list[str]) -> dict[str, int]:
         missing = [n for n in names if n not in self._node_ids]
@@ -567,6 +591,24 @@ def describe(exc: BaseException) -> str:
         return f"{text} (the file is damaged or truncated: restore it from a backup, or " \
                "point --db elsewhere)"
     return text
+
+
+def _version() -> str:
+    from stetho import __version__
+
+    return __version__
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """`items` in lists of `size` (the last shorter), taken as they come."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
