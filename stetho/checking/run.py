@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stetho.checking.basetemp import private_basetemp
 from stetho.checking.dirs import check_dirs
 from stetho.core.record import record
 from stetho.core.resources import shipped
@@ -154,9 +155,10 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
     sink = io.StringIO()
     # Only the plugins stetho needs: loading every installed pytest plugin costs start-up time
     # a node check does not need, and keeps a site's unrelated plugins out of the verdict.
-    with _own_environment(), \
+    # Its own --basetemp: pytest's default cleans up $TMPDIR/pytest-of-USER at exit (minutes).
+    with _own_environment(), private_basetemp() as basetemp, \
             contextlib.redirect_stdout(sink) if not verbose else contextlib.nullcontext():
-        code = pytest.main(args, plugins=plugins)
+        code = pytest.main([*args, *basetemp], plugins=plugins)
     if inject.config is None:
         raise EvaluationError(f"pytest could not start (exit {int(code)}): "
                               f"{sink.getvalue().strip()[-500:]}")
