@@ -18,6 +18,7 @@ from stetho.gate.decision import required_checks
 from stetho.gate.policy import load as load_policy
 from stetho.history.store import History, NodeRun
 from stetho.results import Result
+from tests.test_cli_lazy import _SHOW_MODULES  # stetho run printing what it imported
 
 #: Never imported by `stetho gate --policy pre-job --nodes ...` on a GO gate.
 NOT_ON_A_GO_GATE = ("jinja2", "ansible", "ansible_runner", "pytest", "_pytest", "xdist",
@@ -26,13 +27,6 @@ NOT_ON_A_GO_GATE = ("jinja2", "ansible", "ansible_runner", "pytest", "_pytest", 
                     "stetho.gate.signatures",
                     "stetho.fleet.sweep", "stetho.checking.plugin", "stetho.checking.run",
                     "stetho.localize", "stetho.jobs")
-
-_SHOW_MODULES = (
-    "import atexit, json, runpy, sys\n"
-    "atexit.register(lambda: sys.__stderr__.write("
-    "'\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n'))\n"
-    "sys.argv = ['stetho', *sys.argv[1:]]\n"
-    "runpy.run_module('stetho', run_name='__main__', alter_sys=True)\n")
 
 
 def _history(db: Path, nodes: list[str]) -> None:
