@@ -51,7 +51,11 @@ def test_the_release_gates_verdict_is_shown_by_history_decisions(tmp_path: Path)
     assert "canaries n[01,05] vs controls n07" in lines[0]
     assert "single-node all_reduce: unknown: " in lines[0]
     one = _stetho("history", "decisions", "--db", str(db), "--node", "n05")
-    assert [ln.split()[2] for ln in one.stdout.splitlines()] == ["n05"]
+    # the node's own row, and the verdict on the release it was part of
+    assert [ln.split()[1:3] for ln in one.stdout.splitlines()] == [["HOLD", "*"],
+                                                                  ["UNEVALUATED", "n05"]]
+    none = _stetho("history", "decisions", "--db", str(db), "--node", "n02")
+    assert none.stdout.strip() == "no gate decisions in the last 30d for node n02"
 
 
 def test_history_decisions_json_has_the_tables_fields_and_the_raw_ones(tmp_path: Path) -> None:
@@ -78,7 +82,7 @@ def test_history_decisions_json_has_the_tables_fields_and_the_raw_ones(tmp_path:
     assert canaries[0]["checks"][0] == "single-node all_reduce"
     one = json.loads(_stetho("history", "decisions", "--db", str(db), "--node", "n05",
                              "--json").stdout)
-    assert [r["node"] for r in one] == ["n05"]
+    assert [r["node"] for r in one] == ["*", "n05"]
     from stetho.history.store import History
 
     with History(tmp_path / "empty.db"):

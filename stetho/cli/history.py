@@ -130,7 +130,8 @@ def prune(db: str | None, keep_results: str, vacuum: bool) -> None:
 
 @history.command("decisions")
 @click.option("--since", default="30d", show_default=True, help="How far back: 30d, 12h, 2w.")
-@click.option("--node", help="Only this node's decisions.")
+@click.option("--node", help="Only this node's decisions, each with the release's own verdict "
+                              "(node *) of a release run the node was in.")
 @click.option("--json", "as_json", is_flag=True,
               help="A JSON list, one object per decision: the table's fields (time as UTC "
                    "text, verdict, node, policy, mode, checks, reason, run) and the raw "
@@ -152,8 +153,10 @@ def decisions(since: str, node: str | None, as_json: bool, db: str | None) -> No
         raise ConfigError(f"no history database at {path} (run `stetho gate` first, or pass "
                           "--db)")
     with History(path) as h:
-        rows = [r for r in ledger.read(h, since=time.time() - seconds)
-                if node is None or r[2].node == node]
+        rows = ledger.read(h, since=time.time() - seconds)
+    if node is not None:  # the node's rows, and the verdict on each release it was part of
+        runs = {run for run, _, d in rows if d.node == node}
+        rows = [r for r in rows if r[2].node == node or r[2].node == "*" and r[0] in runs]
     if as_json:
         import dataclasses
         import json
