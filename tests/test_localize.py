@@ -241,6 +241,39 @@ def test_iperf3_pair_rounds_cover_every_pair_once_disjointly() -> None:
         assert len(flat) == len(set(flat))
 
 
+
+class _TableIperf3(runners.Iperf3Runner):
+    """The runner's own group logic over a table of flow rates (the netns tests run real ones)."""
+
+    def __init__(self, slow: dict[frozenset[str], float], stop_below: float) -> None:
+        super().__init__({}, rate_mbps=20.0, stop_below=stop_below)
+        self.slow, self.flows = slow, []
+
+    def flow(self, src: str, dst: str) -> float | str:
+        self.flows.append(frozenset((src, dst)))
+        return self.slow.get(frozenset((src, dst)), 19.0)
+
+
+def test_iperf3_group_stops_at_a_flow_that_fails_it_alone_and_a_pass_measures_every_pair(
+        ) -> None:
+    judge = Judge(0.4, 0.9, 0.9, 6, 0.0)
+    assert judge.verdict([judge.fails_alone]) == FAIL
+    assert judge.verdict([judge.fails_alone + 0.01]) != FAIL
+    group = tuple(f"n{i}" for i in range(8))
+    first = runners._pair_rounds(list(group))[0][0]
+    stop = _TableIperf3({frozenset(first): 2.0}, judge.fails_alone)
+    (m,) = stop.run([group])
+    assert m.value == 2.0 and len(stop.flows) == 4  # one round of 4 pairs, not all 28
+    # a slow flow that does not fail the group alone, and a healthy group: every pair
+    for slow in ({frozenset(first): 20.0 * judge.fails_alone + 1}, {}):
+        full = _TableIperf3(slow, judge.fails_alone)
+        (m,) = full.run([group])
+        assert len(full.flows) == len(set(full.flows)) == 28
+        assert m.value == min([19.0, *slow.values()])
+    # without a floor (the default) a failing group still measures every pair
+    plain = _TableIperf3({frozenset(first): 2.0}, 0.0)
+    assert plain.run([group])[0].value == 2.0 and len(plain.flows) == 28
+
 # -- topology sources ---------------------------------------------------------------------------
 def test_topology_conf_must_place_every_node() -> None:
     with pytest.raises(ConfigError, match=r"gpu\[03-04\]"):

@@ -120,7 +120,8 @@ def localize(inventory: str | None, nodes: str | None, benchmark: str, runner_na
     opts = setup.RunnerOptions(name, expect, bench_command or runners.DEFAULT_NCCL,
                                gpus_per_node, prefix, rate_mbps, flow_seconds,
                                sim_faults=sim_faults,
-                               seed=seed, noise=noise, sim_noise=sim_noise)
+                               seed=seed, noise=noise, sim_noise=sim_noise,
+                               stop_below=judge.fails_alone)
     runner = setup.build_runner(opts, fl, topo)
 
     def show(r: RoundReport) -> None:

@@ -59,6 +59,12 @@ class Judge:
         z = NormalDist().inv_cdf(self.confidence)
         return z * self.noise / 2
 
+    @property
+    def fails_alone(self) -> float:
+        """The score at or below which one run fails a test by itself (mean rule, n=1), so a
+        runner may stop measuring a group there: more flows could only lower its value."""
+        return max(0.0, self.threshold - self.margin)
+
     def verdict(self, scores: list[float], runs: int = 1) -> str | None:
         """PASS, FAIL, UNKNOWN (out of runs), or None: run it again. Under a tail, a pass
         needs `runs` clean runs (capped at max_runs)."""

@@ -150,7 +150,11 @@ class Iperf3Runner:
     """Every pair of a group through iperf3, in rounds of disjoint pairs (so no node carries
     two flows at once); the group's value is its slowest flow, in Mbit/s. `prefix` runs a
     command on a node ("ip netns exec {node}", "ssh {node}"); `addresses` maps node -> the
-    address its iperf3 server listens on; `start()` starts one server per node."""
+    address its iperf3 server listens on; `start()` starts one server per node. A group stops
+    after the first round of pairs whose slowest flow is at or below `stop_below` of the rate
+    (the judge's `fails_alone`): its value can only go lower, and every flow through a bad link
+    lasts `seconds` times the slowdown, so a bad uplink no longer costs every round of pairs.
+    A pass always has every pair measured."""
 
     addresses: Mapping[str, str]
     rate_mbps: float = 40.0
@@ -159,6 +163,7 @@ class Iperf3Runner:
     port: int = 5201
     iperf3: str = "iperf3"
     timeout_s: float = 60.0
+    stop_below: float = 0.0  # a fraction of rate_mbps; 0 measures every pair always
     name: str = "iperf3"
     _servers: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
@@ -212,6 +217,8 @@ class Iperf3Runner:
                     if isinstance(g, str):
                         return Measurement(None, self.rate_mbps, "Mbit/s", error=g)
                     rates.append(g)
+                if rates and min(rates) <= self.stop_below * self.rate_mbps:
+                    break
             return Measurement(min(rates), self.rate_mbps, "Mbit/s")
 
         return _concurrently(one, groups)

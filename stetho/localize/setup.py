@@ -98,6 +98,7 @@ class RunnerOptions:
     seed: int = 0
     noise: float = 0.03
     sim_noise: str = "uniform"
+    stop_below: float = 0.0  # iperf3: a group's score that fails it alone (Judge.fails_alone)
 
 
 def build_runner(opts: RunnerOptions, fl: Fleet, topo: topology.Topology) -> Runner:
@@ -106,7 +107,8 @@ def build_runner(opts: RunnerOptions, fl: Fleet, topo: topology.Topology) -> Run
                                                     opts.sim_noise))
     if opts.name == "iperf3":
         return runners.Iperf3Runner(addresses(fl), rate_mbps=opts.rate_mbps,
-                                    seconds=opts.seconds, prefix=opts.prefix)
+                                    seconds=opts.seconds, prefix=opts.prefix,
+                                    stop_below=opts.stop_below)
     if opts.expect is None:
         raise ConfigError(f"--runner {opts.name}: give --expect, the healthy busbw in GB/s of "
                           "this benchmark on a group of good nodes (a baseline run shows it)")
