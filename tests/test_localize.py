@@ -387,3 +387,35 @@ def test_srun_runner_measures_through_real_slurm(slurm_testbed: testbed.Testbed,
     assert ok.error is None and ok.value == pytest.approx(237.94) and not ok.failed
     assert ok.score == pytest.approx(237.94 / 200.0)
     assert down.score is None and down.error and "srun" in down.error
+
+
+def test_two_steps_holding_each_others_only_buddy_still_run() -> None:
+    """Each waiting request's only known-good buddy is a member of the other: a round that
+    would schedule nothing lets the first borrow, instead of idling to the round budget."""
+    from stetho.localize.engine import _Active, _Slot
+    from stetho.localize.model import Request
+    from stetho.localize.search import Search
+
+    topo = topology.uniform(["x", "c1", "y", "c2"], 2)  # leaves (x, c1) and (y, c2)
+    ran: list[tuple[str, ...]] = []
+
+    class Healthy:
+        name = "table"
+
+        def run(self, groups: Sequence[tuple[str, ...]]) -> list[Measurement]:
+            ran.extend(groups)
+            return [Measurement(100.0, 100.0) for _ in groups]
+
+    search = Search(topo, cleared={"c1", "c2"})
+    # x's only buddy outside its members is c1 (x's leaf), held by the request testing y + c1;
+    # y's is c2, held by the request testing x + c2.
+    xs = _Slot(Request(("x", "c2"), "locate", pad=1, avoid=frozenset({"c2"})))
+    ys = _Slot(Request(("y", "c1"), "locate", pad=1, avoid=frozenset({"c1"})))
+    active = [_Active(iter(()), [xs]), _Active(iter(()), [ys])]  # type: ignore[arg-type]
+    engine = Engine(topo, Healthy())
+    engine._tests = []  # what run() starts with
+    assert engine._round(1, search, active) == 1
+    assert ran == [("x", "c1", "c2")] and xs.test is not None and xs.test.verdict == PASS
+    assert ys.test is None  # it waits one round for the nodes it needs, then runs
+    assert engine._round(2, search, active) == 1 and ys.test is not None
+    assert set(ran[1]) == {"y", "c1", "c2"}

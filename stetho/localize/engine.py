@@ -197,6 +197,8 @@ class Engine:
                 s.test = self._new(rnd, s.request, ())
             scheduled.append(s)
         if not scheduled:
+            scheduled = self._unblock(rnd, planned, search.cleared - excluded)
+        if not scheduled:
             return 0
         groups = [tuple(self.topo.order((*s.test.nodes, *s.test.padding)))
                   for s in scheduled if s.test is not None]
@@ -216,6 +218,19 @@ class Engine:
             if t.verdict == PASS and self.judge.transient(t.scores):
                 search.transients.append(t.id)
         return len(scheduled)
+
+    def _unblock(self, rnd: int, planned: list[_Slot], good: set[str]) -> list[_Slot]:
+        """A round that would run nothing because every waiting request's only known-good
+        buddies are members of another waiting request (two steps each holding what the
+        other needs): the first of them borrows its buddies from the others' members,
+        which wait one round, instead of the search idling until its round budget is spent."""
+        for s in planned:
+            if s.test is None and s.request.pad:
+                pad = self._buddies(s.request, [n for n in self.topo.nodes if n in good])
+                if pad is not None:
+                    s.test = self._new(rnd, s.request, tuple(pad))
+                    return [s]
+        return []
 
     def _new(self, rnd: int, req: Request, pad: tuple[str, ...]) -> GroupTest:
         t = GroupTest(len(self._tests) + 1, rnd, req.members, req.purpose, pad, runs=req.runs)
