@@ -556,3 +556,28 @@ def test_chromium_draws_the_sweeps_run_page_from_its_run_folder(full_sweep, tmp_
     fail_cells = sum(r["cells"].count("fail") for r in rows.values())
     # each 14 px fail cell is 13+ px runs of the fail colour on its ~14 pixel rows
     assert _long_runs(shot, FAIL_RGB, 13) >= 10 * fail_cells, "failing cells not drawn red"
+
+
+def test_the_usual_nights_check_needs_no_python_for_ansible_and_quotes_its_vars(
+        full_sweep, cluster):
+    """On a usual night (this version installed) the check task is raw: a host whose Python
+    for Ansible does not exist is still checked, and host vars reach the node's stetho
+    intact through the shell line (a sysroot and PATH with a space, a quote and a `$`)."""
+    from stetho.sim.builder import build_node
+
+    root, inventory = cluster
+    base = yaml.safe_load(inventory.read_text())["all"]["children"]["gpu"]["hosts"]["node02"]
+    node = build_node(root / "sim it's $HOME" / "odd01", "odd01", ["governor-powersave"])
+    host = {**base, "ansible_python_interpreter": "/nonexistent/python3",
+            "stetho_sysroot": str(node / "sysroot"),
+            "stetho_path": f"{node / 'bin'}:/usr/local/bin:/usr/bin:/bin"}
+    odd = root / "inventory-odd.yml"
+    odd.write_text(yaml.safe_dump({"all": {"hosts": {"odd01": host}}}))
+    proc = _sweep(odd, root / "runs-odd")
+    run_dir = sorted((root / "runs-odd").glob("2*"))[-1]
+    rows = _results(run_dir)
+    assert not [r for r in rows if r["status"] == "error"], proc.stdout[-2000:] + proc.stderr
+    assert {r["status"] for r in rows if r["check"] == "cpu_governor"} == {"fail"}
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    bundle = json.loads((run_dir / "hosts" / "odd01" / "evidence.json").read_text())
+    assert bundle["node"] == "odd01" and bundle["sysroot"] == str(node / "sysroot")

@@ -9,7 +9,6 @@ request's callbacks and the outcome carries what the caller shows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,13 +82,14 @@ def _bundles(request: CheckRequest) -> list[Bundle] | None:
         for e in request.evidence:
             require_bundles(Path(e))
         return None
+    from stetho.check.partial import PartialFile
     from stetho.evidence import collect
     from stetho.evidence.runner import Watch
 
     keep = request.outputs.evidence_out
-    # the evidence file holds the evidence so far after every probe: a node killed
+    # the evidence file holds the evidence so far while probes run: a node killed
     # mid-collection still leaves a bundle to evaluate (unfinished probes timed out)
-    partial = _partial_sink(keep) if keep is not None else None
+    partial = PartialFile(keep) if keep is not None else None
     try:
         bundle = collect.collect_local(profile=request.profile, sim=request.sim,
                                        node=request.node, bench=request.bench,
@@ -97,26 +97,11 @@ def _bundles(request: CheckRequest) -> list[Bundle] | None:
                                        watch=Watch.within(request.deadline_s,
                                                           progress=request.probe_progress))
     finally:
+        if partial is not None:
+            partial.close()
         if request.collected is not None:
             request.collected()
     return [bundle]
-
-
-def _partial_sink(path: Path) -> Callable[[Bundle], None]:
-    """Saves the evidence so far after each probe. A write that fails (a full disk) never
-    stops the collection: the final save names the failure (stetho.check.outputs)."""
-    failed = False
-
-    def save(bundle: Bundle) -> None:
-        nonlocal failed
-        if failed:
-            return
-        try:
-            bundle.save(path)
-        except OSError:
-            failed = True
-
-    return save
 
 
 def _record(request: CheckRequest, run_id: str, results: list[Result],

@@ -104,13 +104,17 @@ class Bundle:
     def probe(self, name: str) -> ProbeRecord | None:
         return self.probes.get(name)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, probes: bool = True) -> dict[str, Any]:
+        """The bundle as JSON data; `probes=False`: its head alone (save writes the probes
+        a line each)."""
+        doc: dict[str, Any] = {
             "schema": SCHEMA, "schema_version": self.schema_version, "node": self.node,
             "collected_at": self.collected_at, "stetho_version": self.stetho_version,
             "profile": self.profile, "sysroot": self.sysroot,
-            "probes": {k: v.to_json() for k, v in self.probes.items()},
         }
+        if probes:
+            doc["probes"] = {k: v.to_json() for k, v in self.probes.items()}
+        return doc
 
     @classmethod
     def from_json(cls, d: Any, source: str = "<bundle>") -> Bundle:
@@ -144,16 +148,38 @@ class Bundle:
         except (KeyError, TypeError, AttributeError) as exc:
             raise BundleError(f"{source}: malformed bundle ({exc!r})") from None
 
-    def save(self, path: Path) -> None:
-        """Write atomically: a crash mid-write never leaves half a bundle behind."""
+    def save(self, path: Path, lines: dict[str, tuple[ProbeRecord, str]] | None = None
+             ) -> None:
+        """Write atomically: a crash mid-write never leaves half a bundle behind.
+
+        `lines` caches each probe's encoded line for a caller that saves one growing bundle
+        again and again (a node's evidence so far, after every probe): a probe is encoded
+        once, not once per save (encoding every probe at every save was a third of a node's
+        check). A cached line is used only for the very record it was encoded from."""
         path.parent.mkdir(parents=True, exist_ok=True)
         # one probe a line, compact inside: `indent` sends json to its pure-Python encoder
-        doc = self.to_json()
-        probes = doc.pop("probes")
-        enc = json.JSONEncoder(separators=(",", ":")).encode
+        doc = self.to_json(probes=False)
+        enc = _ENCODE
         head = enc(doc)[:-1]
-        body = ",\n".join(f"{enc(k)}:{enc(v)}" for k, v in probes.items())
+        body = ",\n".join(_line(k, v, lines) for k, v in self.probes.items())
         atomic.write(path, f'{head},"probes":{{\n{body}\n}}}}\n')
+
+
+#: One compact encoder (the C one), made once.
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _line(name: str, rec: ProbeRecord, lines: dict[str, tuple[ProbeRecord, str]] | None
+          ) -> str:
+    """A probe's line in a saved bundle, from `lines` when it holds this very record."""
+    if lines is not None:
+        hit = lines.get(name)
+        if hit is not None and hit[0] is rec:
+            return hit[1]
+    line = f"{_ENCODE(name)}:{_ENCODE(rec.to_json())}"
+    if lines is not None:
+        lines[name] = (rec, line)
+    return line
 
 
 #: Deepest JSON nesting a bundle may have: a real one is 4 deep (bundle, probes, probe,
