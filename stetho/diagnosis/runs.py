@@ -24,6 +24,10 @@ from typing import TYPE_CHECKING, Any
 from stetho.results import Result
 from stetho.sinks.spool import Results
 
+#: The checks whose results stetho.diagnosis.trends reads (ctx.results_of): a trend
+#: candidate's other results are not read from disk.
+TREND_CHECKS = ("ib_counters", "nccl_busbw")
+
 if TYPE_CHECKING:  # the signals import every parser: only a run with something to diagnose
     from stetho.checking.nodes import NodeSummary
     from stetho.diagnosis.context import NodeContext
@@ -87,7 +91,11 @@ def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any
             continue
         from stetho.diagnosis.context import NodeContext
 
-        mine = by_node[node] if by_node is not None else _of_nodes(results, [node])[node]
+        if by_node is not None:
+            mine = by_node[node]
+        else:  # on disk: only the results the trend signals read (their results_of)
+            assert isinstance(results, Results)
+            mine = results.of_nodes([node], TREND_CHECKS).get(node, [])
         ctx = NodeContext(node, mine, None, history, summary, run=run)
         if any(f(ctx) for f in (trends.sbe_rising, trends.aer_rising, trends.ib_errors_rising,
                                 trends.busbw_declining)):

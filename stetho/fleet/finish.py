@@ -20,7 +20,7 @@ from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
 from stetho.results import Result, exit_code
-from stetho.sinks.spool import Results
+from stetho.sinks.spool import SPILL_AT, Results
 from stetho.sinks.suite import SuiteSummary
 
 
@@ -87,7 +87,9 @@ def finish(run_dir: Path, hosts: dict[str, HostState], run_id: str, started: dat
     evaluate_partial(run_dir, hosts)
     if f.db is not None:
         judge_windows(run_dir, hosts, f.db, stored)
-    results: list[Result] | Results = [] if stored is None else Results(indexed=True)
+    # on disk from the start when the hosts' results are (none decoded to be copied)
+    results: list[Result] | Results = [] if stored is None else Results(
+        indexed=True, spill_at=-1 if stored.spilled else SPILL_AT)
     problems: list[str] = []
     for name in sorted(hosts):
         st = hosts[name]

@@ -242,19 +242,25 @@ class Results(Sequence[Result]):
             "SELECT node, check_, subject, status, doc FROM results WHERE node = ? "
             "ORDER BY rowid", (node,)))
 
-    def of_nodes(self, nodes: Iterable[str]) -> dict[str, list[Result]]:
+    def of_nodes(self, nodes: Iterable[str], checks: Iterable[str] | None = None
+                 ) -> dict[str, list[Result]]:
         """These nodes' results (node -> its results in the order added; a node with none is
-        absent), only theirs decoded."""
+        absent), only theirs decoded; with `checks`, only those checks' results."""
         wanted = set(nodes)
+        only = None if checks is None else tuple(checks)
         out: dict[str, list[Result]] = {}
         if self._db is None:
             for r in self._list or ():
-                if r.node in wanted:
+                if r.node in wanted and (only is None or r.check in only):
                     out.setdefault(r.node, []).append(r)
             return out
+        sql, extra = "SELECT doc FROM results WHERE node = ?", tuple[str, ...]()
+        if only is not None:
+            sql += f" AND check_ IN ({', '.join('?' * len(only))})"
+            extra = only
         for node in sorted(wanted):
             got = [Result.from_json(json.loads(doc)) for (doc,) in self._db.execute(
-                "SELECT doc FROM results WHERE node = ? ORDER BY rowid", (node,))]
+                sql + " ORDER BY rowid", (node, *extra))]
             if got:
                 out[node] = got
         return out
