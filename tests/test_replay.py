@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -166,28 +165,13 @@ def test_bundle_size_cap_must_be_a_positive_size(stetho_env):
 
 
 def test_batch_groups_are_bounded_however_many_nodes():
-    from stetho.checking.session import GROUP_NODES, GROUPS_PER_WORKER, NodeSource, Session
+    from stetho.checking.session import BATCH_GROUPS, GROUP_NODES, NodeSource, Session
 
-    for n, biggest in ((100, 25), (GROUPS_PER_WORKER * GROUP_NODES * 5, GROUP_NODES)):
+    for n, biggest in ((100, 4), (BATCH_GROUPS * GROUP_NODES * 5, GROUP_NODES)):
         s = Session.__new__(Session)
-        s.config = SimpleNamespace()  # serial: one process checks every group
         s._sources = [NodeSource(f"n{i}") for i in range(n)]
         groups = s.groups()
         assert max(map(len, groups)) == biggest
-        assert [name for g in groups for name in g] == [f"n{i}" for i in range(n)]
-
-
-def test_batch_groups_are_a_few_per_xdist_worker():
-    """Few, large batches: each worker gets GROUPS_PER_WORKER groups (while they fit in
-    GROUP_NODES), so pytest's per-item cost stays small; every worker computes the same."""
-    from stetho.checking.session import GROUPS_PER_WORKER, NodeSource, Session
-
-    for workers, n in ((2, 1024), (16, 1024), (2, 6)):
-        s = Session.__new__(Session)
-        s.config = SimpleNamespace(workerinput={"workercount": workers})
-        s._sources = [NodeSource(f"n{i}") for i in range(n)]
-        groups = s.groups()
-        assert len(groups) == min(n, GROUPS_PER_WORKER * workers)
         assert [name for g in groups for name in g] == [f"n{i}" for i in range(n)]
 
 

@@ -25,13 +25,9 @@ from stetho.sinks.spool import Results, unpack
 
 #: More nodes than this are checked in batches (one item per check x group of nodes).
 BATCH_ABOVE = 16
-#: Groups per process checking them (each xdist worker, or the one serial process): few, so
-#: pytest's protocol and xdist's three reports an item (with its results) weigh little
-#: against the item's work: 1,024 nodes over 2 workers make 8 groups of 128 nodes, 376 items,
-#: where a fixed 32 groups made 1,504 (16% of a worker's time in pytest's protocol). Four,
-#: not one: xdist hands a worker its next group as it finishes one, so the last groups
-#: even out two workers whose groups took different times.
-GROUPS_PER_WORKER = 4
+#: Items per check in batch mode: enough groups to spread over workers, few enough that
+#: pytest's per-item cost (~2 ms) stays small against the work in each.
+BATCH_GROUPS = 32
 #: ... but never more nodes in a group than this: a worker holds one group's facts at a time,
 #: so memory stays flat however large the fleet. 256, not 64: 10,240 nodes make 1,880 items
 #: instead of 7,520, each with its pytest protocol and three reports through xdist's pipe
@@ -100,12 +96,10 @@ class Session:
         return bool(forced) or len(self.sources()) > BATCH_ABOVE
 
     def groups(self) -> list[tuple[str, ...]]:
-        """Nodes in groups of at most GROUP_NODES (GROUPS_PER_WORKER groups a worker while
-        fewer suffice): what one worker holds at a time stays the same however many nodes
-        there are. Every xdist worker computes the same groups (the same worker count)."""
+        """Nodes in groups of at most GROUP_NODES (BATCH_GROUPS groups while fewer suffice):
+        what one worker holds at a time stays the same however many nodes there are."""
         names = [s.name for s in self.sources()]
-        workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1))
-        size = max(1, min(GROUP_NODES, -(-len(names) // (GROUPS_PER_WORKER * workers))))
+        size = max(1, min(GROUP_NODES, -(-len(names) // BATCH_GROUPS)))
         return [tuple(names[i:i + size]) for i in range(0, len(names), size)]
 
     # -- nodes, loaded when first needed ------------------------------------------------------
