@@ -167,6 +167,9 @@ class Session:
         found = self._subjects.get(key)
         if found is None:
             found = self._subjects[key] = expand(kind, self.node(name))
+            for sub in found:  # kept past the check: without the frames its traceback holds
+                if sub.unavailable is not None:
+                    sub.unavailable.__traceback__ = None
         return found
 
     # -- results and summaries from reports ---------------------------------------------------
