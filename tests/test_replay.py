@@ -221,3 +221,28 @@ def test_a_fleet_replay_table_shows_its_problems_unless_all(fault_bundles, tmp_p
     every = subprocess.run([*argv, "--all"], capture_output=True, text=True, timeout=300)
     assert every.returncode == 1
     assert sum(" PASS " in ln for ln in every.stdout.splitlines()) == int(m.group(1))
+
+
+def test_a_batch_lists_a_nodes_subjects_once_per_group_without_tracebacks():
+    """Checks of one kind share a node's subjects within its group (listed once, not per
+    check); an unavailable subject kept that long holds no traceback, whose frames would keep
+    a finished group's facts alive; a new group lists them afresh."""
+    from stetho import profiles
+    from stetho.checking.nodes import CheckNode
+    from stetho.checking.session import Session
+
+    prof = profiles.load("h100-sxm-8gpu")
+    s = Session.__new__(Session)
+    s._nodes, s._subjects, s._group = {}, {}, ()
+    empty = CheckNode.unreadable("n0", prof, "unused").facts  # a node with no probes at all
+    s._nodes["n0"] = CheckNode(empty, prof)
+    s.enter_group(("n0",))
+    first = s.subjects("disk", "n0")
+    assert s.subjects("disk", "n0") is first
+    [sub] = first
+    assert sub.unavailable is not None and sub.unavailable.__traceback__ is None
+    assert sub.unavailable.status in ("skip", "error")
+    s.enter_group(("n1",))
+    s._nodes["n0"] = CheckNode(empty, prof)
+    s.enter_group(("n0",))
+    assert s.subjects("disk", "n0") is not first

@@ -262,7 +262,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     argnames = pyfuncitem._fixtureinfo.argnames
     results = []
     for name in batch.names:
-        for sub in expand(batch.kind, s.node(name)):
+        for sub in s.subjects(batch.kind, name):
             results.append(_run_subject(pyfuncitem, argnames, check, batch.kind, sub))
     pyfuncitem.stash[_BATCH_RESULTS] = results
     bad = [r for r in results if r.status in ("fail", "error")]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from stetho.checking.nodes import CheckNode, NodeSummary
+from stetho.checking.subjects import Subject, expand
 from stetho.core.record import record
 from stetho.errors import ConfigError
 from stetho.evidence.bundle import Bundle
@@ -63,6 +64,7 @@ class Session:
         self._by_name: dict[str, NodeSource] = {}
         self.paths: list[Path] = []  # every bundle file found, duplicates included
         self._nodes: dict[str, CheckNode] = {}
+        self._subjects: dict[tuple[str, str], list[Subject]] = {}
         self._group: tuple[str, ...] = ()
 
     # -- where nodes come from ---------------------------------------------------------------
@@ -154,7 +156,21 @@ class Session:
             for n in self._group:
                 if n not in names:
                     self._nodes.pop(n, None)
+            self._subjects.clear()
             self._group = names
+
+    def subjects(self, kind: str, name: str) -> list[Subject]:
+        """A node's subjects of `kind`, listed once per group: a dozen checks ask for the same
+        kind (gpu, ib_port, node), and listing them again for each was 5% of a replay. They
+        are read-only records of the node's facts, which are parsed once anyway."""
+        key = (kind, name)
+        found = self._subjects.get(key)
+        if found is None:
+            found = self._subjects[key] = expand(kind, self.node(name))
+            for sub in found:  # kept past the check: without the frames its traceback holds
+                if sub.unavailable is not None:
+                    sub.unavailable.__traceback__ = None
+        return found
 
     # -- results and summaries from reports ---------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
