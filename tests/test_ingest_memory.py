@@ -3,10 +3,8 @@
 The history is written RECORD_CHUNK nodes at a time (each node's NodeRun, blob included, made
 as the write asks for it), and the failing nodes are diagnosed one at a time (each one's
 parsed evidence let go before the next is read). The CLI runs in a child process with those
-two steps watched: at each, the live NodeRun, Bundle and Result objects are counted (gc), and
-what was recorded is read back from the real history (every node once, the seal still
-verifies). The nodes' results are on disk from the moment each file is read
-(stetho.sinks.spool.Results): at neither step are more than a few nodes' results in memory.
+two steps watched: at each, the live NodeRun and Bundle objects are counted (gc), and what
+was recorded is read back from the real history (every node once, the seal still verifies).
 """
 
 from __future__ import annotations
@@ -38,11 +36,9 @@ from stetho.cli import main
 from stetho.diagnosis import engine
 from stetho.evidence.bundle import Bundle
 from stetho.history import store
-from stetho.results import Result
 
 store.RECORD_CHUNK = %(chunk)d
-seen = {"chunks": [], "runs_alive": 0, "bundles_alive": 0, "diagnosed": 0,
-        "results_at_record": 0, "results_at_diagnosis": 0}
+seen = {"chunks": [], "runs_alive": 0, "bundles_alive": 0, "diagnosed": 0}
 
 def live(kind):
     gc.collect()
@@ -52,7 +48,6 @@ chunk = store.History._record_chunk
 def watched_chunk(self, key, run_key, run_id, t, nodes, *rest):
     seen["chunks"].append(len(nodes))
     seen["runs_alive"] = max(seen["runs_alive"], live(store.NodeRun))
-    seen["results_at_record"] = max(seen["results_at_record"], live(Result))
     return chunk(self, key, run_key, run_id, t, nodes, *rest)
 store.History._record_chunk = watched_chunk
 
@@ -60,7 +55,6 @@ diagnose = engine.diagnose
 def watched_diagnose(ctx, **kw):
     seen["diagnosed"] += 1
     seen["bundles_alive"] = max(seen["bundles_alive"], live(Bundle))
-    seen["results_at_diagnosis"] = max(seen["results_at_diagnosis"], live(Result))
     return diagnose(ctx, **kw)
 engine.diagnose = watched_diagnose
 
@@ -109,12 +103,6 @@ def test_ingest_records_and_diagnoses_a_bounded_part_of_the_fleet_at_a_time(
     # every failing node diagnosed, with at most its own evidence parsed at that moment
     assert seen["diagnosed"] == len(FAILING)
     assert seen["bundles_alive"] <= 1
-    # the fleet's results stay on disk: at each step, the chunk's (or the diagnosed node's)
-    # results and a node's worth more at most, never the 13 nodes' (main held them all)
-    per_node = len(outcome_for(template, NODES[0]).results)
-    assert per_node > 10
-    assert seen["results_at_record"] <= (CHUNK + 1) * per_node
-    assert seen["results_at_diagnosis"] <= 2 * per_node
     # and what was written is the whole run: each node once, signed and chained
     assert _rows(tmp_path / "h.db") == {n: 1 for n in NODES}
     with History(tmp_path / "h.db") as h:
@@ -126,20 +114,3 @@ def test_ingest_records_and_diagnoses_a_bounded_part_of_the_fleet_at_a_time(
                        cwd=REPO, timeout=300)
     assert v.returncode == 0, v.stdout + v.stderr
     assert json.loads(v.stdout)
-
-
-def test_trend_candidates_read_every_result_the_trend_signals_look_at() -> None:
-    """trending_nodes reads a candidate's results of runs.TREND_CHECKS only (from disk): every
-    check stetho.diagnosis.trends asks a context for must be one of them."""
-    import ast
-
-    from stetho.diagnosis import runs, trends
-
-    tree = ast.parse(Path(trends.__file__).read_text())
-    asked = {node.args[0].value for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-             and node.func.attr == "results_of" and isinstance(node.args[0], ast.Constant)}
-    calls = sum(1 for node in ast.walk(tree) if isinstance(node, ast.Attribute)
-                and node.attr in ("results", "results_of"))
-    assert asked and calls == 3  # three results_of calls, each with a named check
-    assert asked <= set(runs.TREND_CHECKS)

@@ -13,6 +13,7 @@ import click
 from stetho.cli.common import Progress, db_option, settings, show_results, unwritten
 from stetho.cli.sweep import _StopOnSignal, _textfile
 from stetho.errors import ConfigError
+from stetho.results import Result, exit_code
 
 
 @click.command()
@@ -75,7 +76,7 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
         progress=progress.update, secret=secret, workers=workers,
         command=" ".join(["ingest", *sys.argv[2:]])[:400])
     stop = _StopOnSignal()
-    codes: list[int] = []  # each batch's exit code (its results stay on disk, not here)
+    every: list[Result] = []
     problems: list[str] = []
     files = refused = settled = 0
     with stop:
@@ -91,7 +92,7 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
                     if not result.hosts:  # only files an earlier ingest had recorded
                         continue
                     batches += 1
-                    codes.append(result.exit_code)
+                    every += result.results
                     problems += result.output_problems
                     files += len(result.taken) + len(result.refused)
                     refused += len(result.refused)
@@ -116,12 +117,7 @@ def ingest(spool: str | None, follow: bool, interval: float, expect: str | None,
                + (f" ({refused} refused, moved to <node>/bad/)" if refused else "")
                + f" in {batches} run{'s' if batches != 1 else ''}"
                + (f" into {opts.db}" if opts.db else " (no history)"))
-    sys.exit(unwritten(problems, _worst(codes)))
-
-
-def _worst(codes: list[int]) -> int:
-    """The exit code of all batches together: a failure (1) before an error (3) before 0."""
-    return 1 if 1 in codes else 3 if 3 in codes else 0
+    sys.exit(unwritten(problems, exit_code(every)))
 
 
 def _show(result: object, quiet: bool, problems_only: bool) -> None:

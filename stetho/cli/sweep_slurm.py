@@ -5,7 +5,7 @@ option of one way in given to the other is a usage error, never silently ignored
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,7 @@ def slurm_run(cfg: config.Config, slurm: dict[str, Any], *, out: Path, timeout_s
     return partial(slurm_sweep.sweep, opts)
 
 
-def not_checked_lines(results: Iterable[Result]) -> list[str]:
+def not_checked_lines(results: list[Result]) -> list[str]:
     """What the Slurm sweep did not touch, one line a kind: `busy: not checked: 2 nodes
     (n03: job 17 running; n07: Slurm says COMPLETING)`."""
     groups: dict[str, list[str]] = {}

@@ -15,18 +15,13 @@ never changing the run's verdict.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stetho.results import Result
-from stetho.sinks.spool import Results
-
-#: The checks whose results stetho.diagnosis.trends reads (ctx.results_of): a trend
-#: candidate's other results are not read from disk.
-TREND_CHECKS = ("ib_counters", "nccl_busbw")
 
 if TYPE_CHECKING:  # the signals import every parser: only a run with something to diagnose
     from stetho.checking.nodes import NodeSummary
@@ -35,30 +30,14 @@ if TYPE_CHECKING:  # the signals import every parser: only a run with something 
 
 
 def failing_nodes(results: Iterable[Result]) -> list[str]:
-    if isinstance(results, Results):  # on disk: from its columns, nothing decoded
-        return sorted(results.nodes_with(("fail", "error")) - {"*"})
     return sorted({r.node for r in results if r.status in ("fail", "error") and r.node != "*"})
 
 
 def warning_nodes(results: Iterable[Result]) -> list[str]:
     """Nodes with warnings but no failure: diagnosed, reported only when a cause is found."""
-    if isinstance(results, Results):
-        return sorted(results.nodes_with(("warn",)) - {"*"} - set(failing_nodes(results)))
     rows = list(results)
     bad = set(failing_nodes(rows))
     return sorted({r.node for r in rows if r.status == "warn" and r.node != "*"} - bad)
-
-
-def _of_nodes(results: Iterable[Result], nodes: Iterable[str]) -> dict[str, list[Result]]:
-    """These nodes' results (only theirs read, when the results are on disk)."""
-    if isinstance(results, Results):
-        return results.of_nodes(nodes)
-    wanted = set(nodes)
-    out: dict[str, list[Result]] = {}
-    for r in results:
-        if r.node in wanted:
-            out.setdefault(r.node, []).append(r)
-    return out
 
 
 def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any, run: str,
@@ -73,16 +52,11 @@ def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any
     counters = {("gpu", "ecc_correctable"), ("gpu", "remapped_rows_correctable"),
                 ("kernel", "aer_corrected"),
                 *(("ib", m) for m in trends.IB_ERROR_COUNTERS), ("nccl", "busbw_gbps")}
-    by_node: dict[str, list[Result]] | None = None
-    if isinstance(results, Results):  # on disk: a candidate's results read when it is one
-        names = results.nodes()
-    else:
-        by_node = {}
-        for r in results:
-            by_node.setdefault(r.node, []).append(r)
-        names = set(by_node)
+    by_node: dict[str, list[Result]] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
     out = []
-    for node in sorted(names - {"*"} - skip):
+    for node in sorted(set(by_node) - {"*"} - skip):
         path = (run_dir / "hosts" / node / "summary.json") if run_dir is not None else None
         if path is None or not path.is_file():
             continue
@@ -91,24 +65,17 @@ def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any
             continue
         from stetho.diagnosis.context import NodeContext
 
-        if by_node is not None:
-            mine = by_node[node]
-        else:  # on disk: only the results the trend signals read (their results_of)
-            assert isinstance(results, Results)
-            mine = results.of_nodes([node], TREND_CHECKS).get(node, [])
-        ctx = NodeContext(node, mine, None, history, summary, run=run)
+        ctx = NodeContext(node, by_node[node], None, history, summary, run=run)
         if any(f(ctx) for f in (trends.sbe_rising, trends.aer_rising, trends.ib_errors_rising,
                                 trends.busbw_declining)):
             out.append(node)
     return out
 
 
-def contexts(run_dir: Path, results: Iterable[Result], nodes: list[str], history: Any = None,
-             clean: bool = False) -> Iterator[NodeContext]:
+def contexts(run_dir: Path, results: list[Result], nodes: list[str], history: Any = None
+             ) -> Iterator[NodeContext]:
     """Each node's context, made as it is asked for: a node's parsed evidence and facts are
-    megabytes, so a run with thousands of failing nodes holds one node's at a time (and,
-    with results on disk, one node's results). `clean`: the node's results through
-    stetho.sinks.safe (what a report quotes must be writable)."""
+    megabytes, so a run with thousands of failing nodes holds one node's at a time."""
     from stetho import profiles
     from stetho.checking import nodes as nodes_mod
     from stetho.checking.nodes import node_facts
@@ -116,18 +83,10 @@ def contexts(run_dir: Path, results: Iterable[Result], nodes: list[str], history
     from stetho.errors import ConfigError
     from stetho.evidence.bundle import BundleError, load
 
-    by_node: dict[str, list[Result]] | None = None
-    if not isinstance(results, Results):
-        by_node = {}
-        for r in results:
-            by_node.setdefault(r.node, []).append(r)
+    by_node: dict[str, list[Result]] = {}
+    for r in results:
+        by_node.setdefault(r.node, []).append(r)
     for node in nodes:
-        mine = by_node.get(node, []) if by_node is not None else \
-            _of_nodes(results, [node]).get(node, [])
-        if clean:
-            from stetho.sinks import safe
-
-            mine = [safe.clean(r) for r in mine]
         host = run_dir / "hosts" / node
         facts = None
         summary: NodeSummary | dict[str, Any] = {}
@@ -142,10 +101,10 @@ def contexts(run_dir: Path, results: Iterable[Result], nodes: list[str], history
                     summary = nodes_mod.summary(facts, prof)
             except (BundleError, ConfigError):
                 facts = None
-        yield NodeContext(node, mine, facts, history, summary)
+        yield NodeContext(node, by_node.get(node, []), facts, history, summary)
 
 
-def diagnose_results(results: Sequence[Result], *, run_dir: Path | None, run: str,
+def diagnose_results(results: list[Result], *, run_dir: Path | None, run: str,
                      out: Path, db: Path | None = None, gate: str = "",
                      nodes: list[str] | None = None, kb_repo: str | None = None,
                      alert: bool = True, blast: Mapping[str, str] | None = None
@@ -170,15 +129,18 @@ def diagnose_results(results: Sequence[Result], *, run_dir: Path | None, run: st
         return []
     from stetho.diagnosis import engine, report
 
+    # what the reports quote must be writable (a lone surrogate from a node's output, a value
+    # nested too deep): the diagnosed nodes' results through stetho.sinks.safe
+    from stetho.sinks import safe
+
+    diagnosed = set(wanted)
+    results = [safe.clean(r) if r.node in diagnosed else r for r in results]
     earlier = _kb_reports(kb_repo) if kb_repo else None
     from stetho.diagnosis.rules import load_all
 
     rules = load_all()  # once per run, not per node
     try:
-        # what the reports quote must be writable (a lone surrogate from a node's output, a
-        # value nested too deep): the diagnosed nodes' results through stetho.sinks.safe
-        ctxs = contexts(run_dir or Path("/nonexistent"), results, wanted, history,
-                        clean=True)
+        ctxs = contexts(run_dir or Path("/nonexistent"), results, wanted, history)
         written = []
         for ctx in ctxs:
             notes = () if run_dir is not None else (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +20,6 @@ from stetho.evidence.bundle import Bundle
 from stetho.evidence.busy import Busy
 from stetho.fleet import outcome as outcome_mod
 from stetho.results import Result, exit_code
-from stetho.sinks.spool import SPILL_AT, Results
 from stetho.sinks.suite import SuiteSummary
 
 
@@ -36,14 +35,12 @@ class HostState:
     partial: Bundle | None = None  # the evidence a killed check left, evaluated here
     #: the summary the node sent (the ingest keeps it here; else read from summary.json)
     summary: NodeSummary | None = None
-    #: its results are in the run's `stored` results (the ingest's, on disk), not `results`
-    stored: bool = False
 
 
 @dataclass
 class SweepResult:
     run_dir: Path
-    results: Sequence[Result]  # the ingest's: on disk (stetho.sinks.spool.Results)
+    results: list[Result]
     hosts: dict[str, HostState]
     suite: SuiteSummary | None = None  # with --bench: the suite's night over the fleet
     #: what of the run folder could not be written (a full disk): the verdict stands
@@ -79,17 +76,12 @@ class Finish:
 
 
 def finish(run_dir: Path, hosts: dict[str, HostState], run_id: str, started: datetime,
-           f: Finish, stored: Results | None = None) -> SweepResult:
-    """The fleet's verdict from what its hosts reported (see the module's docstring).
-    `stored`: the results of the hosts marked `stored` (the ingest's, on disk); then the
-    fleet's results are on disk too, and every sink reads them from there a node at a time
-    (memory flat in the fleet's size), in the same order and with the same output."""
+           f: Finish) -> SweepResult:
+    """The fleet's verdict from what its hosts reported (see the module's docstring)."""
     evaluate_partial(run_dir, hosts)
     if f.db is not None:
-        judge_windows(run_dir, hosts, f.db, stored)
-    # on disk from the start when the hosts' results are (none decoded to be copied)
-    results: list[Result] | Results = [] if stored is None else Results(
-        indexed=True, spill_at=-1 if stored.spilled else SPILL_AT)
+        judge_windows(run_dir, hosts, f.db)
+    results: list[Result] = []
     problems: list[str] = []
     for name in sorted(hosts):
         st = hosts[name]
@@ -97,18 +89,12 @@ def finish(run_dir: Path, hosts: dict[str, HostState], run_id: str, started: dat
             st.done = True
             st.error = st.install_failed or st.killed or f.missing
         if st.error:
-            st.stored = False
             st.results = [host_error(name, st.error, f.remediation(name), f.probe)]
             try:
                 write_results(run_dir / "hosts" / name / "results.json", st.results)
             except OSError as exc:
                 problems.append(cannot_write(exc, run_dir / "hosts" / name))
-        if st.stored and isinstance(results, Results) and stored is not None:
-            results.add_rows(stored.rows_of(name))
-        else:
-            results.extend(st.results)
-    if stored is not None:
-        stored.close()  # its rows are in `results` now: its file goes
+        results.extend(st.results)
     summaries = node_summaries(run_dir, hosts)
     from stetho.checking import fleet as fleetchecks
 
@@ -132,7 +118,7 @@ def cannot_write(exc: OSError, where: Path) -> str:
     return f"cannot write {exc.filename or where}: {exc.strerror or exc}"
 
 
-def write_run_folder(run_dir: Path, results: Sequence[Result], hosts: dict[str, HostState],
+def write_run_folder(run_dir: Path, results: list[Result], hosts: dict[str, HostState],
                      opts: Finish, run_id: str, started: datetime) -> SuiteSummary | None:
     """The fleet's files, the failing nodes' diagnosis reports, then the run page linking
     them (and, with a knowledge base, the rules' accuracy); with --bench, the suite's night
@@ -195,8 +181,7 @@ def evaluate_partial(run_dir: Path, hosts: dict[str, HostState]) -> None:
                                                          run.summaries.get(name)))
 
 
-def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path,
-                  stored: Results | None = None) -> None:
+def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
     """A node's own run has no history (`--no-history`: it lives here), so it judged its
     counters on their counts since boot. Here, where the history is, the counter checks run
     again over the evidence each node sent, against its earlier readings, and their results
@@ -218,13 +203,10 @@ def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path,
     for r in run.results:
         if r.check in WINDOWED_CHECKS:  # -k selects by name: only these replace the node's
             judged.setdefault(r.node, []).append(r)
-    kept = stored.of_nodes(n for n in judged if hosts[n].stored) if stored is not None else {}
     for name in files:
         st = hosts[name]
         if name not in judged:
             continue
-        if st.stored:  # judged again: its results are held here from now on
-            st.results, st.stored = kept.get(name, []), False
         st.results = [r for r in st.results if r.check not in WINDOWED_CHECKS] + judged[name]
         write_results(run_dir / "hosts" / name / "results.json", st.results)
 

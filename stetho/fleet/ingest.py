@@ -26,8 +26,7 @@ from pathlib import Path
 from stetho.core.locks import SweepLock, SweepLocked
 from stetho.errors import ConfigError
 from stetho.fleet.finish import Finish, HostState, SweepResult, finish
-from stetho.fleet.ingest_read import Reader, Taken, read_all
-from stetho.sinks.spool import Results
+from stetho.fleet.ingest_read import Reader, Taken, read_all, share
 from stetho.spool.files import BAD, DONE, SpoolError, SpoolFile, pending
 
 
@@ -78,6 +77,7 @@ class _Batch:
     bad: dict[str, str] = field(default_factory=dict)  # node -> why its file is refused
     settled: set[str] = field(default_factory=set)  # nodes whose file the ledger held
     kinds: set[str] = field(default_factory=set)  # what ran on the nodes (files' kinds)
+    strings: dict[str, str] = field(default_factory=dict)  # one copy of each result text
 
 
 def ingest(opts: IngestOptions) -> IngestResult:
@@ -136,18 +136,15 @@ def _ingest(opts: IngestOptions, run_id: str, lock_fd: int | None = None) -> Ing
     taken = read_all(Reader(opts.secret, cap, run_dir),
                      [batch.files[n] for n in names if n in batch.files], opts.workers,
                      lock_fd)
-    # the nodes' results on disk as they arrive: only summaries stay in memory
-    stored = Results(spill_at=-1, indexed=True)
     for done, name in enumerate(names, 1):
         st = hosts[name]
         st.done = True
         if name not in batch.files:
             st.error = (f"no outcome from {name} in the spool {opts.spool}"
                         + (f" for run {opts.run}" if opts.run else ""))
-            bad = True
         else:
-            bad = _apply(batch, next(taken), st, stored)
-        failing += bad
+            _apply(batch, next(taken), st)
+        failing += bool(st.error or any(r.status in ("fail", "error") for r in st.results))
         if opts.progress:
             opts.progress(name, done, len(names), failing)
     taken.close()  # the workers end here
@@ -159,8 +156,7 @@ def _ingest(opts: IngestOptions, run_id: str, lock_fd: int | None = None) -> Ing
         missing="no outcome in the spool", remediation=lambda n: _remediation(opts.spool, n),
         probe="spool", db=opts.db, reports=opts.reports, kb_repo=opts.kb_repo,
         textfile=opts.textfile, runner={"status": "ingested", "spool": str(opts.spool)},
-        gate="spool ingest", then=_ledger_rows(batch, run_id, started.timestamp())),
-        stored=stored)
+        gate="spool ingest", then=_ledger_rows(batch, run_id, started.timestamp())))
     _move_recorded(opts, batch)
     return IngestResult(result.run_dir, result.results, result.hosts, result.suite,
                         result.output_problems,
@@ -170,18 +166,14 @@ def _ingest(opts: IngestOptions, run_id: str, lock_fd: int | None = None) -> Ing
                         settled=len(batch.settled))
 
 
-def _apply(batch: _Batch, t: Taken, st: HostState, stored: Results) -> bool:
-    """Take one file's outcome into its node's state (its results into `stored`); whether
-    the node failed or could not be evaluated."""
+def _apply(batch: _Batch, t: Taken, st: HostState) -> None:
     batch.digests[t.node] = t.digest
     if t.error is not None:
         batch.bad[t.node] = st.error = t.error
-        return True
+        return
     batch.kinds.add(t.kind)
-    stored.add_rows(t.rows)
-    st.stored = True
-    st.summary, st.busy = t.summary, t.busy
-    return any(r[3] in ("fail", "error") for r in t.rows)
+    share(t.results, batch.strings)
+    st.results, st.summary, st.busy = t.results, t.summary, t.busy
 
 
 def _remediation(spool: Path, node: str) -> str:

@@ -4,10 +4,7 @@ Each file is read, digested, verified (owner, size, signature, its node's name e
 and parsed without its evidence (stetho.fleet.lazy); its node's files are written into the
 run folder. That is all per-file work with no shared state, so a batch of READ_IN_POOL files
 or more is read by worker processes (one a core) while the main process only gathers what
-they send back: results, summary, busy, digest, or the file's refusal. The results travel
-as rows (stetho.sinks.spool.row: their JSON made in the worker), which the main process
-puts on disk as they come (stetho.sinks.spool.Results) without building a Result: its
-memory does not grow with the fleet's results. Recording, the ledger
+they send back: results, summary, busy, digest, or the file's refusal. Recording, the ledger
 and the moves stay in the main process (stetho.fleet.ingest), so exactly-once is unchanged:
 a worker writes nothing but the run folder's per-node files.
 
@@ -33,7 +30,7 @@ from stetho.spool.files import SpoolError, SpoolFile
 if TYPE_CHECKING:
     from stetho.checking.nodes import NodeSummary
     from stetho.fleet.outcome import Outcome
-    from stetho.sinks.spool import Row
+    from stetho.results import Result
 
 #: From this many files a batch is read by worker processes (below, their start costs more).
 READ_IN_POOL = 64
@@ -48,7 +45,7 @@ class Taken:
     digest: str = ""
     error: str | None = None
     kind: str = ""
-    rows: list[Row] = field(default_factory=list)  # its results (stetho.sinks.spool.row)
+    results: list[Result] = field(default_factory=list)
     summary: NodeSummary | None = None
     busy: busy_mod.Busy | None = None
 
@@ -63,7 +60,6 @@ class Reader:
     run_dir: Path
 
     def __call__(self, f: SpoolFile) -> Taken:
-        from stetho.sinks.spool import row
         from stetho.spool.reader import digest_of, parse, read_bytes
 
         try:
@@ -78,8 +74,7 @@ class Reader:
             return Taken(f.node, digest, error=str(exc))
         out = entry.outcome
         save_host(self.run_dir, f.node, out)
-        return Taken(f.node, digest, None, entry.kind, [row(r) for r in out.results],
-                     out.summary, busy)
+        return Taken(f.node, digest, None, entry.kind, out.results, out.summary, busy)
 
 
 def read_all(reader: Reader, files: list[SpoolFile], workers: int | None = None,
@@ -108,6 +103,17 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def share(results: list[Result], seen: dict[str, str]) -> None:
+    """One copy of each text among the batch's results (check names, statuses, subjects,
+    the messages and remediations nodes share): the batch's results stay in memory until
+    it is recorded, ten thousand nodes' worth of them."""
+    for r in results:
+        d = r.__dict__
+        for k, v in d.items():
+            if type(v) is str:
+                d[k] = seen.setdefault(v, v)
 
 
 def _worker_start(parent: int, lock_fd: int | None) -> None:

@@ -7,7 +7,7 @@ to the diagnosis reports), a page a person opens from the CI artifact or the fil
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,29 +24,24 @@ if TYPE_CHECKING:
 JUNIT_STREAM_ABOVE = 50_000
 
 
-def write_reports(run_dir: Path, results: Sequence[Result], *, run_id: str, hosts: int,
+def write_reports(run_dir: Path, results: list[Result], *, run_id: str, hosts: int,
                   busy: Mapping[str, str], unreachable: list[str], ansible: dict[str, Any],
                   suite: SuiteSummary | None, command: str = "sweep") -> None:
     """results.json, junit.xml, summary.json and summary.txt. `busy`: node -> why nothing
     invasive ran there; `command`: what made the run (summary.txt's first word after stetho)."""
     from stetho.sinks import json_out, junit, table
-    from stetho.sinks.spool import Results
 
     if len(results) > JUNIT_STREAM_ABOVE:  # a result at a time, not the fleet's document
-        whole = results if isinstance(results, Results) else Results(
-            results, spill_at=len(results) + 1)
+        from stetho.sinks.spool import Results
+
+        whole = Results(results, spill_at=len(results) + 1)
         atomic.write(run_dir / "results.json", json_out.render_stream(whole, run_id=run_id))
         atomic.write(run_dir / "junit.xml", junit.render_stream(whole))
     else:
-        rs = results if isinstance(results, list) else list(results)
-        (run_dir / "results.json").write_text(json_out.render(rs, run_id=run_id))
-        (run_dir / "junit.xml").write_text(junit.render(rs))
-    if isinstance(results, Results):  # on disk: read from its columns, nothing decoded
-        failing = sorted(results.nodes_with(("fail",)))
-        errors = sorted(results.nodes_with(("error",)) - set(failing))
-    else:
-        failing = sorted({r.node for r in results if r.status == "fail"})
-        errors = sorted({r.node for r in results if r.status == "error"} - set(failing))
+        (run_dir / "results.json").write_text(json_out.render(results, run_id=run_id))
+        (run_dir / "junit.xml").write_text(junit.render(results))
+    failing = sorted({r.node for r in results if r.status == "fail"})
+    errors = sorted({r.node for r in results if r.status == "error"} - set(failing))
     summary = {
         "run_id": run_id, "hosts": hosts, "exit_code": exit_code(results),
         "counts": counts(results), "failing_nodes": failing, "error_nodes": errors,
@@ -65,7 +60,7 @@ def write_reports(run_dir: Path, results: Sequence[Result], *, run_id: str, host
         + text, encoding="utf-8")
 
 
-def write_page(run_dir: Path, results: Sequence[Result], *, title: str,
+def write_page(run_dir: Path, results: list[Result], *, title: str,
                reports: Mapping[str, Path], suite: SuiteSummary | None,
                accuracy: Mapping[str, Any] | None = None) -> Path:
     """The run page, index.html, linking each diagnosed node's report (node -> its path);
@@ -81,7 +76,7 @@ def write_page(run_dir: Path, results: Sequence[Result], *, title: str,
     return runpage.write(run_dir, text)
 
 
-def write_textfile(path: Path, results: Sequence[Result], *, run_id: str, started: datetime,
+def write_textfile(path: Path, results: list[Result], *, run_id: str, started: datetime,
                    accuracy: Mapping[str, Any] | None) -> Path:
     """The sweep's node_exporter textfile (`command="sweep"`): every result and, with a
     knowledge base that could be read, the rules' precision, recall and no-fault-found rate

@@ -9,14 +9,14 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from stetho.checking.nodes import NodeSummary
 from stetho.results import Result
 
 
-def after_run(kind: str, run_id: str, results: Sequence[Result],
+def after_run(kind: str, run_id: str, results: list[Result],
               summaries: Mapping[str, NodeSummary], db: Path, *, record: bool = True,
               when: float | None = None, command: str = "", run_dir: str = "",
               warn: Callable[[str], None] | None = None,
@@ -67,14 +67,15 @@ def after_run(kind: str, run_id: str, results: Sequence[Result],
                                         "find who could write the history database and what "
                                         "they changed; drift cannot be judged until then")))
         if record:
-            nodes = _nodes(results) | {r.node for r in added}
-            names = [n for n in sorted(nodes) if n != "*" and n not in refused]
+            by_node: dict[str, list[Result]] = {}
+            for r in (*results, *added):
+                by_node.setdefault(r.node, []).append(r)
+            names = [n for n in sorted(by_node) if n != "*" and n not in refused]
             # each node's NodeRun made as record() asks for it: its blob is built and let go
-            # a chunk at a time, never the fleet's at once (nor its results, when on disk)
-            runs = (NodeRun(n, summaries[n]["profile"] if n in summaries else "", rs,
+            # a chunk at a time, never the fleet's at once
+            runs = (NodeRun(n, summaries[n]["profile"] if n in summaries else "", by_node[n],
                             summaries[n]["metrics"] if n in summaries else [])
-                    for n, rs in _by_node(results, added)
-                    if n != "*" and n not in refused)
+                    for n in names)
             if names or not refused or then is not None:
                 history.record(run_id, kind, runs, when=now, command=command,
                                run_dir=run_dir, then=then)
@@ -83,40 +84,6 @@ def after_run(kind: str, run_id: str, results: Sequence[Result],
     finally:
         history.close()
     return added
-
-
-def _nodes(results: Sequence[Result]) -> set[str]:
-    from stetho.sinks.spool import Results
-
-    return results.nodes() if isinstance(results, Results) else {r.node for r in results}
-
-
-def _by_node(results: Sequence[Result], added: list[Result]
-             ) -> Iterator[tuple[str, list[Result]]]:
-    """(node, its results then its drift results) for every node, in name order; results on
-    disk (stetho.sinks.spool.Results) are read a node at a time."""
-    from stetho.sinks.spool import Results
-
-    extra: dict[str, list[Result]] = {}
-    for r in added:
-        extra.setdefault(r.node, []).append(r)
-    groups: Iterator[tuple[str, list[Result]]]
-    if isinstance(results, Results):
-        groups = results.grouped()
-    else:
-        by_node: dict[str, list[Result]] = {}
-        for r in results:
-            by_node.setdefault(r.node, []).append(r)
-        groups = iter(sorted(by_node.items()))
-    pending = sorted(extra)
-    i = 0
-    for node, rs in groups:
-        while i < len(pending) and pending[i] <= node:
-            if pending[i] < node:  # drift of a node with no results
-                yield pending[i], extra.pop(pending[i])
-            i += 1
-        yield node, rs + extra.pop(node, [])
-    yield from sorted(extra.items())
 
 
 def evidence_time_problem(node: str, collected_at: object, now: float,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,7 +31,6 @@ from stetho.sinks.pagestyle import COLOURS as COLOURS  # the names pages and tes
 from stetho.sinks.pagestyle import MAX_PROBLEMS as MAX_PROBLEMS
 from stetho.sinks.pagestyle import ORDER as ORDER
 from stetho.sinks.pagestyle import href as href
-from stetho.sinks.spool import Results
 
 if TYPE_CHECKING:
     from jinja2 import Environment, Template
@@ -61,8 +60,7 @@ class Busbw:
 def busbw_from(results: Iterable[Result], subject: str | None = None) -> Busbw | None:
     """The nccl_busbw values of a run: one message size (the given subject, else the largest
     one measured), the median of the results' references as the baseline."""
-    rs = results.of_check("nccl_busbw") if isinstance(results, Results) else results
-    rows = [r for r in rs if r.check == "nccl_busbw" and isinstance(r.value, (int, float))
+    rows = [r for r in results if r.check == "nccl_busbw" and isinstance(r.value, (int, float))
             and not isinstance(r.value, bool)]
     if not rows:
         return None
@@ -170,27 +168,19 @@ class Grid:
     collapsed: Collapsed | None
 
 
-def grid(results: Sequence[Result], reports: Mapping[str, str],
+def grid(results: list[Result], reports: Mapping[str, str],
          max_healthy: int | None = None) -> Grid:
     """Rows failing nodes first (worst status, then name); healthy nodes past `max_healthy`
     (default MAX_HEALTHY_ROWS) folded into one counted row."""
     max_healthy = MAX_HEALTHY_ROWS if max_healthy is None else max_healthy
     # A 1,024-node replay has ~230,000 results: each node's worst status comes from the few
     # distinct (node, status) pairs, and only the nodes drawn row by row have their cells kept.
-    # Results on disk give those pairs from their columns and the drawn nodes' results one
-    # node at a time (stetho.sinks.spool.Results).
-    stored = isinstance(results, Results) and results.spilled
-    if isinstance(results, Results) and stored:
-        pairs = results.distinct("node", "status")
-        check_list = sorted(c for (c,) in results.distinct("check_"))
-    else:
-        pairs = {(r.node, r.status) for r in results}
-        check_list = sorted({r.check for r in results})
     worst: dict[str, int] = {}
-    for node, status in pairs:
+    for node, status in {(r.node, r.status) for r in results}:
         sev = SEVERITY.get(status, 1)  # unknown reads as error
         if sev < worst.get(node, 99):
             worst[node] = sev
+    check_list = sorted({r.check for r in results})
     name = {sev: status for status, sev in SEVERITY.items()}
     worst_of = {n: name[s] for n, s in worst.items()}
     nodes = sorted(worst, key=lambda n: (worst[n], n))
@@ -202,16 +192,11 @@ def grid(results: Sequence[Result], reports: Mapping[str, str],
                               {s: sum(worst_of[n] == s for n in healthy) for s in HEALTHY})
     drawn = set(nodes)
     by_cell: dict[tuple[str, str], list[Result]] = {}
-    if not stored:
-        for r in results:
-            if r.node in drawn:
-                by_cell.setdefault((r.node, r.check), []).append(r)
+    for r in results:
+        if r.node in drawn:
+            by_cell.setdefault((r.node, r.check), []).append(r)
     rows = []
     for n in nodes:
-        if isinstance(results, Results) and stored:  # this node's results, then let go
-            by_cell = {}
-            for r in results.of_nodes([n]).get(n, []):
-                by_cell.setdefault((n, r.check), []).append(r)
         row = []
         for ch in check_list:
             rs = by_cell.get((n, ch))
@@ -243,7 +228,7 @@ class Problem:
     value: str
 
 
-def problems(results: Sequence[Result], reports: Mapping[str, str],
+def problems(results: list[Result], reports: Mapping[str, str],
              limit: int = MAX_PROBLEMS) -> tuple[list[Problem], int]:
     """The first `limit` fails and errors, fails first, each value with what was expected;
     and how many there are in all."""
@@ -349,15 +334,8 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
            replay: Mapping[str, Any] | None = None) -> str:
     """The page; where a result (or the title) holds what a page cannot be written with (a
     lone surrogate, a huge integer), it is rendered through stetho.sinks.safe."""
-    args = (reports, busbw, generated_at, suite, accuracy, reliability, replay)
-    if isinstance(results, Results) and results.spilled:  # read from disk, not all at once
-        try:
-            out = _render(results, title, *args)
-            if safe.encodable(out):
-                return out
-        except safe.WRITE_ERRORS:
-            pass
     rs = list(results)
+    args = (reports, busbw, generated_at, suite, accuracy, reliability, replay)
     try:
         out = _render(rs, title, *args)
         if safe.encodable(out):
@@ -367,7 +345,7 @@ def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] 
     return _render(safe.results(rs), safe.text(title), *args)
 
 
-def _render(results: Sequence[Result], title: str, reports: Mapping[str, str] | None,
+def _render(results: list[Result], title: str, reports: Mapping[str, str] | None,
             busbw: Busbw | None, generated_at: str | None, suite: SuiteSummary | None,
             accuracy: Mapping[str, Any] | None, reliability: Mapping[str, Any] | None,
             replay: Mapping[str, Any] | None) -> str:
@@ -380,8 +358,7 @@ def _render(results: Sequence[Result], title: str, reports: Mapping[str, str] | 
     """
     reports = reports or {}
     g = grid(results, reports)
-    shown, total = problems(results.where(("fail", "error")) if isinstance(results, Results)
-                            else results, reports)
+    shown, total = problems(results, reports)
     bad = sum(1 for r in g.rows if r.worst in ("fail", "error"))
     return template(TEMPLATE).render(
         title=title, generated_at=generated_at or "", grid=g, counts=counts(results),

@@ -78,20 +78,13 @@ def unpack(text: str) -> list[Row]:
 
 
 class Results(Sequence[Result]):
-    """`indexed`: once spilled, the results are indexed by node, so one node's results
-    (`of_nodes`, `grouped`) are read without a scan or a sort (a fleet run's tail asks
-    for them a node at a time)."""
-
-    def __init__(self, results: Iterable[Result] = (), spill_at: int = SPILL_AT,
-                 indexed: bool = False) -> None:
+    def __init__(self, results: Iterable[Result] = (), spill_at: int = SPILL_AT) -> None:
         self._list: list[Result] | None = []
         self._db: sqlite3.Connection | None = None
         self._n = 0
         self._counts = dict.fromkeys(STATUSES, 0)
         self._nodes: set[str] = set()
         self._spill_at = spill_at
-        self._indexed = indexed
-        self._finalize: weakref.finalize[Any, Any] | None = None
         self.extend(results)
 
     # -- adding ----------------------------------------------------------------------------
@@ -128,24 +121,14 @@ class Results(Sequence[Result]):
         if self._n > self._spill_at:
             self._spill()
 
-    def close(self) -> None:
-        """Let go of the results now (their file on disk is removed): no use after this."""
-        if self._finalize is not None:
-            self._finalize()
-        self._db, self._list, self._n = None, [], 0
-        self._counts = dict.fromkeys(STATUSES, 0)
-        self._nodes = set()
-
     def _spill(self) -> None:
         folder = tempfile.mkdtemp(prefix="stetho-results-")
         db = sqlite3.connect(Path(folder) / "results.db", check_same_thread=False)
-        self._finalize = weakref.finalize(self, _remove, db, folder)
+        weakref.finalize(self, _remove, db, folder)
         db.execute("PRAGMA journal_mode=OFF")
         db.execute("PRAGMA synchronous=OFF")
         db.execute("CREATE TABLE results (node TEXT, check_ TEXT, subject TEXT, status TEXT, "
                    "doc TEXT)")
-        if self._indexed:
-            db.execute("CREATE INDEX results_node ON results (node)")
         kept, self._list = self._list or [], None
         db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?)", (row(r) for r in kept))
         self._db = db
@@ -205,89 +188,6 @@ class Results(Sequence[Result]):
 
     def node_count(self) -> int:
         return len(self._nodes)
-
-    def nodes(self) -> set[str]:
-        """The nodes with a result (not "*")."""
-        return set(self._nodes)
-
-    def nodes_with(self, statuses: tuple[str, ...]) -> set[str]:
-        """The nodes ("*" included) with a result of one of these statuses, none decoded."""
-        if self._db is None:
-            return {r.node for r in self._list or () if r.status in statuses}
-        marks = ", ".join("?" * len(statuses))
-        return {n for (n,) in self._db.execute(
-            f"SELECT DISTINCT node FROM results WHERE status IN ({marks})", statuses)}
-
-    def distinct(self, *columns: str) -> set[tuple[str, ...]]:
-        """The distinct values of these columns (node, check_, subject, status), none decoded."""
-        if self._db is None:
-            names = {"check_": "check"}
-            return {tuple(getattr(r, names.get(c, c)) for c in columns)
-                    for r in self._list or ()}
-        assert all(c in ("node", "check_", "subject", "status") for c in columns)
-        return set(self._db.execute(f"SELECT DISTINCT {', '.join(columns)} FROM results"))
-
-    def of_check(self, check: str) -> list[Result]:
-        """The results of one check, in the order added."""
-        if self._db is None:
-            return [r for r in self._list or () if r.check == check]
-        return [Result.from_json(json.loads(doc)) for (doc,) in self._db.execute(
-            "SELECT doc FROM results WHERE check_ = ? ORDER BY rowid", (check,))]
-
-    def rows_of(self, node: str) -> list[Row]:
-        """One node's results as rows (see `row`), in the order added."""
-        if self._db is None:
-            return [row(r) for r in self._list or () if r.node == node]
-        return list(self._db.execute(
-            "SELECT node, check_, subject, status, doc FROM results WHERE node = ? "
-            "ORDER BY rowid", (node,)))
-
-    def of_nodes(self, nodes: Iterable[str], checks: Iterable[str] | None = None
-                 ) -> dict[str, list[Result]]:
-        """These nodes' results (node -> its results in the order added; a node with none is
-        absent), only theirs decoded; with `checks`, only those checks' results."""
-        wanted = set(nodes)
-        only = None if checks is None else tuple(checks)
-        out: dict[str, list[Result]] = {}
-        if self._db is None:
-            for r in self._list or ():
-                if r.node in wanted and (only is None or r.check in only):
-                    out.setdefault(r.node, []).append(r)
-            return out
-        sql, extra = "SELECT doc FROM results WHERE node = ?", tuple[str, ...]()
-        if only is not None:
-            sql += f" AND check_ IN ({', '.join('?' * len(only))})"
-            extra = only
-        for node in sorted(wanted):
-            got = [Result.from_json(json.loads(doc)) for (doc,) in self._db.execute(
-                sql + " ORDER BY rowid", (node, *extra))]
-            if got:
-                out[node] = got
-        return out
-
-    def grouped(self) -> Iterator[tuple[str, list[Result]]]:
-        """(node, its results in the order added) for every node, nodes in order: one node's
-        results decoded at a time (in memory: all of them grouped at once)."""
-        if self._db is None:
-            by_node: dict[str, list[Result]] = {}
-            for r in self._list or ():
-                by_node.setdefault(r.node, []).append(r)
-            return iter(sorted(by_node.items()))
-        return self._grouped_db()
-
-    def _grouped_db(self) -> Iterator[tuple[str, list[Result]]]:
-        assert self._db is not None
-        rows = self._db.execute("SELECT node, doc FROM results ORDER BY node, rowid")
-        node: str | None = None
-        group: list[Result] = []
-        for n, doc in rows:
-            if n != node:
-                if node is not None:
-                    yield node, group
-                node, group = n, []
-            group.append(Result.from_json(json.loads(doc)))
-        if node is not None:
-            yield node, group
 
     def where(self, statuses: tuple[str, ...]) -> list[Result]:
         """The results with these statuses (the problems a table shows), read from disk."""
