@@ -185,6 +185,8 @@ class FromHistory:
     distrusted: dict[str, str] = field(default_factory=dict)
     #: node -> check -> the profile its result was judged against ("" none recorded)
     profiles: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: id(result) -> (result, its JSON as history stored it): results.json copies the text
+    stored: dict[int, tuple[Result, str]] = field(default_factory=dict)
 
 
 def required_checks(policy: GatePolicy) -> frozenset[str]:
@@ -246,6 +248,7 @@ def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | No
             out.distrusted[node] = found.distrusted
             continue
         out.results[node] = found.results
+        out.stored.update(found.stored)
         out.profiles[node] = dict(found.profiles)
         runs = found.runs()
         age = _age(now - found.oldest)
