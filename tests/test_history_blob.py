@@ -118,3 +118,16 @@ def test_a_row_whose_blob_was_rewritten_is_that_nodes_error(tmp_path: Path) -> N
         got = h.latest_per_check(["n01"], 3600, now=now)["n01"]
     assert got.distrusted and "n01" in got.distrusted
     assert got.results == []
+
+
+def test_a_row_whose_checks_are_interleaved_or_escaped_reads_the_same() -> None:
+    """The search by check name is taken only where it finds every line: results of one
+    check apart from each other, and names JSON escapes, read as a look at every line does."""
+    rs = [Result("n01", "a", "0", "pass", ""), Result("n01", "b", "", "pass", ""),
+          Result("n01", "a", "1", "fail", ""), Result("n01", 'q"\\é', "", "pass", ""),
+          Result("n01", "c", "", "pass", "")]
+    for keep in ({"a"}, {"a", "c"}, {'q"\\é', "c"}, {"b", "c", "z"}):
+        got = blob.decode("n01", "r1", blob.encode(rs), keep=keep)
+        assert got.results == [r for r in rs if r.check in keep], keep
+    got = blob.decode("n01", "r1", blob.encode(rs[3:]), keep={"c"}, known={'q"\\é'})
+    assert got.results == [rs[4]]

@@ -4,10 +4,11 @@ outcome without importing the decision."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stetho.core.record import record
 from stetho.gate.decision import Decision, lines
 from stetho.gate.decision import summary as summary_line
 from stetho.gate.policy import GatePolicy
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from stetho.jobs.blast import SwitchIncident
 
 
-@dataclass(frozen=True)
+@record
 class GateRequest:
     """What to decide: a policy (name or path) over a hostlist of nodes, or this node."""
 
@@ -46,7 +47,7 @@ class GateRequest:
     topology: str | None = None
 
 
-@dataclass
+@record(frozen=False)
 class GateOutcome:
     policy: GatePolicy
     decision: Decision

@@ -11,9 +11,10 @@ mismatch never turns a blocking result into anything milder.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from stetho.core.record import record
 from stetho.results import Result
 
 #: the pin of a node whose pinning row failed its integrity check: no profile has this name
@@ -22,7 +23,7 @@ UNVERIFIED = "(unverifiable)"
 _STANDS = frozenset({"fail", "error"})
 
 
-@dataclass(frozen=True)
+@record
 class Pin:
     """A node's profile and where it was pinned (for the message that names a mismatch)."""
 
@@ -30,7 +31,7 @@ class Pin:
     where: str
 
 
-@dataclass
+@record(frozen=False)
 class Pins:
     """Each node's pin; `judged` is each node's profile per check as its results were judged."""
 
