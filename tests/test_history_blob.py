@@ -121,8 +121,8 @@ def test_a_row_whose_blob_was_rewritten_is_that_nodes_error(tmp_path: Path) -> N
 
 
 def test_a_row_whose_checks_are_interleaved_or_escaped_reads_the_same() -> None:
-    """The search by check name is taken only where it finds every line: results of one
-    check apart from each other, and names JSON escapes, read as a look at every line does."""
+    """Results of one check apart from each other, and names JSON escapes: each line is
+    kept or skipped by its own check."""
     rs = [Result("n01", "a", "0", "pass", ""), Result("n01", "b", "", "pass", ""),
           Result("n01", "a", "1", "fail", ""), Result("n01", 'q"\\é', "", "pass", ""),
           Result("n01", "c", "", "pass", "")]

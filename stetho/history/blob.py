@@ -88,9 +88,7 @@ def decode(node: str, run: str, blob: bytes, known: Container[str] = (),
             whole = [adopt(d) for d in json.loads(text) if not (
                 d["check"] in known or (keep is not None and d["check"] not in keep))]
             return Decoded(whole, [None] * len(whole))
-        found = _by_check(node, text, known, keep)
-        names, lines = found if found is not None else _kept(
-            node, text[2:-2].split(",\n"), known, keep)
+        names, lines = _kept(node, text[2:-2].split(",\n"), known, keep)
         dicts = json.loads("[" + ",".join(lines) + "]")
         results = [adopt(d) for d in dicts]
     except (zlib.error, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -106,43 +104,6 @@ def decode(node: str, run: str, blob: bytes, known: Container[str] = (),
     # exactly its JSON, so results.json may hold the line
     return Decoded(results, [line if vars(r) is d else None
                              for r, d, line in zip(results, dicts, lines, strict=True)])
-
-
-def _by_check(node: str, text: str, known: Container[str], keep: Container[str] | None
-              ) -> tuple[list[str], list[str]] | None:
-    """The lines of the checks wanted, found by searching for each wanted check's line start
-    (a handful of searches in C, not a look at each of the row's 227 lines); None where that
-    cannot be trusted to find every line: no `keep`, a line not starting as this stetho writes
-    it, a wanted name JSON would escape, or a check's lines not all together. Rows keep each
-    check's results together (run order), so the fallback (`_kept`) is for rows from elsewhere.
-    """
-    if not isinstance(keep, (set, frozenset)):
-        return None
-    head = '\n{"node":' + json.dumps(node) + ',"check":"'
-    if text.count(head) != text.count("\n") - 1:  # a line this stetho did not write so
-        return None
-    spans = []
-    for check in keep:
-        if check in known:
-            continue
-        if json.dumps(check) != f'"{check}"':  # written escaped: not found by its name
-            return None
-        start = head + check + '",'
-        first = text.find(start)
-        if first < 0:
-            continue
-        end = text.find("\n", text.rfind(start) + 1)
-        chunk = text[first + 1:end].rstrip(",")
-        if ("\n" + chunk).count(start) != chunk.count("\n") + 1:  # not all together
-            return None
-        spans.append((first, check, chunk))
-    names: list[str] = []
-    lines: list[str] = []
-    for _, check, chunk in sorted(spans):  # in the row's order
-        got = chunk.split(",\n")
-        names += [check] * len(got)
-        lines += got
-    return names, lines
 
 
 def _kept(node: str, lines: list[str], known: Container[str],

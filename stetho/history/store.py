@@ -12,10 +12,10 @@ Storage is laid out for a year of nightly sweeps of a thousand nodes: metric val
 time, so one sweep appends one contiguous run of rows per node (a few MB per sweep, not a page
 per series), and a node's last 30 days is one range scan. `series` names check, subject,
 metric and unit once per node; the view `metrics_long` gives the long form (run, time, node,
-check, subject, metric, value, unit). Per-node results are kept as one compressed JSON document per
-node and run, with their status counts beside it, signed (stetho.history.integrity) and
-chained per node under a seal (stetho.history.chain), read back verified
-(stetho.history.chained).
+check, subject, metric, value, unit). Per-node results are kept as one compressed JSON list per
+node and run, one result a line (stetho.history.blob), with their status counts beside it,
+signed (stetho.history.integrity) and chained per node under a seal (stetho.history.chain),
+read back verified (stetho.history.chained).
 
 Long because the schema, its migrations and the statements that write and read it must change
 together: one file, so that a column is never written in one shape and read in another.
