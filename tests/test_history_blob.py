@@ -69,18 +69,23 @@ def test_a_line_of_another_writer_is_parsed_for_its_check_and_not_copied() -> No
     assert got.lines[0] is None and got.lines[1] is not None
 
 
-@pytest.mark.parametrize("text", [
-    # two results on one line: a reader by lines would miss one
-    '[\n{"node":"n01","check":"a","subject":"","status":"pass","message":""},'
-    '{"node":"n01","check":"b","subject":"","status":"pass","message":""}\n]',
-    # a line naming one check and holding another's result (a repeated key)
-    '[\n{"node":"n01","check":"a","check":"b","subject":"","status":"pass","message":""}\n]',
-    # not JSON
-    '[\n{"node":"n01","check":"a",\n]',
-])
-def test_a_row_whose_lines_do_not_say_what_they_hold_is_corrupt(text: str) -> None:
+def test_a_row_not_laid_out_one_result_a_line_reads_as_every_reader_reads_it() -> None:
+    """Two results on one line, a line with a repeated key: the row is read as the JSON list
+    it is (as whole-list readers read it), and a line that is not one result is never copied
+    (results.json encodes those results itself)."""
+    two = ('[\n{"node":"n01","check":"a","subject":"","status":"pass","message":""},'
+           '{"node":"n01","check":"b","subject":"","status":"fail","message":""}\n]')
+    got = blob.decode("n01", "r1", zlib.compress(two.encode()), keep={"b"})
+    assert [(r.check, r.status) for r in got.results] == [("b", "fail")]
+    assert got.lines == [None]
+    dup = '[\n{"node":"n01","check":"a","check":"b","subject":"","status":"pass","message":""}\n]'
+    got = blob.decode("n01", "r1", zlib.compress(dup.encode()), keep={"a"})
+    assert got.results == []  # its check is b, as json reads it
+
+
+def test_a_row_that_is_not_json_is_corrupt() -> None:
     with pytest.raises(HistoryCorrupt, match="results of n01 in run r1 are unreadable"):
-        blob.decode("n01", "r1", zlib.compress(text.encode()))
+        blob.decode("n01", "r1", zlib.compress(b'[\n{"node":"n01","check":"a",\n]'))
 
 
 def _record(db: Path, run: str, when: float, results: list[Result]) -> None:
