@@ -35,6 +35,7 @@ from typing import Any
 
 from stetho import __version__
 from stetho.history import chain, integrity
+from stetho.history.blob import encode as results_blob
 from stetho.history.store import History
 from stetho.results import Result, counts, exit_code
 
@@ -122,8 +123,8 @@ def build(path: Path, n_nodes: int, days: int, night: NodeNight, end: float,
         for i, name in enumerate(names):
             nid = ids[name]
             conn.execute("BEGIN")
-            blob = zlib.compress(json.dumps([{**d, "node": name} for d in night.results],
-                                            default=str).encode(), 6)
+            blob = results_blob([Result.from_json({**d, "node": name})  # as History.record
+                                 for d in night.results])
             sids: list[int] = []
             if metric_days:
                 conn.executemany(

@@ -97,6 +97,11 @@ def write_json(path: Path, data: Any) -> None:
     atomic.write(path, dumps(data))
 
 
+class Encoded(list):  # type: ignore[type-arg]
+    """A top-level list whose elements are JSON texts already (encoded as `encoder()` does,
+    e.g. results history stored so: stetho.history.blob): dumps copies them."""
+
+
 def dumps(data: Any) -> str:
     """JSON a person can still read and grep: each top-level key on its own line and each
     element of a top-level list (a result) on its own, compact inside. `indent` would send
@@ -104,25 +109,20 @@ def dumps(data: Any) -> str:
     enc = json.JSONEncoder(separators=(",", ":"), default=str).encode
     if not isinstance(data, dict) or not data:
         return enc(data) + "\n"
-    one = _element_encoder() or enc
+    one = encoder()
     parts = []
     for k, v in data.items():
         if isinstance(v, list) and v:
-            inner = ",\n  ".join(map(one, v))
+            inner = ",\n  ".join(v if isinstance(v, Encoded) else map(one, v))
             parts.append(f"{enc(str(k))}:[\n  {inner}\n ]")
         else:
             parts.append(f"{enc(str(k))}:{enc(v)}")
     return "{\n " + ",\n ".join(parts) + "\n}\n"
 
 
-def _element_encoder() -> Callable[[Any], str] | None:
-    """json's C encoder made once for every element, as JSONEncoder.encode makes one per call
-    (a third of writing a 64-node gate's 8,000 results); None where json has no C encoder.
-    Same output as `encode` with these separators, circular references refused alike."""
-    from json import encoder
+def encoder() -> Callable[[Any], str]:
+    """How dumps encodes each element of a top-level list: compact, ASCII, default=str (the
+    one history stores a result's line with, stetho.history.blob)."""
+    from stetho.history.blob import line_encoder
 
-    make = getattr(encoder, "c_make_encoder", None)  # private to json, hence not typed
-    if make is None:
-        return None
-    c_enc = make({}, str, encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
-    return lambda x: "".join(c_enc(x, 0))
+    return line_encoder()

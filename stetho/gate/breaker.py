@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from stetho.core.record import record
 from stetho.gate.slurm import NodeInfo
 
 
-@dataclass(frozen=True)
+@record
 class Circuit:
     """The limit, from a policy's `scheduler: {circuit: {max_pct, min_nodes, window, ledger}}`.
     `ledger`: the drain budget's file (stetho.gate.budget); None: STETHO_DRAIN_LEDGER or the
@@ -36,7 +37,7 @@ class Circuit:
         return max(self.min_nodes, math.floor(scope * self.max_pct / 100 + 1e-9))
 
 
-@dataclass(frozen=True)
+@record
 class Trip:
     """The breaker is open: `would` drained nodes (recent plus planned) exceed `limit`."""
 

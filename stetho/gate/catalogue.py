@@ -9,21 +9,22 @@ Names are read from source text, not imported: a policy loads in milliseconds on
 
 from __future__ import annotations
 
-import difflib
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-_TEST_DEF = re.compile(r"^(?:async\s+)?def test_(\w+)\s*\(", re.MULTILINE)
-_FLEET_OR_DRIFT = re.compile(r"""["']((?:fleet|drift)_[a-z0-9_]+)["']""")
+from stetho.core.record import record
+
+#: compiled where used (re caches them): a gate that never scans the catalogue never does
+_TEST_DEF = r"(?m)^(?:async\s+)?def test_(\w+)\s*\("
+_FLEET_OR_DRIFT = r"""["']((?:fleet|drift)_[a-z0-9_]+)["']"""
 #: Results the gate and the sweep write for a node they could not check at all.
 PSEUDO_CHECKS = ("gate", "sweep")
 #: the modules (inside the stetho package) whose results are fleet and drift checks
 _EMITTERS = ("checking/fleet.py", "history/drift.py")
 
 
-@dataclass(frozen=True)
+@record
 class Catalogue:
     node: frozenset[str]  # checks a node runs on its own evidence (`-k` selects among them)
     fleet: frozenset[str]  # fleet_* and drift_*: evaluated where the history and fleet are
@@ -37,6 +38,8 @@ class Catalogue:
         known = self.node if node_only else self.every
         if name in known:
             return None
+        import difflib
+
         near = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         if node_only and name in self.every:
@@ -67,11 +70,11 @@ def _load(dirs: tuple[Path, ...]) -> Catalogue:
     for d in dirs:
         files = [d] if d.is_file() else sorted(d.rglob("test_*.py"))
         for f in files:
-            node.update(_TEST_DEF.findall(f.read_text(encoding="utf-8", errors="replace")))
+            node.update(re.findall(_TEST_DEF, f.read_text(encoding="utf-8", errors="replace")))
     import stetho
 
     fleet: set[str] = set()
     for module in _EMITTERS:
         source = Path(stetho.__file__).parent / module
-        fleet.update(_FLEET_OR_DRIFT.findall(source.read_text(encoding="utf-8")))
+        fleet.update(re.findall(_FLEET_OR_DRIFT, source.read_text(encoding="utf-8")))
     return Catalogue(frozenset(node), frozenset(fleet))

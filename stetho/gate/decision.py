@@ -10,10 +10,11 @@ as passed-with-override. Exit: 0 go, 1 blocked, 3 could not evaluate where error
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stetho.core.record import record
 from stetho.gate.policy import GatePolicy, Tighten
 from stetho.results import Result
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 Ignored = tuple["Override | Path", str]
 
 
-@dataclass
+@record(frozen=False)
 class Decision:
     policy: GatePolicy
     results: list[Result]  # what the policy counts, after tightening and overrides
@@ -171,7 +172,7 @@ def _describe(t: Tighten) -> str:
     return "policy: " + ", ".join(parts)
 
 
-@dataclass
+@record(frozen=False)
 class FromHistory:
     """What history holds for the nodes: fresh results per node, where they came from, and per
     node the policy's checks with no fresh result (those must run live, or the node cannot be
@@ -185,6 +186,8 @@ class FromHistory:
     distrusted: dict[str, str] = field(default_factory=dict)
     #: node -> check -> the profile its result was judged against ("" none recorded)
     profiles: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: id(result) -> (result, its JSON as history stored it): results.json copies the text
+    stored: dict[int, tuple[Result, str]] = field(default_factory=dict)
 
 
 def required_checks(policy: GatePolicy) -> frozenset[str]:
@@ -246,6 +249,7 @@ def from_history(db: Path, nodes: list[str], policy: GatePolicy, now: float | No
             out.distrusted[node] = found.distrusted
             continue
         out.results[node] = found.results
+        out.stored.update(found.stored)
         out.profiles[node] = dict(found.profiles)
         runs = found.runs()
         age = _age(now - found.oldest)

@@ -65,6 +65,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         raise ConfigError("--slurm goes with --local: it is how Slurm runs the gate on a node")
     judged: dict[str, dict[str, str]] = {}
     summaries: dict[str, NodeSummary] = {}  # --local: the node's own, as a check spools it
+    stored: dict[int, tuple[Result, str]] = {}  # results read as history stored them
     if req.local:
         import socket
 
@@ -75,14 +76,14 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         names = hostlist.expand(req.nodes or "")
         pins, _ = pins_for(names, db, _inventory_vars(req.inventory, names))
         results, sources, unavailable = _fleet(policy, req, names, db, now, progress, steps,
-                                               judged)
+                                               judged, stored)
     results = pins.apply(results, judged)
     valid, ignored = load_overrides(policy, req.override_repo, now)
     decision = decide(policy, results, valid, sources, ignored)
     decision.history_unavailable = unavailable
     decision.profiles = {n: pins.profile_of(n, judged.get(n, {})) for n in names}
     outcome = GateOutcome(policy, decision, names, acted=req.act or req.slurm is not None,
-                          gate_id=new_run_id(), summaries=summaries)
+                          gate_id=new_run_id(), summaries=summaries, stored=stored)
     if policy.shadow:  # judged on the same results, before any action; never acted on
         from stetho.gate import shadow
 
@@ -144,15 +145,19 @@ def _inventory_vars(inventory: Path | None, names: list[str]
 def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now: float,
            progress: Callable[[str, int, int, int], None] | None,
            steps: Callable[[str], None] | None = None,
-           judged: dict[str, dict[str, str]] | None = None
+           judged: dict[str, dict[str, str]] | None = None,
+           stored: dict[int, tuple[Result, str]] | None = None
            ) -> tuple[list[Result], dict[str, str], str | None]:
     """Fresh history per node and check; the nodes lacking any required check run live
     through the sweep (all their checks), or cannot be evaluated. `judged` gets each node's
-    profile per check, as its results were judged."""
+    profile per check, as its results were judged; `stored` each history result's JSON as
+    stored (FromHistory.stored)."""
     from stetho.core import hostlist
 
     judged = {} if judged is None else judged
     hist = from_history(db, names, policy, now)
+    if stored is not None:
+        stored.update(hist.stored)
     sources = dict(hist.sources)
     live = [n for n in names if (n not in hist.results or n in hist.lacking)
             and n not in hist.distrusted]

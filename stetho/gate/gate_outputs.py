@@ -23,7 +23,7 @@ def write(outcome: GateOutcome, req: GateRequest, started: float, took: float) -
 
         folder = req.out / f"gate-{outcome.gate_id}"
         try:
-            run_folder.write_json(folder / "results.json", outcome.to_json(req.job))
+            run_folder.write_json(folder / "results.json", outcome.to_json(req.job, encoded=True))
             gatepage.write(folder, outcome.decision.results,
                            title=f"stetho gate {outcome.policy.name} {outcome.gate_id}",
                            reports={d.node: p for d, p in outcome.reports},

@@ -4,13 +4,15 @@ outcome without importing the decision."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stetho.core.record import record
 from stetho.gate.decision import Decision, lines
 from stetho.gate.decision import summary as summary_line
 from stetho.gate.policy import GatePolicy
+from stetho.results import Result
 
 if TYPE_CHECKING:
     from stetho.checking.nodes import NodeSummary
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from stetho.jobs.blast import SwitchIncident
 
 
-@dataclass(frozen=True)
+@record
 class GateRequest:
     """What to decide: a policy (name or path) over a hostlist of nodes, or this node."""
 
@@ -45,7 +47,7 @@ class GateRequest:
     topology: str | None = None
 
 
-@dataclass
+@record(frozen=False)
 class GateOutcome:
     policy: GatePolicy
     decision: Decision
@@ -71,6 +73,9 @@ class GateOutcome:
     incidents: list[SwitchIncident] = field(default_factory=list)
     #: the shadow policies' verdicts (never acted on: stetho.gate.shadow), None without any
     shadow: ShadowOutcome | None = None
+    #: id(result) -> (result, its JSON as history stored it), for results read unchanged
+    #: (stetho.history.blob): results.json copies that text instead of encoding the result
+    stored: dict[int, tuple[Result, str]] = field(default_factory=dict)
 
     def action_lines(self) -> list[str]:
         """One line per scheduler action, saying whether it happened or was only a dry run,
@@ -107,11 +112,21 @@ class GateOutcome:
             line += "; prolog exits 0: the node was not taken out of service, the job runs here"
         return line
 
-    def to_json(self, job: str | None = None) -> dict[str, object]:
+    def to_json(self, job: str | None = None, encoded: bool = False) -> dict[str, object]:
+        """The gate's results document; `encoded`: its results as JSON texts (each read
+        unchanged from history is the text history stored), for stetho.fleet.run_folder."""
         from stetho.sinks import json_out
 
+        texts = None
+        if encoded:
+            from stetho.fleet.run_folder import Encoded, encoder
+
+            one, stored = encoder(), self.stored
+            texts = Encoded([s[1] if (s := stored.get(id(r))) is not None and s[0] is r
+                             else one(r.to_json()) for r in self.decision.results])
         doc = json_out.document(
-            self.decision.results, policy=self.policy.name, job=job, nodes=self.names,
+            self.decision.results, encoded=texts, policy=self.policy.name, job=job,
+            nodes=self.names,
             blocked=self.decision.blocked_nodes, sources=self.decision.sources,
             scheduler=[a.to_json() for a in self.actions],
             ignored_overrides=[(str(what) if isinstance(what, Path) else what.id, why)

@@ -6,14 +6,15 @@ override repository never needs the records, their checks and their dataclasses.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from stetho.core.record import record
 
 #: A principal that can be a person's identity: a plain name, no patterns (`*`, `?`, `!`).
 PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 
 
-@dataclass(frozen=True)
+@record
 class OverridePolicy:
     """What a gate policy says about overrides: the allowed signers file that is the trust
     root, the principals who may approve, the sentence, the longest life. `problem` says why

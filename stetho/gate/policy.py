@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from stetho.core import yamlconf
+from stetho.core.record import record
 from stetho.core.resources import shipped
 from stetho.errors import ConfigError
 from stetho.gate.breaker import Circuit
@@ -21,7 +22,7 @@ from stetho.gate.override_policy import PRINCIPAL_RE, OverridePolicy
 from stetho.results import STATUSES
 
 
-@dataclass(frozen=True)
+@record
 class Tighten:
     """A rule that can turn a result into a fail: value over `max`, under `min`, or more than
     `max_drop_pct` under the result's numeric reference (its baseline)."""
@@ -32,7 +33,7 @@ class Tighten:
     max_drop_pct: float | None = None
 
 
-@dataclass(frozen=True)
+@record
 class GatePolicy:
     name: str
     source: str

@@ -32,11 +32,12 @@ import shutil
 import subprocess
 import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Literal
 
 from stetho.core import hostlist
+from stetho.core.record import record
 from stetho.errors import ConfigError, StethoError
 
 REASON_PREFIX = "stetho:"
@@ -52,7 +53,7 @@ class SlurmError(StethoError):
     """scontrol could not be run or did not answer (missing, timed out, controller down)."""
 
 
-@dataclass(frozen=True)
+@record
 class NodeInfo:
     """One node as `scontrol show node -o` reports it. `reason` is "" when there is none;
     `drained` is true for any state carrying the DRAIN flag (IDLE+DRAIN, DOWN+DRAIN, ...)."""
@@ -70,7 +71,7 @@ class NodeInfo:
         return self.drained and self.reason.startswith(REASON_PREFIX)
 
 
-@dataclass(frozen=True)
+@record
 class Action:
     """What stetho did (or, in a dry run, would do) to one node.
 

@@ -107,15 +107,25 @@ def load(path: Path) -> bytes | None:
 
 
 def load_or_create(path: Path) -> bytes:
-    """The key, made on first use: O_EXCL so two first writers agree on one key, O_NOFOLLOW
-    so a planted link cannot redirect it, mode 0600 from the start."""
+    """The key, made on first use: written whole to a private file beside it, then linked in
+    place (link refuses an existing name), so two first writers agree on one key and no reader
+    ever sees it half written (an O_EXCL create then write let a concurrent first writer read
+    it empty: "0 bytes, damaged"); O_NOFOLLOW so a planted link cannot redirect it, mode 0600
+    from the start."""
     key = load(path)
     if key is not None:
         return key
     key = new_key()
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
+        try:
+            os.write(fd, key)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, path, follow_symlinks=False)
     except FileExistsError:  # another writer made it first (or a link was planted: refused)
         found = load(path)
         if found is None:
@@ -125,15 +135,11 @@ def load_or_create(path: Path) -> bytes:
     except OSError as exc:
         raise HistoryKeyError(f"history key {path}: cannot create it ({exc.strerror or exc})"
                         ) from None
-    try:
-        os.write(fd, key)
-        os.fsync(fd)
-    except OSError as exc:
-        os.close(fd)
-        os.unlink(path)
-        raise HistoryKeyError(f"history key {path}: cannot write it ({exc.strerror or exc})"
-                        ) from None
-    os.close(fd)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
     return key
 
 

@@ -34,9 +34,14 @@ class NodeLatest:
     #: runs folded in so far: the pseudo-checks come from the first only (counted, since a
     #: run whose kept results are none still is the node's newest)
     folded: int = 0
+    #: id(result) -> (the result, the JSON line history stored it as), for the results read
+    #: exactly as stored (stetho.history.blob): results.json copies the line
+    stored: dict[int, tuple[Result, str]] = field(default_factory=dict)
 
-    def add(self, t: int, run: str, results: list[Result], profile: str = "") -> None:
-        """Fold in one older run (runs arrive newest first)."""
+    def add(self, t: int, run: str, results: list[Result], profile: str = "",
+            lines: list[str | None] | None = None) -> None:
+        """Fold in one older run (runs arrive newest first); `lines`: each result's stored
+        JSON, where it is exactly the result's."""
         first = self.folded == 0
         self.folded += 1
         self.newest = max(self.newest, t)
@@ -46,7 +51,14 @@ class NodeLatest:
         for check in ran:
             self.checks[check] = (t, run)
             self.profiles[check] = profile
-        self.results += [r for r in results if r.check in ran]
+        if lines is None:
+            self.results += [r for r in results if r.check in ran]
+            return
+        for r, line in zip(results, lines, strict=True):
+            if r.check in ran:
+                self.results.append(r)
+                if line is not None:
+                    self.stored[id(r)] = (r, line)
 
     @property
     def oldest(self) -> int:

@@ -12,10 +12,10 @@ Storage is laid out for a year of nightly sweeps of a thousand nodes: metric val
 time, so one sweep appends one contiguous run of rows per node (a few MB per sweep, not a page
 per series), and a node's last 30 days is one range scan. `series` names check, subject,
 metric and unit once per node; the view `metrics_long` gives the long form (run, time, node,
-check, subject, metric, value, unit). Per-node results are kept as one compressed JSON document per
-node and run, with their status counts beside it, signed (stetho.history.integrity) and
-chained per node under a seal (stetho.history.chain), read back verified
-(stetho.history.chained).
+check, subject, metric, value, unit). Per-node results are kept as one compressed JSON list per
+node and run, one result a line (stetho.history.blob), with their status counts beside it,
+signed (stetho.history.integrity) and chained per node under a seal (stetho.history.chain),
+read back verified (stetho.history.chained).
 
 Long because the schema, its migrations and the statements that write and read it must change
 together: one file, so that a column is never written in one shape and read in another.
@@ -28,7 +28,7 @@ import socket
 import sqlite3
 import time
 import zlib
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +36,15 @@ from typing import Any
 
 from stetho.core.profile_name import DEFAULT_PROFILE
 from stetho.errors import ConfigError
-from stetho.history import chain, integrity
+from stetho.history import blob, chain, integrity
+from stetho.history.blob import encode as results_blob
 from stetho.history.chained import ChainedRows
 from stetho.history.errors import HistoryCorrupt as HistoryCorrupt
 from stetho.history.errors import HistoryError as HistoryError
 from stetho.history.errors import HistoryKeyError as HistoryKeyError
 from stetho.history.integrity import ROW, RowCheck
 from stetho.history.latest import PSEUDO, NodeLatest
-from stetho.results import Result, adopt
+from stetho.results import Result
 
 SCHEMA_VERSION = 7
 
@@ -107,17 +108,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE gate_decisions ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
     ),
 }
-
-
-def _results_json(results: list[Result]) -> str:
-    """A node's results blob; a result JSON cannot hold (a value nested too deep, an integer
-    too large for text) is stored as stetho.sinks.safe writes it, the others as they are."""
-    try:
-        return json.dumps([r.to_json() for r in results], default=str)
-    except (ValueError, RecursionError, OverflowError, TypeError):
-        from stetho.sinks import safe
-
-        return json.dumps([r.to_json() for r in safe.results(results)], default=str)
 
 
 def new_run_id() -> str:
@@ -325,7 +315,7 @@ class History:
             c = counts(n.results)
             tally["fail"] += c["fail"]
             tally["error"] += c["error"]
-            blob = zlib.compress(_results_json(n.results).encode(), 6)
+            blob = results_blob(n.results)  # stetho.history.blob: one result per line
             code = code_of(n.results)
             five = (c["fail"], c["error"], c["warn"], c["skip"], c["pass"])
             seq, prev = new.heads.get(n.node, (0, ""))
@@ -552,8 +542,8 @@ class History:
                 continue
             used[name] = min(used.get(name, 2**62), int(row[7]) if row[7] is not None else 1)
             known.setdefault(name, set()).add((run_key, t))
-            latest.add(int(t), str(run), self._decode(name, run, row[-2], latest.checks, keep),
-                       str(row[0] or ""))
+            got = blob.decode(name, str(run), row[-2], latest.checks, keep)
+            latest.add(int(t), str(run), got.results, str(row[0] or ""), got.lines)
         for name, low in used.items():  # the rows used, and every row between, still there
             if out[name].distrusted:
                 continue
@@ -562,18 +552,6 @@ class History:
                            known=frozenset(known[name]))
             except HistoryCorrupt as exc:
                 out[name].distrusted = str(exc)
-
-    @staticmethod
-    def _decode(node: str, run: str, blob: bytes, known: Container[str] = (),
-                keep: Container[str] | None = None) -> list[Result]:
-        """A node's results in one run, less those of checks in `known` (already found in a
-        newer run: parsing them would be thrown away) and, given `keep`, of checks not in it."""
-        try:
-            return [adopt(d) for d in json.loads(zlib.decompress(blob))
-                    if not (d["check"] in known or (keep is not None and d["check"] not in keep))]
-        except (zlib.error, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise HistoryCorrupt(f"the results of {node} in run {run} are unreadable "
-                                 f"({type(exc).__name__}: {exc})") from None
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         return list(self.db["runs"].rows_where(select="id, kind, started, exit_code, nodes, host",

@@ -30,8 +30,12 @@ def _head(results: Sequence[Result], **meta: Any) -> dict[str, Any]:
     }
 
 
-def document(results: Sequence[Result], **meta: Any) -> dict[str, Any]:
-    return {**_head(results, **meta), "results": [r.to_json() for r in results]}
+def document(results: Sequence[Result], *, encoded: Sequence[str] | None = None,
+             **meta: Any) -> dict[str, Any]:
+    """The results document; `encoded`: the results' JSON texts already made (each
+    result's, in order: stetho.fleet.run_folder copies them), instead of their dicts."""
+    return {**_head(results, **meta),
+            "results": [r.to_json() for r in results] if encoded is None else encoded}
 
 
 #: Above this many results the document is written compact: an indented dump goes through
