@@ -353,3 +353,33 @@ def test_local_gate_in_a_prolog(fault_cluster, tmp_path, node, code):
         assert f"BLOCK {node}/gpu3 gpu_clocks" in proc.stdout
     with History(tmp_path / "h.db") as h:  # the prolog's run is in the node's history
         assert h.conn.execute("SELECT kind FROM runs").fetchone()[0] == "gate"
+
+
+def test_results_json_of_a_gate_from_history_holds_each_result_as_recorded(tmp_path):
+    """A gate from history copies each result's stored line into results.json
+    (stetho.history.blob) instead of encoding it again: the document reads back the same as
+    the one `--json` encodes from the results themselves, in order, text that JSON must
+    escape included."""
+    path = tmp_path / "h.db"
+    tricky = Result("n002", "gpu_clocks", "gpu1", "pass",
+                    'clocks "locked"\n\tat 1980 MHz \u00e9\u2603', 1980.0, "MHz",
+                    expected={"min": 1980, "note": "<&>"})
+    runs = []
+    for i in (1, 2, 3):
+        rows = [r for r in _results(f"n{i:03d}") if not (i == 2 and r.subject == "gpu1")]
+        runs.append(NodeRun(f"n{i:03d}", "p", rows + ([tricky] if i == 2 else []), []))
+    with History(path) as h:
+        h.record("r-now", "sweep", runs, when=time.time() - 600)
+    out, encoded = tmp_path / "runs", tmp_path / "decision.json"
+    proc = stetho("gate", "--policy", "pre-job", "--nodes", "n[001-003]", "--db", str(path),
+                  "--out", str(out), "--json", str(encoded))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (folder,) = out.glob("gate-*")
+    copied = json.loads((folder / "results.json").read_text())["results"]
+    assert copied == json.loads(encoded.read_text())["results"]
+    recorded = {(r.node, r.check, r.subject): r.to_json() for run in runs for r in run.results}
+    kept = [(d["node"], d["check"], d["subject"]) for d in copied]
+    assert len(kept) == len(set(kept)) and {k[0] for k in kept} == {"n001", "n002", "n003"}
+    changed = [k for k, d in zip(kept, copied, strict=True) if k in recorded and d != recorded[k]]
+    assert changed == []
+    assert tricky.to_json() in copied
