@@ -38,7 +38,7 @@ def classify(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, CheckFailed):
         return "fail", str(exc)
     if isinstance(exc, AssertionError):
-        return "fail", str(exc).split("\n")[0] or "assertion failed"
+        return "fail", str(exc).split("\n")[0] or _failed_assert(exc)
     if isinstance(exc, Unavailable):
         return ("skip" if exc.status == "skip" else "error"), exc.reason
     if isinstance(exc, (CheckError, ParseError)):
@@ -46,3 +46,16 @@ def classify(exc: BaseException) -> tuple[str, str]:
     if type(exc).__name__ == "Skipped":  # pytest.skip() inside a check
         return "skip", str(getattr(exc, "msg", exc))
     return "error", f"check raised {type(exc).__name__}: {exc} (a bug in the check)"
+
+
+def _failed_assert(exc: AssertionError) -> str:
+    """An assert without a message, named by its line: `assert x > 0` says what was
+    expected where `assertion failed` says nothing."""
+    import linecache
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    line = "" if tb is None else linecache.getline(tb.tb_frame.f_code.co_filename,
+                                                     tb.tb_lineno).strip()
+    return f"assertion failed: {line}" if line.startswith("assert") else "assertion failed"

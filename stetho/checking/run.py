@@ -34,7 +34,11 @@ _QUIET = [x for name in ("cacheprovider", "terminal", "logging", "unraisableexce
                          "threadexception", "faulthandler", "doctest", "pastebin", "junitxml",
                          "nose", "legacypath", "stepwise", "setuponly", "setupplan", "warnings",
                          "debugging")
-          for x in ("-p", f"no:{name}")] + ["--capture=no"]
+          for x in ("-p", f"no:{name}")] + ["--capture=no", "--assert=plain"]
+# Plain asserts: pytest's rewritten ones explain a failed comparison through the terminal
+# plugin's writer, and without that plugin the explanation itself failed (pytest's own empty
+# AssertionError) and replaced a site check's message. A plain assert keeps the check's
+# message; one without a message is named by its source line (stetho.checking.outcomes).
 
 
 #: pytest takes its configuration only from stetho: no ini file (`-c os.devnull`), no
