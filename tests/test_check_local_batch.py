@@ -45,3 +45,57 @@ def test_batched_node_check_gives_the_per_subject_results(name: str, tmp_path: P
     assert code == code_k and (code == 0) == (name == "healthy")
     assert len(batched) > 100
     assert batched == per_subject
+
+
+#: A site's checks beside stetho's: one with a fixture of its own and one with a skipif mark
+#: (both need pytest's setup phase), one that asks only for stetho's fixtures (run in one
+#: call phase, stetho.checking.plugin.pytest_runtest_protocol), each failing or skipping; a
+#: failed comparison keeps the site's message (pytest's rewritten assert lost it without the
+#: terminal plugin), and one without a message is named by its line.
+SITE_CHECKS = '''
+import pytest
+
+@pytest.fixture
+def site_limit():
+    return 0
+
+def test_site_limit(node, site_limit, verdict):
+    verdict.measure("limit", site_limit)
+    assert site_limit > 0, f"{node.name}: the site's limit is {site_limit}"
+
+@pytest.mark.skipif(True, reason="the site skips this on every node")
+def test_site_skipped(node):
+    raise AssertionError("a skipped check ran")
+
+def test_site_gpus(gpu, facts, verdict):
+    assert gpu.index != 3, "the site distrusts GPU 3"
+
+def test_site_bare(node, site_limit):
+    assert site_limit > 0
+'''
+
+
+def test_site_checks_with_their_own_fixtures_and_marks_batch_as_they_run_alone(
+        tmp_path: Path) -> None:
+    from stetho.sim.builder import build_node
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "conftest.py").write_text("stetho_checks = True\n")
+    (site / "test_site.py").write_text(SITE_CHECKS)
+    node = build_node(tmp_path / "node01", "node01")
+    bundle = tmp_path / "evidence.json"
+    code, batched = results("--local", "--sim", str(node), "--evidence-out", str(bundle),
+                            "--checks", str(site), out=tmp_path / "batched.json")
+    code_k, per_subject = results("--evidence", str(bundle), "--checks", str(site), "-k",
+                                  "not zz_none", out=tmp_path / "per-subject.json")
+    assert code == code_k == 1
+    assert batched == per_subject
+    rows = json.loads((tmp_path / "batched.json").read_text())["results"]
+    site = {(r["check"], r["subject"]): (r["status"], r["message"]) for r in rows
+            if r["check"].startswith("site_")}
+    assert site[("site_limit", "")] == ("fail", "node01: the site's limit is 0")
+    assert site[("site_bare", "")] == ("fail", "assertion failed: assert site_limit > 0")
+    assert site[("site_skipped", "")] == ("skip", "the site skips this on every node")
+    gpus = {s: v[0] for (c, s), v in site.items() if c == "site_gpus"}
+    assert len(gpus) == 8 and gpus.pop("gpu3") == "fail" and set(gpus.values()) == {"pass"}

@@ -274,6 +274,41 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
+#: What a batch hands each check itself, per subject (_run_subject): a check that asks for
+#: nothing else (`request` is pytest's own, in every closure) needs no fixture set up.
+_OWN_ARGS = frozenset({*KINDS, "facts", "profile", "verdict", "request"})
+#: Marks whose meaning pytest applies in an item's setup phase (skip, xfail, a fixture use).
+_SETUP_MARKS = ("skip", "skipif", "xfail", "usefixtures", "filterwarnings")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """A serial batch of a check that takes only stetho's own fixtures runs as one call
+    phase: no fixture setup or teardown to do, and pytest's three phases (each a call record,
+    a report and its hooks) were a tenth of a node's own check. Its call report is made
+    and logged as pytest makes it; setup and teardown are logged as the passes they are.
+    Anything else (an xdist worker, a site check with its own fixtures or setup-time marks)
+    takes pytest's own protocol."""
+    if (not isinstance(_param(item), Batch) or hasattr(item.config, "workerinput")
+            or not isinstance(item, pytest.Function)
+            or not _OWN_ARGS.issuperset(item._fixtureinfo.names_closure)
+            or any(item.get_closest_marker(m) is not None for m in _SETUP_MARKS)):
+        return None
+    ihook = item.ihook
+    ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    item.session._setupstate.teardown_exact(None)  # what an earlier item set up, if any
+    for when in ("setup", "call", "teardown"):
+        if when == "call":
+            call = pytest.CallInfo.from_call(item.runtest, when="call",
+                                             reraise=(pytest.exit.Exception, KeyboardInterrupt))
+            report = ihook.pytest_runtest_makereport(item=item, call=call)
+        else:
+            report = pytest.TestReport(item.nodeid, item.location, {}, "passed", None, when)
+        ihook.pytest_runtest_logreport(report=report)
+    ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
 def _run_subject(item: pytest.Function, argnames: tuple[str, ...], check: str, kind: str,
                  sub: Subject) -> Result:
     v = Verdict()
@@ -323,9 +358,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         results = item.stash.get(_BATCH_RESULTS, None)
         if results is not None:
             del item.stash[_BATCH_RESULTS]
-        else:  # the batch could not start (a fixture error, a skip)
-            results = [_item_result(item, Subject(s.node(n), p.kind.replace("_", "-")),
-                                    call, report) for n in p.names]
+        else:  # the batch could not start (a fixture error, a skip mark): each subject
+            # says so under its own id, as a per-subject run names it (`gpu3`, "" for the node)
+            s.enter_group(p.names)
+            results = [_item_result(item, sub, call, report) for n in p.names
+                       for sub in s.subjects(p.kind, n)]
     else:
         results = [_item_result(item, p, call, report)]
     report.user_properties.append((RESULT_KEY, pack([row(r) for r in results])))
