@@ -130,3 +130,40 @@ def test_the_watchdog_kills_every_running_probe_group_before_it_ends_the_gate(tm
         assert not _running_from(bin_dir), "the hung probe itself outlived the watchdog"
     finally:
         _reap(child)
+
+
+WATCHED_EARLY = """
+import os, sys
+from stetho.check.early import Collection
+from stetho.evidence.probes import Probe
+from stetho.evidence.runner import Environment, run
+from stetho.gate.slurm_hooks import watchdog
+
+with watchdog("node1", 1.0, drain=False):
+    early = Collection(lambda: run(Probe("stubborn", argv=("stubborn",), timeout_s=60.0),
+                                   Environment(path=sys.argv[1])))
+    open(sys.argv[2], "w").write(str(early.pid))
+    early.bundle()
+print("the watchdog did not fire")
+"""
+
+
+def test_the_watchdog_ends_an_early_collector_with_its_probes(tmp_path):
+    """The local check collects in a forked child while it imports (stetho.check.early): the
+    watchdog must end that child and the probes it started, as it does its own."""
+    bin_dir, pidfile = _tool(tmp_path, "exec sleep 300")
+    collector = tmp_path / "collector.pid"
+    out = tmp_path / "out.txt"
+    with out.open("w") as fh:  # a file, not a pipe: the run ends with the script, not its child
+        done = subprocess.run([sys.executable, "-c", WATCHED_EARLY, f"{bin_dir}:{os.defpath}",
+                               str(collector)], stdout=fh, stderr=subprocess.STDOUT,
+                              timeout=120)
+    child = int(pidfile.read_text())
+    try:
+        assert done.returncode == 3, out.read_text()
+        assert "COULD NOT EVALUATE node1" in out.read_text()
+        assert _gone(int(collector.read_text())), "the early collector outlived the watchdog"
+        assert _gone(child), f"the watchdog fired and left the probe's child {child} running"
+        assert not _running_from(bin_dir), "the hung probe itself outlived the watchdog"
+    finally:
+        _reap(child)
