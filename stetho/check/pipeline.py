@@ -18,7 +18,6 @@ from stetho.check.request import COMMANDS, CheckRequest
 from stetho.errors import ConfigError
 
 if TYPE_CHECKING:
-    from stetho.check.early import Collection
     from stetho.checking.nodes import NodeSummary
     from stetho.evidence.bundle import Bundle
     from stetho.results import Result
@@ -28,20 +27,14 @@ def run(request: CheckRequest) -> CheckOutcome:
     """Collect (or load) the evidence, run the checks, record the run in history when asked,
     then write every output the request selects. Raises NothingSelected for a selection that
     matches no check when `select_must_match` (before any output is written)."""
+    from stetho.checking import run as checkrun
+    from stetho.history.store import new_run_id
+
     _validate(request)
     started = datetime.now(timezone.utc)
     clock = time.monotonic()
-    early = _collect_early(request)  # the probes run while the checks' modules import
-    try:
-        from stetho.checking import run as checkrun
-        from stetho.history.store import new_run_id
-
-        run_id = new_run_id()
-        bundles = _bundles(request, early)
-    except BaseException:
-        if early is not None:
-            early.cancel()
-        raise
+    run_id = new_run_id()
+    bundles = _bundles(request)
     checked = checkrun.run(bundles, evidence=list(request.evidence) or None,
                            profile=request.profile, extra_checks=request.extra_checks,
                            select=request.select, workers=request.workers,
@@ -76,26 +69,9 @@ def _validate(request: CheckRequest) -> None:
         raise ConfigError("recording a run needs a history database")
 
 
-def _collect_early(request: CheckRequest) -> Collection | None:
-    """This node's collection, started in a child process (stetho.check.early) when nothing
-    watches it probe by probe (a progress display, benchmarks) and a fork is safe."""
-    from stetho.check import early
-
-    if (request.bundles is not None or request.evidence or request.bench is not None
-            or request.probe_progress is not None or not early.forkable()):
-        return None
-    return early.Collection(lambda: _collect(request))
-
-
-def _bundles(request: CheckRequest, early: Collection | None = None) -> list[Bundle] | None:
+def _bundles(request: CheckRequest) -> list[Bundle] | None:
     """The bundles to check in memory: given, or collected now (None for a replay, whose
     files the checks load themselves: a fleet's bundles never all sit in memory)."""
-    if early is not None:
-        try:
-            return [early.bundle()]
-        finally:
-            if request.collected is not None:
-                request.collected()
     if request.bundles is not None:
         return list(request.bundles)
     if request.evidence:
@@ -106,15 +82,6 @@ def _bundles(request: CheckRequest, early: Collection | None = None) -> list[Bun
         for e in request.evidence:
             require_bundles(Path(e))
         return None
-    try:
-        return [_collect(request)]
-    finally:
-        if request.collected is not None:
-            request.collected()
-
-
-def _collect(request: CheckRequest) -> Bundle:
-    """This node's evidence, collected here (or in the early child)."""
     from stetho.check.partial import PartialFile
     from stetho.evidence import collect
     from stetho.evidence.runner import Watch
@@ -124,14 +91,17 @@ def _collect(request: CheckRequest) -> Bundle:
     # mid-collection still leaves a bundle to evaluate (unfinished probes timed out)
     partial = PartialFile(keep) if keep is not None else None
     try:
-        return collect.collect_local(profile=request.profile, sim=request.sim,
-                                     node=request.node, bench=request.bench,
-                                     on_partial=partial,
-                                     watch=Watch.within(request.deadline_s,
-                                                        progress=request.probe_progress))
+        bundle = collect.collect_local(profile=request.profile, sim=request.sim,
+                                       node=request.node, bench=request.bench,
+                                       on_partial=partial,
+                                       watch=Watch.within(request.deadline_s,
+                                                          progress=request.probe_progress))
     finally:
         if partial is not None:
             partial.close()
+        if request.collected is not None:
+            request.collected()
+    return [bundle]
 
 
 def _record(request: CheckRequest, run_id: str, results: list[Result],

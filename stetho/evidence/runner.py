@@ -87,8 +87,6 @@ GRACE_S = 2.0
 #: that ends the process); so stetho kills them itself (kill_running_probes).
 _LIVE: dict[int, int] = {}
 _LIVE_LOCK = threading.Lock()
-#: Child processes collecting probes for this one (stetho.check.early): killed with the probes.
-COLLECTORS: set[int] = set()
 
 
 def kill_running_probes(threads: frozenset[int] | None = None) -> int:
@@ -98,12 +96,6 @@ def kill_running_probes(threads: frozenset[int] | None = None) -> int:
     with _LIVE_LOCK:
         groups = [g for g, t in _LIVE.items() if threads is None or t in threads]
     killed = 0
-    for pid in list(COLLECTORS) if threads is None else ():
-        try:  # the collector kills its own probes on SIGTERM (stetho.check.early)
-            os.kill(pid, signal.SIGTERM)
-            killed += 1
-        except ProcessLookupError:
-            pass
     for group in groups:
         try:
             os.killpg(group, signal.SIGKILL)
