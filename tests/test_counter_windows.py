@@ -436,3 +436,56 @@ def test_the_controller_judges_again_only_nodes_the_history_has_readings_of(
     assert _one(hosts["gpu08"].results, "ib_counters", "mlx5_5:1").status == "fail"
     judged = _one(hosts["gpu07"].results, "ib_counters", "mlx5_5:1")
     assert judged.status == "pass" and "judged on growth within 24 h" in judged.message
+
+
+def test_the_window_load_reads_only_what_growth_uses(bundles, tmp_path: Path) -> None:
+    """The history load returns, of each counter, the newest reading at or before the window's
+    start and those after it (and the boot id's over the whole lookback): every counter's
+    growth must come out as from every reading of the lookback, across a counter clear and a
+    reboot, for windows that start before, between and after the recorded runs."""
+    import sqlite3
+
+    from stetho.checking import counter_history as window
+    from stetho.facts.window import BOOT_METRIC, boot_number
+
+    db = tmp_path / "h.db"
+    for hours_ago, which, symbols in ((190, "symbols", 10), (150, "symbols", 500),
+                                      (100, "symbols", 40), (50, "symbols-rebooted", 60),
+                                      (30, "symbols-rebooted", 900), (23, "symbols", 950),
+                                      (7, "symbols", 20), (2, "symbols", 4000)):
+        _record(db, _symbols_at(bundles[which], symbols), hours_ago=hours_ago)
+    # after the reboot, a run whose IB tools all failed: no IB reading, but a boot id, 26 h
+    # ago (a 24 h window's counters then start 30 h ago, at a boot id read only then)
+    rec = bundles["symbols"]
+    _record(db, replace(rec, probes={n: p for n, p in rec.probes.items()
+                                     if not n.startswith(("ib", "perfquery", "mlxlink"))}),
+            hours_ago=26)
+    now = datetime.now(timezone.utc).timestamp()
+    boot_now = boot_number(
+        bundles["symbols"].probes["kernel_release"].files["/proc/sys/kernel/random/boot_id"])
+    with sqlite3.connect(db) as conn:
+        every = conn.execute(
+            "SELECT s.check_name, s.subject, s.metric, m.time, m.value FROM metrics m "
+            "JOIN series s ON s.id = m.series_id WHERE m.time >= ? AND m.value IS NOT NULL "
+            "ORDER BY m.time", (int(now - 200 * H - window.LOOKBACK_S),)).fetchall()
+    # windows that start before, between and after the runs, and exactly at each run
+    nows = [(now, h * H) for h in (1, 6, 24, 40, 120, 200)]
+    nows += [(t + 24 * H, 24 * H) for t in sorted({row[3] for row in every})]
+    for at, span in nows:
+        full: dict[tuple[str, str, str], list[Reading]] = {}
+        for check, subject, metric, t, value in every:
+            if int(at - span - window.LOOKBACK_S) <= t <= int(at):
+                full.setdefault((check, subject, metric), []).append(Reading(t, value))
+        loaded = window.load(db, "gpu07", at, span, boot_now)
+        assert set(loaded.readings) == set(full)
+        assert sum(map(len, loaded.readings.values())) <= sum(map(len, full.values()))
+        for key, readings in full.items():
+            expected = growth(readings, 5000.0, at, span, full.get(BOOT_METRIC, ()), boot_now)
+            assert loaded.growth(key, 5000.0) == expected, (at - now, span, key)
+    symbols = ("ib", "mlx5_5:1", "SymbolErrorCounter")
+    assert [v for *key, _t, v in every if tuple(key) == symbols] == [
+        10, 500, 40, 60, 900, 950, 20, 4000]
+    g = window.load(db, "gpu07", now, 24 * H, boot_now).growth(symbols, 5000.0)
+    # from 900 (30 h ago): the boot changed before 950 (all 950 new), the clear before 20
+    assert g is not None and g.full and g.resets == 2 and g.readings == 4
+    assert g.delta == 950 + 20 + (4000 - 20) + (5000 - 4000)
