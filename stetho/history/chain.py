@@ -51,8 +51,13 @@ def digest(rows: Iterable[tuple[Any, ...]]) -> str:
     """SHA-256 over a node's metrics rows of one run, (check, subject, metric, value) as the
     database holds them, in a fixed order: each row's repr (unambiguous, a float's exact, and
     a sixth of json.dumps's cost over a sweep's hundred thousand rows)."""
-    return hashlib.sha256("\n".join(sorted(map(repr, map(tuple, rows)))).encode(
-        "utf-8", "surrogatepass")).hexdigest()
+    return digest_lines(map(repr, map(tuple, rows)))
+
+
+def digest_lines(lines: Iterable[str]) -> str:
+    """digest() over rows already written as their repr (stetho.history.store.samples builds
+    each line from its series' text and the value, without a tuple per row)."""
+    return hashlib.sha256("\n".join(sorted(lines)).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 #: a node's metrics of one run, as digest() reads them
