@@ -14,7 +14,12 @@ them, as on an installed node; medians of wall and CPU, with the load. `--before
 REF's checkout for real (a worktree) for both commands; `--smoke` is what
 tests/test_check_local_bench.py runs (its figures mean nothing).
 
-    python bench/check_local.py [--runs 15] [--before main] [--smoke]
+`--history-runs N` first records N earlier runs of the node in each tree's history, an hour
+apart (the last N hours, as hourly health checks leave them; each tree records with its own
+code): a node's check reads its counter window and drift window from that history, so this
+is the check as a node that has been checking itself for a while runs it.
+
+    python bench/check_local.py [--runs 15] [--before main] [--history-runs 168] [--smoke]
 """
 
 from __future__ import annotations
@@ -49,7 +54,34 @@ def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
     return elapsed
 
 
-def sides(tmp: Path, before: str | None) -> dict[str, harness.Side]:
+#: Records `n` runs of the simulated node in `db`, an hour apart and ending an hour ago, with
+#: the code of the tree it runs in: collected and checked once, each run dated (the bundle's
+#: collection time and the recording time alike) as `stetho check` would have recorded it.
+HISTORY = """
+import sys, time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from stetho import config
+from stetho.checking import run as checkrun
+from stetho.evidence import collect
+from stetho.history import recording
+from stetho.history.store import new_run_id
+
+config.activate(config.load())
+node, db, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+bundle = collect.collect_local(profile="h100-sxm-8gpu", sim=node)
+checked = checkrun.run([bundle], profile="h100-sxm-8gpu")
+now = time.time()
+for i in range(n, 0, -1):
+    when = now - i * 3600
+    stamp = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
+    summaries = {k: {**v, "collected_at": stamp} for k, v in checked.summaries.items()}
+    recording.after_run("check", new_run_id(), list(checked.results), summaries, db, when=when)
+"""
+
+
+def sides(tmp: Path, before: str | None, history_runs: int = 0) -> dict[str, harness.Side]:
     """Every command this bench times, by label: this tree's (and REF's) check and --help,
     and the two floors."""
     from stetho.sim.builder import build_node
@@ -62,6 +94,9 @@ def sides(tmp: Path, before: str | None) -> dict[str, harness.Side]:
     for i, tree in enumerate(harness.trees(before)):
         # one history database per tree: a schema the other tree does not know never mixes
         env = tree.env(dict(os.environ, STETHO_DB=str(tmp / f"history-{i}.db")))
+        if history_runs:
+            subprocess.run([sys.executable, "-c", HISTORY, str(node), env["STETHO_DB"],
+                            str(history_runs)], env=env, cwd=tree.root, check=True)
         tag = "" if i == 0 else " [before]"
         out["check" + tag] = harness.Side(
             tree.stetho("check", "--local", "--sim", str(node), "--profile", "h100-sxm-8gpu",
@@ -81,12 +116,17 @@ def sides(tmp: Path, before: str | None) -> dict[str, harness.Side]:
 
 
 def main() -> None:
-    args = harness.parser(__doc__, runs=15).parse_args()
+    ap = harness.parser(__doc__, runs=15)
+    ap.add_argument("--history-runs", type=int, default=0, metavar="N",
+                    help="record N hourly runs of the node in each history first")
+    args = ap.parse_args()
     runs = 1 if args.smoke else args.runs
+    history = min(args.history_runs, 2) if args.smoke else args.history_runs
     harness.header(f"stetho check --sim and --help against their floors ({runs} rounds"
+                   f"{f', {history} hourly runs in each history' if history else ''}"
                    f"{', smoke: figures mean nothing' if args.smoke else ''})")
     with tempfile.TemporaryDirectory() as tmp:
-        timed_sides = sides(Path(tmp), args.before)
+        timed_sides = sides(Path(tmp), args.before, history)
         times = harness.interleave(timed_sides, runs)
     for name, side in timed_sides.items():
         bad = side.codes - {0, 1}
