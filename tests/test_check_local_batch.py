@@ -47,16 +47,20 @@ def test_batched_node_check_gives_the_per_subject_results(name: str, tmp_path: P
     assert batched == per_subject
 
 
-#: A site's checks beside stetho's: one with a fixture of its own and one with a skipif mark
+#: A site's checks beside stetho's: two with a session fixture of its own, one with a skipif mark
 #: (both need pytest's setup phase), one that asks only for stetho's fixtures (run in one
 #: call phase, stetho.checking.plugin.pytest_runtest_protocol), each failing or skipping; a
 #: failed comparison keeps the site's message (pytest's rewritten assert lost it without the
 #: terminal plugin), and one without a message is named by its line.
 SITE_CHECKS = '''
+import pathlib
+
 import pytest
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def site_limit():
+    with pathlib.Path(__file__).with_name("made").open("a") as fh:
+        fh.write("limit ")
     return 0
 
 def test_site_limit(node, site_limit, verdict):
@@ -87,6 +91,8 @@ def test_site_checks_with_their_own_fixtures_and_marks_batch_as_they_run_alone(
     bundle = tmp_path / "evidence.json"
     code, batched = results("--local", "--sim", str(node), "--evidence-out", str(bundle),
                             "--checks", str(site), out=tmp_path / "batched.json")
+    # the session fixture of two site checks, with one-phase checks between them: made once
+    assert (site / "made").read_text() == "limit "
     code_k, per_subject = results("--evidence", str(bundle), "--checks", str(site), "-k",
                                   "not zz_none", out=tmp_path / "per-subject.json")
     assert code == code_k == 1

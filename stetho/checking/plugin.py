@@ -296,7 +296,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return None
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    item.session._setupstate.teardown_exact(None)  # what an earlier item set up, if any
     for when in ("setup", "call", "teardown"):
         if when == "call":
             call = pytest.CallInfo.from_call(item.runtest, when="call",
@@ -305,6 +304,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         else:
             report = pytest.TestReport(item.nodeid, item.location, {}, "passed", None, when)
         ihook.pytest_runtest_logreport(report=report)
+    # as pytest ends an item: what an earlier item (a site check's fixtures) set up and the
+    # next one does not share is torn down, so that one's setup finds the stack it expects
+    item.session._setupstate.teardown_exact(nextitem)
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 
