@@ -47,11 +47,11 @@ def test_batched_node_check_gives_the_per_subject_results(name: str, tmp_path: P
     assert batched == per_subject
 
 
-#: A site's checks beside stetho's: two with a session fixture of its own, one with a skipif mark
-#: (both need pytest's setup phase), one that asks only for stetho's fixtures (run in one
-#: call phase, stetho.checking.plugin.pytest_runtest_protocol), each failing or skipping; a
-#: failed comparison keeps the site's message (pytest's rewritten assert lost it without the
-#: terminal plugin), and one without a message is named by its line.
+#: A site's checks beside stetho's: two with a session fixture of its own, one taking pytest's
+#: `request`, one with a skipif mark (each needs pytest's setup phase), and one that asks only
+#: for stetho's fixtures (run in one call phase, plugin.pytest_runtest_protocol); they fail,
+#: pass or skip. A failed comparison keeps the site's message (pytest's rewritten assert lost
+#: it without the terminal plugin), and one without a message is named by its line.
 SITE_CHECKS = '''
 import pathlib
 
@@ -76,6 +76,9 @@ def test_site_gpus(gpu, facts, verdict):
 
 def test_site_bare(node, site_limit):
     assert site_limit > 0
+
+def test_site_request(node, request, verdict):
+    assert request.node.name.startswith("test_site_request"), request.node.name
 '''
 
 
@@ -102,6 +105,7 @@ def test_site_checks_with_their_own_fixtures_and_marks_batch_as_they_run_alone(
             if r["check"].startswith("site_")}
     assert site[("site_limit", "")] == ("fail", "node01: the site's limit is 0")
     assert site[("site_bare", "")] == ("fail", "assertion failed: assert site_limit > 0")
+    assert site[("site_request", "")][0] == "pass"  # handed pytest's own request
     assert site[("site_skipped", "")] == ("skip", "the site skips this on every node")
     gpus = {s: v[0] for (c, s), v in site.items() if c == "site_gpus"}
     assert len(gpus) == 8 and gpus.pop("gpu3") == "fail" and set(gpus.values()) == {"pass"}

@@ -275,8 +275,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 #: What a batch hands each check itself, per subject (_run_subject): a check that asks for
-#: nothing else (`request` is pytest's own, in every closure) needs no fixture set up.
-_OWN_ARGS = frozenset({*KINDS, "facts", "profile", "verdict", "request"})
+#: nothing else needs no fixture set up. `request` is in every fixture's closure; a check
+#: that takes it as an argument is handed pytest's, so it takes pytest's protocol.
+_OWN_ARGS = frozenset({*KINDS, "facts", "profile", "verdict"})
 #: Marks whose meaning pytest applies in an item's setup phase (skip, xfail, a fixture use).
 _SETUP_MARKS = ("skip", "skipif", "xfail", "usefixtures", "filterwarnings")
 
@@ -291,7 +292,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     takes pytest's own protocol."""
     if (not isinstance(_param(item), Batch) or hasattr(item.config, "workerinput")
             or not isinstance(item, pytest.Function)
-            or not _OWN_ARGS.issuperset(item._fixtureinfo.names_closure)
+            or not _OWN_ARGS.issuperset(item._fixtureinfo.argnames)
+            or not _OWN_ARGS.union(("request",)).issuperset(item._fixtureinfo.names_closure)
             or any(item.get_closest_marker(m) is not None for m in _SETUP_MARKS)):
         return None
     ihook = item.ihook
