@@ -489,3 +489,65 @@ def test_the_window_load_reads_only_what_growth_uses(bundles, tmp_path: Path) ->
     # from 900 (30 h ago): the boot changed before 950 (all 950 new), the clear before 20
     assert g is not None and g.full and g.resets == 2 and g.readings == 4
     assert g.delta == 950 + 20 + (4000 - 20) + (5000 - 4000)
+
+
+# -- a window believes only what stetho wrote ---------------------------------------------------
+
+def _symbol_rows(db: Path) -> list[tuple[int, int, float]]:
+    """(time, run key, value) of mlx5_5's recorded SymbolErrorCounter readings."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return conn.execute(
+            "SELECT m.time, m.run_key, m.value FROM metrics m JOIN series s ON s.id = "
+            "m.series_id WHERE s.subject = 'mlx5_5:1' AND s.metric = 'SymbolErrorCounter' "
+            "ORDER BY m.time").fetchall()
+
+
+def test_an_edited_reading_is_no_window_and_the_count_since_boot_is_judged(
+        bundles, tmp_path: Path) -> None:
+    """A burst of 4,096 symbol errors in the last 2 h; someone raises the reading of 2 h ago to
+    4,096 so the growth reads 0. The window must not believe it: the counter is judged on its
+    count since boot (it fails), and the message names the history and what to do."""
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    _record(db, bundles["healthy"], hours_ago=2)
+    (t, run_key, before), = _symbol_rows(db)
+    assert before < 4096
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE metrics SET value = 4096 WHERE time = ? AND run_key = ? AND "
+                     "value = ?", (t, run_key, before))
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "fail"
+    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
+    assert "cannot be believed" in r.message and "integrity check" in r.message
+    assert "restore it from its backup" in r.message
+
+
+def test_a_deleted_run_is_no_window(bundles, tmp_path: Path) -> None:
+    """10 symbol errors 30 h ago, 4,090 20 h ago, 4,096 now: 4,086 within the 24 h window.
+    Someone deletes the run of 30 h ago with its readings, so the window would start at 4,090
+    (+6, a pass). The chain is broken: the window is refused, the count since boot judged."""
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 10), hours_ago=30)
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=20)
+    (t, run_key, _), _newer = _symbol_rows(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM metrics WHERE time = ? AND run_key = ?", (t, run_key))
+        conn.execute("DELETE FROM node_runs WHERE time = ? AND run_key = ?", (t, run_key))
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "fail"
+    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
+    assert "cannot be believed" in r.message and "rows missing" in r.message
+
+
+def test_a_verified_history_still_gives_the_window(bundles, tmp_path: Path) -> None:
+    """The same history untouched: growth within the window, from the verified readings."""
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=20)
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "pass" and "judged on growth within 24 h" in r.message
+    assert "cannot be believed" not in r.message

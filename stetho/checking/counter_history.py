@@ -11,10 +11,17 @@ starts there (stetho.facts.window.growth), so the week of readings before it is 
 boot id is read over the whole lookback: a reboot is found at whichever run time a counter's
 starting reading has. The window ends at the bundle's own collection time, not at the wall
 clock: a replay judges the hardware as it was.
+
+Every reading is verified before it is believed (signed run, unbroken chain, intact metrics)
+by the history stage's verifier, which this module names (TRUST) rather than imports: the
+checking stage sits below history. A history that cannot be believed gives no window: the
+counters are judged on their counts since boot or reset, never less strict than their growth,
+and the message names the database and the fix.
 """
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -22,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stetho.errors import StethoError
 from stetho.facts.base import Unavailable
 from stetho.facts.window import BOOT_METRIC, HOUR, CounterWindow, Reading, boot_id
 
@@ -30,6 +38,9 @@ if TYPE_CHECKING:
 
 #: How far before the window's start a reading is still taken as its starting point.
 LOOKBACK_S = 7 * 24 * HOUR
+
+#: The module whose `verified(conn, db, node, rows)` says which readings may be believed.
+TRUST = "stetho.history.window_trust"
 
 
 def evidence_time(collected_at: str | None) -> float:
@@ -47,9 +58,10 @@ def evidence_time(collected_at: str | None) -> float:
 
 def load(db: Path, node: str, now: float, window_s: float, boot_now: float | None = None
          ) -> CounterWindow:
-    """The node's readings in (now - window - LOOKBACK_S, now]. A database that does not
-    exist yet holds none; one that cannot be read is Unavailable (the checks then judge the
-    absolute counts and name the reason)."""
+    """The node's readings in (now - window - LOOKBACK_S, now], each verified by TRUST's
+    `verified`. A database that does not exist yet holds none; one that cannot be read, or
+    whose readings cannot be believed, is Unavailable (the checks then judge the absolute
+    counts and name the reason)."""
     readings: dict[tuple[str, str, str], list[Reading]] = {}
     if not db.exists():
         return CounterWindow(now, window_s, readings, boot_now, source=f"history {db} (new)")
@@ -60,36 +72,40 @@ def load(db: Path, node: str, now: float, window_s: float, boot_now: float | Non
                 "node": node, "now": int(now), "start": int(now - window_s),
                 "lookback": int(now - window_s - LOOKBACK_S), "check": BOOT_METRIC[0],
                 "subject": BOOT_METRIC[1], "metric": BOOT_METRIC[2]}).fetchall()
+            rows = importlib.import_module(TRUST).verified(conn, db, node, rows)
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise Unavailable("skip", f"history {db} could not be read ({exc})", "history") from None
-    for check, subject, metric, t, value in rows:
+    except StethoError as exc:
+        raise Unavailable("skip", f"history {db} cannot be believed: {exc}", "history") from None
+    for check, subject, metric, t, value, _run in rows:
         readings.setdefault((check, subject, metric), []).append(Reading(t, value))
     return CounterWindow(now, window_s, readings, boot_now, source=f"history {db}")
 
 
 #: The node's readings in (start, now]; of each series but the boot id, the newest reading in
 #: [lookback, start] (SQLite takes a bare column from the row MAX() picked); the boot id's
-#: readings in [lookback, start]. Oldest first; a NULL value is no reading.
+#: readings in [lookback, start]. Oldest first, each with its run's key (what verifies it); a
+#: NULL value is no reading.
 _WINDOW_QUERY = """
 WITH node AS (SELECT id FROM nodes WHERE name = :node),
 boot AS (SELECT id FROM series WHERE node_id = (SELECT id FROM node) AND check_name = :check
          AND subject = :subject AND metric = :metric),
 picked AS (
-  SELECT series_id, time, value FROM metrics
+  SELECT series_id, time, value, run_key FROM metrics
    WHERE node_id = (SELECT id FROM node) AND time > :start AND time <= :now
      AND value IS NOT NULL
   UNION ALL
-  SELECT series_id, MAX(time), value FROM metrics
+  SELECT series_id, MAX(time), value, run_key FROM metrics
    WHERE node_id = (SELECT id FROM node) AND time >= :lookback AND time <= :start
      AND value IS NOT NULL AND series_id NOT IN boot
    GROUP BY series_id
   UNION ALL
-  SELECT series_id, time, value FROM metrics
+  SELECT series_id, time, value, run_key FROM metrics
    WHERE node_id = (SELECT id FROM node) AND time >= :lookback AND time <= :start
      AND value IS NOT NULL AND series_id IN boot)
-SELECT s.check_name, s.subject, s.metric, p.time, p.value
+SELECT s.check_name, s.subject, s.metric, p.time, p.value, p.run_key
   FROM picked p JOIN series s ON s.id = p.series_id ORDER BY p.time
 """
 
