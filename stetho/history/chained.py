@@ -46,7 +46,10 @@ class ChainedRows:
             if why is None and row[7] is not None:
                 out.append((str(run), int(run_key), int(t), tuple(row)))
         low = min((row[7] for *_, row in out), default=None)
-        walked = self.walk(node, nid, None if low is None else max(int(low) - 1, 1))
+        # the rows just verified are not read and verified again on the walk (same snapshot:
+        # the seal's lock is held by whoever reads, and a writer waits for it)
+        walked = self.walk(node, nid, None if low is None else max(int(low) - 1, 1),
+                           known=frozenset((k, t) for _r, k, t, _row in out))
         for run, _k, _t, row in out:
             if walked.get(row[7]) != row[-1]:
                 raise HistoryCorrupt(f"history of node {node} has two rows at seq {row[7]} "
