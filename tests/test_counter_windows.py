@@ -551,3 +551,27 @@ def test_a_verified_history_still_gives_the_window(bundles, tmp_path: Path) -> N
     r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
     assert r.status == "pass" and "judged on growth within 24 h" in r.message
     assert "cannot be believed" not in r.message
+
+
+def test_the_window_reads_only_the_runs_it_verifies(bundles, tmp_path: Path) -> None:
+    """Every reading is verified by its run (metrics digest and all), so the window reads no
+    run it does not use: those inside it and the one its counters start from, not every run
+    of the week's lookback (the boot id is read only at the starting readings' times)."""
+    import sqlite3
+
+    from stetho.checking import counter_history as window
+    from stetho.facts.window import BOOT_METRIC
+
+    db = tmp_path / "h.db"
+    for hours_ago in (150, 100, 50, 30, 20, 2):
+        _record(db, _symbols_at(bundles["symbols"], 10), hours_ago=hours_ago)
+    now = datetime.now(timezone.utc).timestamp()
+    with sqlite3.connect(db) as conn:
+        times = [t for (t,) in conn.execute("SELECT time FROM node_runs ORDER BY time")]
+        rows = conn.execute(window._WINDOW_QUERY, {
+            "node": "gpu07", "now": int(now), "start": int(now - 24 * H),
+            "lookback": int(now - 24 * H - window.LOOKBACK_S), "check": BOOT_METRIC[0],
+            "subject": BOOT_METRIC[1], "metric": BOOT_METRIC[2]}).fetchall()
+    assert len(times) == 6
+    assert {t for *_, t, _v, _k in rows} == set(times[-3:])  # 30 h (the start), 20 h, 2 h ago
+    assert any(tuple(r[:3]) == BOOT_METRIC and r[3] == times[-3] for r in rows)

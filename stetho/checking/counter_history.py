@@ -8,9 +8,9 @@ is simply "no earlier reading": every value the node recorded within the window,
 counter only the newest reading at or before the window's start (within a lookback): growth
 starts there (stetho.facts.window.growth), so the week of readings before it is not read
 (with hourly checks that week was 88% of the rows, and the load grew with the history). The
-boot id is read over the whole lookback: a reboot is found at whichever run time a counter's
-starting reading has. The window ends at the bundle's own collection time, not at the wall
-clock: a replay judges the hardware as it was.
+boot id is read at each starting reading's time too: a reboot is found at whichever run time
+a counter's starting reading has. The window ends at the bundle's own collection time, not at
+the wall clock: a replay judges the hardware as it was.
 
 Every reading is verified before it is believed (signed run, unbroken chain, intact metrics)
 by the history stage's verifier, which this module names (TRUST) rather than imports: the
@@ -85,25 +85,29 @@ def load(db: Path, node: str, now: float, window_s: float, boot_now: float | Non
 
 
 #: The node's readings in (start, now]; of each series but the boot id, the newest reading in
-#: [lookback, start] (SQLite takes a bare column from the row MAX() picked); the boot id's
-#: readings in [lookback, start]. Oldest first, each with its run's key (what verifies it); a
-#: NULL value is no reading.
+#: [lookback, start] (SQLite takes a bare column from the row MAX() picked); and the boot id's
+#: readings at those starting readings' times (growth compares boot ids only at the times of
+#: the readings it uses, stetho.facts.window.growth). Oldest first, each with its run's key
+#: (what verifies it: reading the boot id over the whole lookback made every run of the week
+#: one to verify); a NULL value is no reading.
 _WINDOW_QUERY = """
 WITH node AS (SELECT id FROM nodes WHERE name = :node),
 boot AS (SELECT id FROM series WHERE node_id = (SELECT id FROM node) AND check_name = :check
          AND subject = :subject AND metric = :metric),
+starts AS (
+  SELECT series_id, MAX(time) AS time, value, run_key FROM metrics
+   WHERE node_id = (SELECT id FROM node) AND time >= :lookback AND time <= :start
+     AND value IS NOT NULL AND series_id NOT IN boot
+   GROUP BY series_id),
 picked AS (
   SELECT series_id, time, value, run_key FROM metrics
    WHERE node_id = (SELECT id FROM node) AND time > :start AND time <= :now
      AND value IS NOT NULL
   UNION ALL
-  SELECT series_id, MAX(time), value, run_key FROM metrics
-   WHERE node_id = (SELECT id FROM node) AND time >= :lookback AND time <= :start
-     AND value IS NOT NULL AND series_id NOT IN boot
-   GROUP BY series_id
+  SELECT series_id, time, value, run_key FROM starts
   UNION ALL
   SELECT series_id, time, value, run_key FROM metrics
-   WHERE node_id = (SELECT id FROM node) AND time >= :lookback AND time <= :start
+   WHERE node_id = (SELECT id FROM node) AND time IN (SELECT time FROM starts)
      AND value IS NOT NULL AND series_id IN boot)
 SELECT s.check_name, s.subject, s.metric, p.time, p.value, p.run_key
   FROM picked p JOIN series s ON s.id = p.series_id ORDER BY p.time
