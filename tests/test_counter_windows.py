@@ -544,6 +544,26 @@ def test_a_deleted_run_is_no_window(bundles, tmp_path: Path) -> None:
     assert "cannot be believed" in r.message and "rows missing" in r.message
 
 
+def test_a_run_whose_readings_were_all_deleted_is_no_window(bundles, tmp_path: Path) -> None:
+    """4,090 symbol errors 30 h ago, cleared to 0 20 h ago, 4,096 now: 4,096 within the window
+    (a new epoch). Someone deletes every reading of the run of 20 h ago (its row stays), so
+    the growth would read 4,096 - 4,090 = +6. That run is inside the window: its digest
+    fails, the window is refused and the count since boot judged."""
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=30)
+    _record(db, _symbols_at(bundles["symbols"], 0), hours_ago=20)
+    _older, (t, run_key, value) = _symbol_rows(db)
+    assert value == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM metrics WHERE time = ? AND run_key = ?", (t, run_key))
+    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "fail"
+    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
+    assert "cannot be believed" in r.message and "integrity check" in r.message
+
+
 def test_a_verified_history_still_gives_the_window(bundles, tmp_path: Path) -> None:
     """The same history untouched: growth within the window, from the verified readings."""
     db = tmp_path / "h.db"

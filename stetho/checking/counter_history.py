@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 #: How far before the window's start a reading is still taken as its starting point.
 LOOKBACK_S = 7 * 24 * HOUR
 
-#: The module whose `verified(conn, db, node, rows)` says which readings may be believed.
+#: The module whose `verified(conn, db, node, rows, until)` says which readings may be believed.
 TRUST = "stetho.history.window_trust"
 
 
@@ -72,7 +72,7 @@ def load(db: Path, node: str, now: float, window_s: float, boot_now: float | Non
                 "node": node, "now": int(now), "start": int(now - window_s),
                 "lookback": int(now - window_s - LOOKBACK_S), "check": BOOT_METRIC[0],
                 "subject": BOOT_METRIC[1], "metric": BOOT_METRIC[2]}).fetchall()
-            rows = importlib.import_module(TRUST).verified(conn, db, node, rows)
+            rows = importlib.import_module(TRUST).verified(conn, db, node, rows, int(now))
         finally:
             conn.close()
     except sqlite3.Error as exc:

@@ -56,6 +56,43 @@ class ChainedRows:
                                      f"(run {run} is not the one its chain links to)")
         return out
 
+    def metrics(self, node: str, nid: int, since: int, until: int
+                ) -> tuple[dict[int, str], list[tuple[int, int, Any, int]]]:
+        """A node's metrics between since and until as (series id, time, value, run key),
+        oldest first, each chained run's checked against the digest its signed row holds:
+        every run the window() holds, one whose rows were all deleted included (its digest
+        then fails). Returns (run key -> run id of each verified run, the rows of those runs);
+        rows of runs from before the chain are left out, unverified. One range scan of the
+        node's rows (the table is clustered by node, then time); the caller holds the seal's
+        lock. A named HistoryCorrupt where a run's metrics are not what stetho wrote."""
+        signed = {k: (run, row[9]) for run, k, _t, row in self.window(node, nid, since, until)}
+        rows = self.conn.execute(
+            "SELECT series_id, time, value, run_key FROM metrics "
+            "WHERE node_id = ? AND time >= ? AND time <= ? ORDER BY time",
+            (nid, since, until)).fetchall()
+        # each series' (check, subject, metric) as the start of its rows' digest lines: a
+        # line is then that text and the value's repr, as chain.digest writes a row
+        heads = {sid: repr(tuple(names))[:-1] + ", " for sid, *names in self.conn.execute(
+            "SELECT id, check_name, subject, metric FROM series WHERE id IN "
+            f"({','.join(map(str, {int(r[0]) for r in rows}))})")}
+        lines: dict[int, list[str]] = {k: [] for k in signed}
+        after = self.rows.chained_after()
+        for sid, _t, value, run_key in rows:
+            got = lines.get(run_key)
+            if got is not None:
+                got.append(f"{heads.get(sid, '')}{value!r})")
+            elif run_key > after:
+                raise HistoryCorrupt(f"metrics of node {node} in run key {run_key} have no "
+                                     "signed row of that run (the row was deleted, or the "
+                                     "metrics moved): restore the database from its backup")
+        for run_key, (run, stored) in signed.items():
+            if not isinstance(stored, str) or chain.digest_lines(lines[run_key]) != stored:
+                raise HistoryCorrupt(f"metrics of node {node} in run {run} failed their "
+                                     "integrity check: they are not what stetho wrote (the "
+                                     "database was edited): restore it from its backup")
+        return ({k: run for k, (run, _) in signed.items()},
+                [r for r in rows if r[3] in signed])
+
     def walk(self, node: str, nid: int, down_to: int | None, sealed: bool = True,
               known: frozenset[tuple[int, int]] = frozenset()) -> dict[int, str]:
         """A node's chain from its newest row (which must be the seal's head, unless not

@@ -406,35 +406,10 @@ class History:
             return out
         until_t = int(until) if until is not None else 2**62
         with chain.locked(self.path, shared=True):
-            signed = {k: (run, row[9]) for run, k, _t, row in
-                      self.chained.window(node, nid, int(since), until_t)}
-            rows = self.conn.execute(
-                "SELECT series_id, time, value, run_key FROM metrics "
-                "WHERE node_id = ? AND time >= ? AND time <= ? ORDER BY time",
-                (nid, int(since), until_t)).fetchall()
-            # each series' (check, subject, metric) as the start of its rows' digest lines:
-            # a line is then that text and the value's repr, as chain.digest writes a row
-            heads = {sid: repr(tuple(names))[:-1] + ", " for sid, *names in self.conn.execute(
-                "SELECT id, check_name, subject, metric FROM series WHERE id IN "
-                f"({','.join(map(str, {int(r[0]) for r in rows}))})")}
-        lines: dict[int, list[str]] = {k: [] for k in signed}
-        after = self.rows.chained_after()
-        for sid, _t, value, run_key in rows:
-            got = lines.get(run_key)
-            if got is not None:
-                got.append(f"{heads.get(sid, '')}{value!r})")
-            elif run_key > after:
-                raise HistoryCorrupt(f"metrics of node {node} in run key {run_key} have no "
-                                     "signed row of that run (the row was deleted, or the "
-                                     "metrics moved): restore the database from its backup")
-        for run_key, (run, stored) in signed.items():
-            if not isinstance(stored, str) or chain.digest_lines(lines[run_key]) != stored:
-                raise HistoryCorrupt(f"metrics of node {node} in run {run} failed their "
-                                     "integrity check: they are not what stetho wrote (the "
-                                     "database was edited): restore it from its backup")
-        for sid, t, value, run_key in rows:  # unverified (pre-chain) runs read as absent
-            if sid in out and run_key in signed:
-                out[sid].append(Sample(t, value, signed[run_key][0]))
+            runs, rows = self.chained.metrics(node, nid, int(since), until_t)
+        for sid, t, value, run_key in rows:
+            if sid in out:
+                out[sid].append(Sample(t, value, runs[run_key]))
         return out
 
     def reseal(self) -> int:
