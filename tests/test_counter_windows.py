@@ -504,6 +504,16 @@ def _symbol_rows(db: Path) -> list[tuple[int, int, float]]:
             "ORDER BY m.time").fetchall()
 
 
+def _refused(now: Bundle, db: Path, why: str) -> None:
+    """The 4,096 symbol errors `now` holds judged on their count since boot (a fail), the
+    window refused with the history named, `why`, and what to do."""
+    r = _one(_check(now, db, "ib_counters"), "ib_counters", "mlx5_5:1")
+    assert r.status == "fail"
+    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
+    assert f"history {db} cannot be believed" in r.message and why in r.message
+    assert "restore" in r.message
+
+
 def test_an_edited_reading_is_no_window_and_the_count_since_boot_is_judged(
         bundles, tmp_path: Path) -> None:
     """A burst of 4,096 symbol errors in the last 2 h; someone raises the reading of 2 h ago to
@@ -518,11 +528,7 @@ def test_an_edited_reading_is_no_window_and_the_count_since_boot_is_judged(
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE metrics SET value = 4096 WHERE time = ? AND run_key = ? AND "
                      "value = ?", (t, run_key, before))
-    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
-    assert r.status == "fail"
-    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
-    assert "cannot be believed" in r.message and "integrity check" in r.message
-    assert "restore it from its backup" in r.message
+    _refused(bundles["symbols"], db, "integrity check")
 
 
 def test_a_deleted_run_is_no_window(bundles, tmp_path: Path) -> None:
@@ -538,10 +544,7 @@ def test_a_deleted_run_is_no_window(bundles, tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM metrics WHERE time = ? AND run_key = ?", (t, run_key))
         conn.execute("DELETE FROM node_runs WHERE time = ? AND run_key = ?", (t, run_key))
-    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
-    assert r.status == "fail"
-    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
-    assert "cannot be believed" in r.message and "rows missing" in r.message
+    _refused(bundles["symbols"], db, "rows missing")
 
 
 def test_a_run_whose_readings_were_all_deleted_is_no_window(bundles, tmp_path: Path) -> None:
@@ -558,10 +561,7 @@ def test_a_run_whose_readings_were_all_deleted_is_no_window(bundles, tmp_path: P
     assert value == 0
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM metrics WHERE time = ? AND run_key = ?", (t, run_key))
-    r = _one(_check(bundles["symbols"], db, "ib_counters"), "ib_counters", "mlx5_5:1")
-    assert r.status == "fail"
-    assert "SymbolErrorCounter=4096 since boot or its last reset" in r.message
-    assert "cannot be believed" in r.message and "integrity check" in r.message
+    _refused(bundles["symbols"], db, "integrity check")
 
 
 def test_a_verified_history_still_gives_the_window(bundles, tmp_path: Path) -> None:
