@@ -19,14 +19,15 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from pathlib import Path
 
 from stetho import configsource
+from stetho.core.record import record
 from stetho.errors import ConfigError
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     """Every setting stetho has outside its command-line flags. Paths are absolute."""
 

@@ -32,7 +32,8 @@ HEAVY = ("ansible", "ansible_runner", "jinja2", "sqlite_utils", "requests", "ric
 #: The stetho modules `stetho --help` may import: the CLI tables, the page's layout and the
 #: configuration (a broken config file is reported as for any command).
 HELP_MODULES = {"stetho", "stetho.cli", "stetho.cli.table", "stetho.cli.helptext", "stetho.config",
-                "stetho.configsource", "stetho.errors"}
+                "stetho.configsource", "stetho.errors",
+                "stetho.core", "stetho.core.record"}  # Config is a record: no exec() at import
 #: Not imported by a node's `stetho check` without --bench (the bundle holds no benchmark run).
 NODE_SKIPS = ("stetho.benchmarks.spec", "stetho.benchmarks.measure",
               "stetho.benchmarks.fieldpath")
