@@ -411,6 +411,46 @@ def test_stetho_check_records_and_reads_the_window(tmp_path: Path) -> None:
     assert plain["status"] == "fail" and "reads no history" in plain["message"]
 
 
+def test_stetho_check_refuses_a_window_from_an_edited_history(tmp_path: Path) -> None:
+    """As the README says, through the command: a node's history recorded by `stetho check`,
+    then its earlier symbol error reading raised to what the faulty node reads now (+0 if
+    believed). The next `stetho check` refuses the window, judges the count since boot (a
+    fail) and names the database; drift names the edit too."""
+    import json
+    import sqlite3
+    import subprocess
+    import sys
+
+    from stetho.sim.builder import build_node
+
+    db, out = tmp_path / "history.db", tmp_path / "r.json"
+
+    def check(node: Path) -> tuple[int, list[dict]]:
+        proc = subprocess.run([sys.executable, "-m", "stetho", "check", "--sim", str(node),
+                               "--profile", PROFILE, "-k", "ib_counters", "--json", str(out),
+                               "-q", "--db", str(db)], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode in (0, 1, 3), proc.stderr  # 3: could not evaluate (drift)
+        return proc.returncode, list(json.loads(out.read_text())["results"])
+
+    healthy = build_node(tmp_path / "a" / "gpu07", "gpu07", [])
+    assert check(healthy)[0] == 0
+    with sqlite3.connect(db) as conn:
+        edited = conn.execute(
+            "UPDATE metrics SET value = 4096 WHERE series_id IN (SELECT id FROM series WHERE "
+            "subject = 'mlx5_5:1' AND metric = 'SymbolErrorCounter')").rowcount
+    assert edited == 1
+    faulty = build_node(tmp_path / "b" / "gpu07", "gpu07", ["ib-symbol-errors=mlx5_5"])
+    code, results = check(faulty)
+    assert code == 1  # a failing check: the node is not GO
+    r = next(r for r in results if r["check"] == "ib_counters" and r["subject"] == "mlx5_5:1")
+    assert r["status"] == "fail"
+    assert "SymbolErrorCounter=4096 since boot or its last reset" in r["message"]
+    assert f"history {db} cannot be believed" in r["message"]
+    drift = [r for r in results if r["check"] == "drift_shift" and r["status"] == "error"]
+    assert drift and "integrity check" in drift[0]["message"]
+
+
 def test_the_controller_judges_again_only_nodes_the_history_has_readings_of(
         bundles, tmp_path: Path) -> None:
     """A node with no reading in the history would be judged on the same counts it judged
