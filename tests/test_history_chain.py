@@ -221,6 +221,28 @@ def test_an_edited_metric_is_a_named_error_where_drift_reads_it(sims, tmp_path):
         assert c.execute("SELECT count(*) FROM node_runs WHERE error > 0").fetchone()[0] == 1
 
 
+@pytest.mark.parametrize("moved", ["all", "one"])
+def test_readings_moved_in_time_are_a_named_error_where_drift_reads_them(sims, tmp_path,
+                                                                          moved):
+    """The digest holds the values, not their time: a run's readings moved to another
+    time (all of them, so its digest still matches; or one) would change the span a
+    counter's growth and a gauge's trend are judged over."""
+    db = tmp_path / "h.db"
+    for _ in range(2):
+        assert _check(sims, "pass/nB", db)[0].returncode == 0
+    with sqlite3.connect(db) as c:
+        run_key, run = c.execute("SELECT key, id FROM runs ORDER BY key LIMIT 1").fetchone()
+        one = "" if moved == "all" else (
+            " AND series_id = (SELECT min(series_id) FROM metrics WHERE run_key = ?)")
+        assert c.execute("UPDATE metrics SET time = time - 3600 WHERE run_key = ?" + one,
+                         (run_key,) * (1 if moved == "all" else 2)).rowcount >= 1
+    proc, errors = _check(sims, "pass/nB", db)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert errors == {"nB": [f"drift_shift: metrics of node nB in run {run} are not at the "
+                             "time its signed row holds (the database was edited): restore "
+                             "it from its backup"]}
+
+
 @pytest.mark.parametrize("tamper, named", [
     ("link", "cannot open it (Too many levels of symbolic links; a symbolic link is refused)"),
     ("mode", "mode 0644 lets others read or change it; it must be 0600"),
