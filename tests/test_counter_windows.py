@@ -478,15 +478,21 @@ def test_the_controller_judges_again_only_nodes_the_history_has_readings_of(
     assert judged.status == "pass" and "judged on growth within 24 h" in judged.message
 
 
-def test_the_window_load_reads_only_what_growth_uses(bundles, tmp_path: Path) -> None:
+@pytest.mark.parametrize("steps", [0, 1, 4])
+def test_the_window_load_reads_only_what_growth_uses(bundles, tmp_path: Path, steps: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The history load returns, of each counter, the newest reading at or before the window's
     start and those after it (and the boot id's over the whole lookback): every counter's
     growth must come out as from every reading of the lookback, across a counter clear and a
-    reboot, for windows that start before, between and after the recorded runs."""
+    reboot, for windows that start before, between and after the recorded runs; whether the
+    starting readings are found run by run back from the start (`steps` runs) or, for the
+    series still without one, in one scan of the rest of the lookback."""
     import sqlite3
 
     from stetho.checking import counter_history as window
     from stetho.facts.window import BOOT_METRIC, boot_number
+
+    monkeypatch.setattr(window, "_STEPS", steps)
 
     db = tmp_path / "h.db"
     for hours_ago, which, symbols in ((190, "symbols", 10), (150, "symbols", 500),
@@ -613,7 +619,8 @@ def test_a_verified_history_still_gives_the_window(bundles, tmp_path: Path) -> N
     assert "cannot be believed" not in r.message
 
 
-def test_the_window_reads_only_the_runs_it_verifies(bundles, tmp_path: Path) -> None:
+def test_the_window_reads_only_the_runs_it_verifies(bundles, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Every reading is verified by its run (metrics digest and all), so the window reads no
     run it does not use: those inside it and the one its counters start from, not every run
     of the week's lookback (the boot id is read only at the starting readings' times)."""
@@ -621,17 +628,25 @@ def test_the_window_reads_only_the_runs_it_verifies(bundles, tmp_path: Path) -> 
 
     from stetho.checking import counter_history as window
     from stetho.facts.window import BOOT_METRIC
+    from stetho.history import window_trust
 
     db = tmp_path / "h.db"
     for hours_ago in (150, 100, 50, 30, 20, 2):
         _record(db, _symbols_at(bundles["symbols"], 10), hours_ago=hours_ago)
-    now = datetime.now(timezone.utc).timestamp()
+    now = int(datetime.now(timezone.utc).timestamp())
+    spans = []
+    verified = window_trust.verified
+
+    def spy(conn, db, node, since, until):  # type: ignore[no-untyped-def]
+        spans.append((since, until))
+        return verified(conn, db, node, since, until)
+
+    monkeypatch.setattr(window_trust, "verified", spy)
     with sqlite3.connect(db) as conn:
         times = [t for (t,) in conn.execute("SELECT time FROM node_runs ORDER BY time")]
-        rows = conn.execute(window._WINDOW_QUERY, {
-            "node": "gpu07", "now": int(now), "start": int(now - 24 * H),
-            "lookback": int(now - 24 * H - window.LOOKBACK_S), "check": BOOT_METRIC[0],
-            "subject": BOOT_METRIC[1], "metric": BOOT_METRIC[2]}).fetchall()
+        rows = window.read(conn, db, "gpu07", now, now - 24 * 3600,
+                           now - 24 * 3600 - int(window.LOOKBACK_S))
     assert len(times) == 6
-    assert {t for *_, t, _v, _k in rows} == set(times[-3:])  # 30 h (the start), 20 h, 2 h ago
-    assert any(tuple(r[:3]) == BOOT_METRIC and r[3] == times[-3] for r in rows)
+    assert spans == [(times[-3], now)]  # from 30 h ago (the start): 20 h and 2 h ago too
+    assert {t for _key, t, _v in rows} == set(times[-3:])
+    assert any(key == BOOT_METRIC and t == times[-3] for key, t, _v in rows)

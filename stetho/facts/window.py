@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from stetho.core.record import record
 from stetho.facts.base import Unavailable
@@ -35,8 +35,9 @@ HOUR = 3600.0
 BOOT_METRIC = ("host", "", "boot_id")
 
 
-@record
-class Reading:
+class Reading(NamedTuple):
+    """One earlier reading of a counter. A tuple: a day of hourly checks is thousands."""
+
     time: float
     value: float
 

@@ -22,22 +22,19 @@ from stetho.history.chained import ChainedRows
 from stetho.history.errors import HistoryCorrupt
 from stetho.history.integrity import RowCheck
 
-#: (check, subject, metric, time, value, run key), as counter_history reads a reading
-Reading = tuple[str, str, str, int, float, int]
+#: (series id, time, value, run key), as the metrics table holds a reading
+Row = tuple[int, int, float | None, int]
 
 
-def verified(conn: sqlite3.Connection, db: Path, node: str, rows: list[Reading], until: int
-             ) -> list[Reading]:
-    """The rows of `node` whose run is signed, chained and whose metrics are intact, every
-    run from the oldest row to `until` (the window's end) verified; a named HistoryCorrupt
-    (or HistoryKeyError) where one cannot be believed."""
-    if not rows:
-        return []
+def verified(conn: sqlite3.Connection, db: Path, node: str, since: int, until: int
+             ) -> list[Row]:
+    """The node's readings between since and until, oldest first, of the runs that are
+    signed, chained and whose metrics are intact, every run in between verified; a named
+    HistoryCorrupt (or HistoryKeyError) where one cannot be believed."""
     with chain.locked(db, shared=True):
         chained = ChainedRows(conn, RowCheck(conn, db), chain.SealReader(db))
         nid = chained.node_id(node)
         if nid is None:
             raise HistoryCorrupt(f"history {db} has readings of node {node} but no such node "
                                  "(the database was edited): restore it from its backup")
-        runs, _ = chained.metrics(node, nid, min(r[3] for r in rows), until)
-    return [r for r in rows if r[5] in runs]
+        return chained.metrics(node, nid, since, until)[1]
