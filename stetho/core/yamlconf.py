@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
+from stetho.core import yamlcache
 from stetho.core.record import record
 from stetho.errors import ConfigError
 
-try:  # the C loader is ~10x faster; fall back where PyYAML was built without libyaml
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+if TYPE_CHECKING:
+    import yaml
 
 T = TypeVar("T")
 Path_ = tuple[str | int, ...]
@@ -89,12 +86,24 @@ def _read_bounded(path: Path, refused: str) -> bytes:
 
 
 def load(path: Path) -> Doc:
+    """A configuration file (a profile, a policy, rules) as a Doc. A text parsed before comes
+    from the parse cache (stetho.core.yamlcache: no PyYAML import on a node's check)."""
     raw = _read_bounded(path, "not read as configuration")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    return loads(text, str(path))
+    version = _VERSION or _version()
+    hit, kept = yamlcache.get("yamlconf", version, text)
+    if hit and isinstance(kept, list) and len(kept) == 2 and isinstance(kept[1], list):
+        try:
+            return Doc(str(path), kept[0], {tuple(p): int(n) for p, n in kept[1]})
+        except (TypeError, ValueError):
+            pass  # not an entry this module wrote: parsed below
+    doc = loads(text, str(path))
+    yamlcache.put("yamlconf", version, text, [doc.data, [[list(p), n] for p, n in
+                                                         doc.lines.items()]])
+    return doc
 
 
 def loads(text: str, file: str) -> Doc:
@@ -103,8 +112,33 @@ def loads(text: str, file: str) -> Doc:
     if len(text) > MAX_BYTES:
         raise ConfigError(f"{file}: larger than {MAX_BYTES // 2**20} MiB; not read as "
                           "configuration")
+    return _parse(text, file)
+
+
+_VERSION = ""
+
+
+def _version() -> str:
+    """This module's identity in the parse cache's keys (an edited converter is a new key)."""
+    global _VERSION
+    _VERSION = yamlcache.source_version(__file__)
+    return _VERSION
+
+
+def _loader() -> Any:
+    import yaml
+
+    try:  # the C loader is ~10x faster; fall back where PyYAML was built without libyaml
+        return yaml.CSafeLoader
+    except AttributeError:  # pragma: no cover
+        return yaml.SafeLoader
+
+
+def _parse(text: str, file: str) -> Doc:
+    import yaml
+
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=_loader())
     except RecursionError:
         raise ConfigError(f"{file}: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:
@@ -123,13 +157,32 @@ def loads(text: str, file: str) -> Doc:
     return Doc(file, data, lines)
 
 
+def load_plain(text: str, kind: str) -> Any:
+    """yaml.safe_load (libyaml's loader) of a table stetho ships (the Xid and SXid catalogs),
+    through the parse cache; ValueError with PyYAML's message where it is no YAML."""
+    version = _VERSION or _version()
+    hit, kept = yamlcache.get(f"plain:{kind}", version, text)
+    if hit:
+        return kept
+    import yaml
+
+    try:
+        data = yaml.load(text, Loader=_loader())
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from None
+    yamlcache.put(f"plain:{kind}", version, text, data)
+    return data
+
+
 def check_bounds(path: Path) -> None:
     """ConfigError where a YAML file another tool reads (an Ansible inventory) is over
     MAX_BYTES, nested over MAX_DEPTH or expands past MAX_VALUES: composed only, so its own
     tags (`!vault`) stay the other tool's business."""
+    import yaml
+
     raw = _read_bounded(path, "not read")
     try:
-        root = yaml.compose(raw.decode("utf-8", "replace"), Loader=_Loader)
+        root = yaml.compose(raw.decode("utf-8", "replace"), Loader=_loader())
     except RecursionError:
         raise ConfigError(f"{path}: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError:
@@ -161,6 +214,8 @@ def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: str,
              ctor: yaml.SafeLoader, budget: list[int]) -> Any:
     """Plain data from a composed node; `budget` counts the values left to expand (an alias
     is expanded at every use, so it counts every time)."""
+    import yaml
+
     budget[0] -= 1
     if budget[0] < 0:
         raise ConfigError(f"{file}: expands to more than {MAX_VALUES} values (aliases "

@@ -9,13 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
-try:  # libyaml's loader: every check process reads the table, ~10x faster than Python's
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
-
+from stetho.core import yamlconf
 from stetho.core.record import record
 from stetho.parsers import nvidia_version, pci_devices, service_state
 
@@ -62,7 +56,8 @@ class SxidRow:
 @lru_cache(maxsize=1)
 def sxid_catalog() -> dict[int, SxidRow]:
     """The cited SXid rows (sxid_catalog.yml beside this module), by code."""
-    data = yaml.load(SXID_TABLE.read_text(encoding="utf-8"), Loader=_Loader)
+    # every check process reads the table: parsed once, then from the parse cache
+    data = yamlconf.load_plain(SXID_TABLE.read_text(encoding="utf-8"), "sxid")
     return {int(r["code"]): SxidRow(int(r["code"]), str(r["name"]), str(r["meaning"]),
                                     str(r["source"]), str(r.get("documented", "")))
             for r in data["sxids"]}

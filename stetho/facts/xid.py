@@ -14,14 +14,8 @@ import re
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
+from stetho.core import yamlconf
 from stetho.core.record import record
-
-try:  # libyaml's loader: the table is read by every check process, ~10x faster than Python's
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 Severity = Literal["info", "warning", "critical"]
 Cause = Literal["application", "driver", "hardware", "thermal", "nvlink", "memory", "bus"]
@@ -80,9 +74,9 @@ class XidInfo:
 
 def load_table(path: Path = TABLE_PATH) -> dict[int, XidInfo]:
     """Read and validate an Xid table file; raises XidTableError naming the bad row."""
-    try:
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-    except (OSError, yaml.YAMLError) as exc:
+    try:  # every check process reads the table: parsed once, then from the parse cache
+        doc = yamlconf.load_plain(path.read_text(encoding="utf-8"), "xid")
+    except (OSError, ValueError) as exc:
         raise XidTableError(f"{path}: cannot read the Xid table: {exc}") from None
     rows = doc.get("xids") if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not rows:
