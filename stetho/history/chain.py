@@ -28,10 +28,11 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from stetho.core.record import record
 from stetho.history.errors import HistoryKeyError
 
 #: a seal larger than this is not one stetho wrote (a million nodes' heads fit well inside)
@@ -65,7 +66,7 @@ METRICS = ("SELECT m.node_id, m.run_key, s.check_name, s.subject, s.metric, m.va
            "FROM metrics m JOIN series s ON s.id = m.series_id ")
 
 
-@dataclass
+@record(frozen=False)
 class Seal:
     """Each node's newest chained row: node -> (seq, mac); and the profile it was last
     recorded with, `generic` and none left out (what the gate pins it to, stetho.gate.pinning):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from stetho.core.record import record
 from stetho.results import Result
 
 #: (node, run, run key, time, the ROW columns) -> why the row cannot be believed, or None
@@ -18,7 +19,7 @@ PSEUDO = frozenset({"gate", "sweep"})
 Verify = Callable[[str, str, int, int, tuple[Any, ...]], "str | None"]
 
 
-@dataclass
+@record(frozen=False)
 class NodeLatest:
     """A node's newest result per check inside the freshness window, and which run each
     came from."""

@@ -30,11 +30,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from stetho.core.profile_name import DEFAULT_PROFILE
+from stetho.core.record import record
 from stetho.errors import ConfigError
 from stetho.history import blob, chain, integrity
 from stetho.history.blob import encode as results_blob
@@ -132,7 +132,7 @@ def default_path() -> Path:
     return config.active().db
 
 
-@dataclass(frozen=True)
+@record
 class NodeRun:
     """One node's part of a run: its results and the metrics its checks measured."""
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stetho.core import atomic, hostlist
+from stetho.core.record import record
 from stetho.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class SpoolError(ValueError):
     """A spool file cannot be taken as its node's outcome: the message says why."""
 
 
-@dataclass(frozen=True)
+@record
 class SpoolFile:
     """A pending file: its path, the node it is about (its folder), the run id of its name."""
 
