@@ -119,9 +119,14 @@ _VERSION = ""
 
 
 def _version() -> str:
-    """This module's identity in the parse cache's keys (an edited converter is a new key)."""
+    """This module's and PyYAML's identity in the parse cache's keys: an edited converter or
+    an upgraded PyYAML is a new key (PyYAML is found, not imported)."""
+    import importlib.util
+
     global _VERSION
-    _VERSION = yamlcache.source_version(__file__)
+    spec = importlib.util.find_spec("yaml")
+    _VERSION = (f"{yamlcache.source_version(__file__)}/"
+                f"{yamlcache.source_version(spec.origin if spec and spec.origin else '')}")
     return _VERSION
 
 
