@@ -120,6 +120,21 @@ def test_a_cache_that_cannot_be_written_is_no_error(tmp_path):
         assert yamlcache.get("yamlconf", "v", POLICY) == (False, None)
 
 
+def test_old_entries_go_past_the_limit(cache, tmp_path, monkeypatch):
+    """An edited file leaves its old entry behind: past MAX_ENTRIES the least recently
+    written go, the newest stay."""
+    monkeypatch.setattr(yamlcache, "MAX_ENTRIES", 8)
+    policy = tmp_path / "policy.yaml"
+    for i in range(9):
+        policy.write_text(POLICY.replace("0.5", f"0.{i + 1}"))
+        yamlconf.load(policy)
+        for n, entry in enumerate(sorted(cache.glob("*.json"), key=os.path.getmtime)):
+            os.utime(entry, ns=(n * 10**9, n * 10**9))  # written in this order, a second apart
+    assert len(list(cache.glob("*.json"))) == 6
+    _no_parse(monkeypatch)
+    assert yamlconf.load(policy).data["gate"]["threshold"] == 0.9  # the newest is kept
+
+
 def test_the_xid_table_comes_from_the_cache(cache, monkeypatch):
     from stetho.facts import xid
 

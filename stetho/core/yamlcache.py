@@ -27,6 +27,8 @@ from typing import Any
 FORMAT = "stetho-yaml-cache-1"
 #: An entry larger than this is not read (a configuration file is at most 4 MiB of YAML).
 MAX_ENTRY = 64 * 2**20
+#: Entries kept (a profile, policy or table is one each, a few KiB): past it the oldest go.
+MAX_ENTRIES = 256
 
 
 def folder() -> Path:
@@ -90,8 +92,23 @@ def put(kind: str, version: str, text: str, value: Any) -> None:
         from stetho.core import atomic
 
         atomic.write(where / _name(kind, version, text), raw, mode=0o600)
+        _trim(where)
     except OSError:
         return
+
+
+def _trim(where: Path) -> None:
+    """At most MAX_ENTRIES entries: past it, the least recently written go (an edited file
+    leaves its old entry behind; a file still read is parsed and kept again)."""
+    entries = [e for e in os.scandir(where) if e.name.endswith(".json")]
+    if len(entries) <= MAX_ENTRIES:
+        return
+    entries.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns)
+    for old in entries[:len(entries) - MAX_ENTRIES * 3 // 4]:
+        try:
+            os.unlink(old.path)
+        except OSError:
+            pass
 
 
 def source_version(module_file: str) -> str:
