@@ -140,6 +140,7 @@ def _loader() -> Any:
 
 
 def _parse(text: str, file: str) -> Doc:
+    global yaml  # imported here, once: _convert (recursive, per value) reads the module's name
     import yaml
 
     try:
@@ -218,9 +219,8 @@ def safe_load(text: str, file: str) -> Any:
 def _convert(node: yaml.Node, path: Path_, lines: dict[Path_, int], file: str,
              ctor: yaml.SafeLoader, budget: list[int]) -> Any:
     """Plain data from a composed node; `budget` counts the values left to expand (an alias
-    is expanded at every use, so it counts every time)."""
-    import yaml
-
+    is expanded at every use, so it counts every time). Called by _parse, which imports
+    PyYAML as this module's `yaml`."""
     budget[0] -= 1
     if budget[0] < 0:
         raise ConfigError(f"{file}: expands to more than {MAX_VALUES} values (aliases "
