@@ -28,6 +28,9 @@ class NodeContext:
     summary: NodeSummary | dict[str, Any] = field(default_factory=dict)
     fleet: list[NodeSummary] = field(default_factory=list)  # peers' summaries
     run: str = ""
+    #: how many of the node's earlier runs `past` reads (None: all its history): a trend
+    #: that compares the last few runs need not read and verify a year of them
+    past_runs: int | None = None
     #: (run, (check, metric) -> subject -> values before that run), read on the first `past`
     _past: tuple[str, dict[tuple[str, str], dict[str, list[float]]]] | None = field(
         default=None, init=False, repr=False, compare=False)
@@ -57,7 +60,12 @@ class NodeContext:
         series = self.history.series_of(self.node)
         if not series:
             return {}
-        got = self.history.samples(self.node, [s[0] for s in series], since=0)
+        since: int | None = 0
+        if self.past_runs is not None:
+            since = self.history.recent_since(self.node, self.past_runs, self.run)
+            if since is None:  # no run before this one recorded any reading
+                return {}
+        got = self.history.samples(self.node, [s[0] for s in series], since=since)
         out: dict[tuple[str, str], dict[str, list[float]]] = {}
         for sid, check, subject, metric, _unit in series:
             pts = got.get(sid)

@@ -46,7 +46,10 @@ def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any
     (correctable ECC, corrected AER, IB symbol errors) or busbw declining toward its
     threshold: each gets a watch report when a cause is found. Read from their summaries,
     and from the history only for a counter that is not zero (a zero counter cannot be
-    rising) or a node that measured busbw."""
+    rising) or a node that measured busbw, and only its last trends.TREND_RUNS runs: a
+    nightly sweep asks this of every node, and a year of each node's history read and
+    verified (20-30 ms a node, most of a 10,240-node sweep's tail) told these signals
+    nothing their last runs do not. A node found here is diagnosed on its whole history."""
     from stetho.diagnosis import trends
 
     counters = {("gpu", "ecc_correctable"), ("gpu", "remapped_rows_correctable"),
@@ -65,7 +68,8 @@ def trending_nodes(run_dir: Path | None, results: Iterable[Result], history: Any
             continue
         from stetho.diagnosis.context import NodeContext
 
-        ctx = NodeContext(node, by_node[node], None, history, summary, run=run)
+        ctx = NodeContext(node, by_node[node], None, history, summary, run=run,
+                          past_runs=trends.TREND_RUNS)
         if any(f(ctx) for f in (trends.sbe_rising, trends.aer_rising, trends.ib_errors_rising,
                                 trends.busbw_declining)):
             out.append(node)

@@ -40,6 +40,13 @@ def aer_rising(ctx: NodeContext) -> list[Evidence]:
                      quantity=quantity_of("aer_corrected"))]
 
 
+#: the earlier runs a passing node's trends are looked for in (stetho.diagnosis.runs.
+#: trending_nodes): a rise since the previous run needs one, growth faster at each of the
+#: last runs (ib_errors_rising, busbw_declining) two, and one more leaves a reset between
+#: them out without losing the growth before it
+TREND_RUNS = 3
+
+
 def sbe_rising(ctx: NodeContext) -> list[Evidence]:
     """Correctable (single-bit) ECC errors or correctable row remaps growing on a GPU since
     the previous run: the classic precursor of an uncorrectable (DBE) error."""

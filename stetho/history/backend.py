@@ -58,6 +58,10 @@ class HistoryBackend(Protocol):
                   ) -> list[tuple[int, str, str, str, str]]:
         """A node's metric series: (series id, check, subject, metric, unit)."""
 
+    def recent_since(self, node: str, runs: int, before: str = "") -> int | None:
+        """Where a node's last `runs` runs with readings (other than `before`) start: the
+        `since` of a trend's read (None: no such run)."""
+
     def samples(self, node: str, series_ids: list[int], since: float,
                 until: float | None = None) -> dict[int, list[Sample]]:
         """A window of a node's metrics, each run's verified against its row's digest."""

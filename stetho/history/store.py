@@ -401,6 +401,28 @@ class History:
             args.append(metric)
         return [tuple(r) for r in self.conn.execute(q + " ORDER BY 2, 3, 4", args)]
 
+    def recent_since(self, node: str, runs: int, before: str = "") -> int | None:
+        """The time of the `runs`-th newest time at which another run than `before` recorded
+        readings of the node (fewer: the oldest such), None where no other run did. A trend
+        that compares a node with its last runs reads from there, not a year of nights: a
+        few index probes, whatever the history's length (the read itself is verified)."""
+        nid = self.node_id(node)
+        if nid is None or runs < 1:
+            return None
+        row = self.conn.execute("SELECT key FROM runs WHERE id = ?", (before,)).fetchone()
+        skip = int(row[0]) if row else -1
+        found, at, cursor = 0, None, 2**62
+        while found < runs:
+            (t,) = self.conn.execute("SELECT max(time) FROM metrics WHERE node_id = ? AND "
+                                     "time < ?", (nid, cursor)).fetchone()
+            if t is None:
+                break
+            cursor = int(t)
+            if self.conn.execute("SELECT 1 FROM metrics WHERE node_id = ? AND time = ? AND "
+                                 "run_key != ? LIMIT 1", (nid, cursor, skip)).fetchone():
+                found, at = found + 1, cursor
+        return at
+
     def samples(self, node: str, series_ids: list[int], since: float,
                 until: float | None = None) -> dict[int, list[Sample]]:
         """A node's values of these series between since and until, oldest first: one range
