@@ -650,3 +650,39 @@ def test_the_window_reads_only_the_runs_it_verifies(bundles, tmp_path: Path,
     assert spans == [(times[-3], now)]  # from 30 h ago (the start): 20 h and 2 h ago too
     assert {t for _key, t, _v in rows} == set(times[-3:])
     assert any(key == BOOT_METRIC and t == times[-3] for key, t, _v in rows)
+
+
+def test_the_controllers_rejudge_summarises_no_node(bundles, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The re-judgement keeps the nodes' own summaries, so it makes none (a node's summary
+    parses all of it: its versions, its busbw, every metric); its results are those of a run
+    that does."""
+    from stetho.checking import nodes
+    from stetho.checking import run as checkrun
+    from stetho.fleet.finish import HostState, judge_windows
+
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=25)
+    whole = checkrun.run([bundles["symbols"]], profile=PROFILE, select="ib_counters",
+                         history=db)
+    bare = checkrun.run([bundles["symbols"]], profile=PROFILE, select="ib_counters",
+                        history=db, summaries=False)
+    assert list(whole.summaries) == ["gpu07"] and bare.summaries == {}
+    def judged(run: checkrun.CheckRun) -> list[dict[str, object]]:
+        return [{k: v for k, v in r.to_json().items() if k != "duration_s"}
+                for r in run.results]
+
+    assert judged(bare) == judged(whole)
+
+    def counted(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("the re-judgement summarised a node")
+
+    folder = tmp_path / "run" / "hosts" / "gpu07"
+    folder.mkdir(parents=True)
+    bundles["symbols"].save(folder / "evidence.json")
+    node_side = list(checkrun.run([bundles["symbols"]], profile=PROFILE).results)
+    assert _one(node_side, "ib_counters", "mlx5_5:1").status == "fail"  # no history there
+    st = HostState("gpu07", done=True, results=node_side)
+    monkeypatch.setattr(nodes, "summary", counted)
+    judge_windows(tmp_path / "run", {"gpu07": st}, db)
+    assert _one(st.results, "ib_counters", "mlx5_5:1").status == "pass"

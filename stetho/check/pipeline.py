@@ -38,7 +38,8 @@ def run(request: CheckRequest) -> CheckOutcome:
     checked = checkrun.run(bundles, evidence=list(request.evidence) or None,
                            profile=request.profile, extra_checks=request.extra_checks,
                            select=request.select, workers=request.workers,
-                           metrics=request.metrics, progress=request.replay_progress,
+                           metrics=request.metrics, summaries=request.summaries,
+                           progress=request.replay_progress,
                            history=request.db, fleet=request.fleet)
     if request.select and request.select_must_match and not checked.items:
         raise NothingSelected(request.select, checkrun.check_names(request.extra_checks))

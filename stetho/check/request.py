@@ -71,6 +71,9 @@ class CheckRequest:
     workers: int | str | None = None
     fleet: bool = True  # the fleet checks over the nodes of the run (several nodes only)
     metrics: bool = True  # keep the metrics in the summaries (what history records)
+    #: the nodes' summaries at all (versions, busbw, metrics): a re-judgement of some checks
+    #: whose caller keeps the nodes' own summaries needs none (each parses the whole node)
+    summaries: bool = True
     db: Path | None = None
     record: bool = False
     max_evidence_age_s: float | None = None  # older evidence is not recorded (its verdict stands)

@@ -61,6 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 "16 nodes)")
     g.addoption("--stetho-no-metrics", action="store_true", default=False,
                 help="summarise nodes without their metrics (nothing records them)")
+    g.addoption("--stetho-no-summaries", action="store_true", default=False,
+                help="summarise no node (the caller has their summaries already)")
     g.addoption("--stetho-history", metavar="DB", help="judge counters by their growth within "
                 "the profile's window, from the nodes' earlier readings in this history "
                 "database (read only)")

@@ -111,13 +111,14 @@ class CheckRun:
 def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = None,
         profile: str | None = None, extra_checks: tuple[str, ...] = (),
         select: str | None = None, workers: int | str | None = None,
-        verbose: bool = False, metrics: bool = True,
+        verbose: bool = False, metrics: bool = True, summaries: bool = True,
         progress: Callable[[int, int], None] | None = None,
         history: Path | None = None, fleet: bool = True) -> CheckRun:
     """Evaluate the checks over in-memory `bundles` or bundle files/folders `evidence`.
 
     `workers` spreads the checks over processes with pytest-xdist (replay of many nodes).
-    `metrics=False` drops the nodes' metrics from their summaries (nothing records them).
+    `metrics=False` drops the nodes' metrics from their summaries (nothing records them);
+    `summaries=False` makes none (the result's `summaries` is empty).
     `progress(done, total)` hears each check item finish.
     `history`: the database whose earlier readings give counters their window (read only).
     `fleet=False` leaves out the fleet checks (a re-run of some node checks needs none).
@@ -136,6 +137,8 @@ def run(bundles: list[Bundle] | None = None, *, evidence: list[str] | None = Non
         args += ["-k", select]
     if not metrics:
         args += ["--stetho-no-metrics"]
+    if not summaries:
+        args += ["--stetho-no-summaries"]
     if history is not None:
         args += ["--stetho-history", str(history)]
     if not fleet:

@@ -56,6 +56,8 @@ class Session:
         self.results = Results()  # on disk past a few thousand: memory per node stays flat
         #: Off when no history consumes the nodes' metrics: not even extracted then.
         self.keep_metrics = not config.getoption("stetho_no_metrics", False)
+        #: Off when the caller keeps the nodes' own summaries (a re-judgement of counters).
+        self.summarise = not config.getoption("stetho_no_summaries", False)
         self.bundles: list[Bundle] | None = None  # injected by `stetho check`
         self.profile_override: str | None = None
         self.summaries: dict[str, NodeSummary] = {}
@@ -143,7 +145,8 @@ class Session:
                 from stetho.checking import counter_history as window
 
                 node.facts.window_loader = window.loader(Path(db), prof.counters.window_h)
-            self.pending.append(node.summary(metrics=self.keep_metrics))
+            if self.summarise:
+                self.pending.append(node.summary(metrics=self.keep_metrics))
         self._nodes[name] = node
         return node
 

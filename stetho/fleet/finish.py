@@ -198,6 +198,7 @@ def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
         return
     run = check.run(check.CheckRequest(
         command="sweep", evidence=tuple(str(p) for p in files.values()), metrics=False,
+        summaries=False,
         select=" or ".join(WINDOWED_CHECKS), db=db, fleet=False))
     judged: dict[str, list[Result]] = {}
     for r in run.results:
