@@ -686,3 +686,36 @@ def test_the_controllers_rejudge_summarises_no_node(bundles, tmp_path: Path,
     monkeypatch.setattr(nodes, "summary", counted)
     judge_windows(tmp_path / "run", {"gpu07": st}, db)
     assert _one(st.results, "ib_counters", "mlx5_5:1").status == "pass"
+
+
+def test_a_big_rejudgement_is_spread_over_the_cores_with_the_same_verdicts(
+        bundles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From JUDGE_IN_POOL nodes the re-judgement runs on pytest-xdist's workers (one a
+    core): the node's counters are judged over their window all the same."""
+    from stetho import check
+    from stetho.checking import run as checkrun
+    from stetho.fleet import finish
+
+    db = tmp_path / "h.db"
+    _record(db, _symbols_at(bundles["symbols"], 4090), hours_ago=25)
+    folder = tmp_path / "run" / "hosts" / "gpu07"
+    folder.mkdir(parents=True)
+    bundles["symbols"].save(folder / "evidence.json")
+    node_side = list(checkrun.run([bundles["symbols"]], profile=PROFILE).results)
+    asked: list[object] = []
+    real = check.run
+
+    def spy(request):  # type: ignore[no-untyped-def]
+        asked.append(request.workers)
+        return real(request)
+
+    monkeypatch.setattr(check, "run", spy)
+    monkeypatch.setattr(finish, "JUDGE_IN_POOL", 1)
+    monkeypatch.setattr(finish, "_cores", lambda: 2)
+    st = finish.HostState("gpu07", done=True, results=node_side)
+    finish.judge_windows(tmp_path / "run", {"gpu07": st}, db)
+    assert asked == [2]
+    judged = _one(st.results, "ib_counters", "mlx5_5:1")
+    assert judged.status == "pass" and "judged on growth within 24 h" in judged.message
+    assert sorted((r.check, r.subject) for r in st.results) == \
+        sorted((r.check, r.subject) for r in node_side)

@@ -198,8 +198,8 @@ def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
         return
     run = check.run(check.CheckRequest(
         command="sweep", evidence=tuple(str(p) for p in files.values()), metrics=False,
-        summaries=False,
-        select=" or ".join(WINDOWED_CHECKS), db=db, fleet=False))
+        summaries=False, select=" or ".join(WINDOWED_CHECKS), db=db, fleet=False,
+        workers=_cores() if len(files) >= JUDGE_IN_POOL and _cores() > 1 else None))
     judged: dict[str, list[Result]] = {}
     for r in run.results:
         if r.check in WINDOWED_CHECKS:  # -k selects by name: only these replace the node's
@@ -292,3 +292,18 @@ def results_doc(results: list[Result]) -> dict[str, Any]:
     return json_out.document(results)
 
 
+
+
+#: From this many nodes the re-judgement of counter windows is spread over one process a
+#: core (pytest-xdist, as a replay is): below, the workers' start costs more than it saves.
+JUDGE_IN_POOL = 128
+
+
+def _cores() -> int:
+    """The cores this process may run on (a cgroup or taskset's, not the machine's)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
