@@ -12,7 +12,13 @@ Sides, interleaved in fresh processes (bench/harness.py):
 
 Goal (issue 31): 10,240 outcomes in <= 60 s and <= 2 GiB peak RSS on this 2-core machine.
 
-    python bench/ingest.py [--nodes 10240] [--runs 3] [--before REF] [--smoke]
+`--history-nights K` first ingests K earlier nights of the same nodes (other run ids) into a
+history with each side's own code, untimed, and every timed round starts from a copy of it:
+a controller's every night but its first, where each node has readings to judge its
+counters against (the first night, K = 0, has none).
+
+    python bench/ingest.py [--nodes 10240] [--runs 3] [--before REF] [--history-nights K]
+                           [--smoke]
 
 `--before REF` adds REF's `stetho ingest` (a worktree of it) as a third side, same spool.
 """
@@ -20,6 +26,7 @@ Goal (issue 31): 10,240 outcomes in <= 60 s and <= 2 GiB peak RSS on this 2-core
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
 import resource
@@ -78,12 +85,14 @@ def clone(seed: dict[str, Any], node: str) -> dict[str, Any]:
     return doc
 
 
-def pristine(n: int) -> Path:
-    """The spool of `n` outcomes (built once; a finished build leaves a marker)."""
+def pristine(n: int, run: str = RUN) -> Path:
+    """The spool of `n` outcomes of run `run` (built once; a finished build leaves a
+    marker)."""
     from stetho import spool
     from stetho.fleet import outcome as outcome_mod
 
-    where = Path(tempfile.gettempdir()) / "stetho-bench-ingest" / str(n)
+    where = Path(tempfile.gettempdir()) / "stetho-bench-ingest" / (
+        str(n) if run == RUN else f"{n}-{run}")
     if (where / ".built").exists():
         return where / "spool"
     shutil.rmtree(where, ignore_errors=True)
@@ -92,7 +101,7 @@ def pristine(n: int) -> Path:
     for i in range(n):
         node = f"gpu{i + 1:05d}"
         out = outcome_mod.from_json(clone(seeds[i % len(seeds)], node), node)
-        spool.write(where / "spool", out, run_id=RUN, kind="nightly", when=time.time())
+        spool.write(where / "spool", out, run_id=run, kind="nightly", when=time.time())
     (where / ".built").write_text(f"{time.perf_counter() - t0:.1f} s\n")
     return where / "spool"
 
@@ -101,15 +110,21 @@ class Fresh(harness.Side):
     """A side that gets a fresh hard-linked copy of the pristine spool and a fresh history
     before each timed run (untimed), and samples the peak RSS of its process tree."""
 
-    def __init__(self, argv: list[str], src: Path, work: Path) -> None:
+    def __init__(self, argv: list[str], src: Path, work: Path,
+                 history: Path | None = None) -> None:
         super().__init__(argv)
         self.src, self.work = src, work
+        self.history = history  # a folder whose h.db* files each round starts from
         self.rss: list[int] = []
+        self.runs_after = 0  # runs in the history after the last round
 
     def __call__(self) -> float:
         shutil.rmtree(self.work, ignore_errors=True)
         self.work.mkdir(parents=True)
         subprocess.run(["cp", "-al", str(self.src), str(self.work / "spool")], check=True)
+        if self.history is not None:
+            for f in self.history.glob("h.db*"):
+                shutil.copy2(f, self.work / f.name)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.Popen(list(self.argv), stdout=subprocess.PIPE,
@@ -134,25 +149,59 @@ class Fresh(harness.Side):
         sampler.join()
         self.rss.append(peak)
         self.codes.add(proc.returncode)
+        if (self.work / "h.db").is_file():
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(self.work / "h.db")) as conn:
+                self.runs_after = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         self.last_output = out
         return wall
+
+
+def earlier_nights(tree: harness.Tree, n: int, nights: int, where: Path) -> Path:
+    """`nights` earlier nights of the `n` nodes ingested by `tree`'s own stetho into
+    where/h.db (untimed): the history each timed round of that side starts from."""
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    for k in range(nights, 0, -1):
+        night = pristine(n, f"20251231T{k:02d}0000Z-night{k}")
+        shutil.rmtree(where / "spool", ignore_errors=True)
+        subprocess.run(["cp", "-al", str(night), str(where / "spool")], check=True)
+        proc = subprocess.run([*tree.stetho("ingest", str(where / "spool"), "--db",
+                                            str(where / "h.db"), "--out", str(where / "runs"),
+                                            "-q")],
+                              env=tree.env(), cwd=tree.root, capture_output=True, text=True)
+        if proc.returncode not in (0, 1):
+            sys.exit(f"ingest of an earlier night failed ({proc.returncode}): "
+                     f"{proc.stdout[-300:]}{proc.stderr[-300:]}")
+    shutil.rmtree(where / "spool", ignore_errors=True)
+    shutil.rmtree(where / "runs", ignore_errors=True)
+    return where
 
 
 def main() -> None:
     ap = harness.parser(__doc__, runs=3)
     ap.add_argument("--nodes", type=int, default=10240)
+    ap.add_argument("--history-nights", type=int, default=0, metavar="K",
+                    help="ingest K earlier nights first (each side's own history)")
     args = ap.parse_args()
     n, runs = (16, 1) if args.smoke else (args.nodes, args.runs)
+    nights = min(args.history_nights, 1) if args.smoke else args.history_nights
     src = pristine(n)
     work = Path(tempfile.gettempdir()) / "stetho-bench-ingest" / f"{n}-work"
-    harness.header(f"ingest of {n} node outcomes from the spool ({RUN})")
+    harness.header(f"ingest of {n} node outcomes from the spool ({RUN}), "
+                   + (f"after {nights} earlier nights in the history" if nights
+                      else "into a fresh history"))
     spool_mb = sum(p.stat().st_size for p in src.glob("*/*.json")) / 2**20
     print(f"spool: {n} files, {spool_mb:.0f} MiB")
     argv = ["-m", "stetho", "ingest", str(work / "spool"), "--db", str(work / "h.db"),
             "--out", str(work / "runs"), "-q"]
     sides: dict[str, Fresh] = {}
-    for tree in harness.trees(None if args.smoke else args.before):
-        side = Fresh([sys.executable, *argv], src, work)
+    base = Path(tempfile.gettempdir()) / "stetho-bench-ingest"
+    for i, tree in enumerate(harness.trees(None if args.smoke else args.before)):
+        history = (earlier_nights(tree, n, nights, base / f"{n}-history-{i}") if nights
+                   else None)
+        side = Fresh([sys.executable, *argv], src, work, history)
         side.env, side.cwd = tree.env(), tree.root
         sides["ingest" if tree.root == harness.REPO else tree.label] = side
     ingest = sides["ingest"]
@@ -166,6 +215,8 @@ def main() -> None:
                                           for name, side in sides.items()))
     last = ingest.last_output.strip().splitlines()
     print(f"ingest exit codes {sorted(ingest.codes)}; last line: {last[-1] if last else ''}")
+    print(f"runs in the history after ingest's last round: {ingest.runs_after} ({nights} "
+          "earlier nights and this one)")
     ratio = statistics.median(times["ingest"]) / statistics.median(times["floor"])
     print(f"ratio: ingest is {ratio:.2f}x the floor (reading and JSON-parsing every file; "
           "the issue sets no ratio, only the absolute goals below)")
