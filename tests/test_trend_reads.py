@@ -41,36 +41,40 @@ def _trending(tmp_path, h: History) -> list[str]:
     return runs.trending_nodes(tmp_path / "run", passing, h, RUN, skip=set())
 
 
-def test_recent_since_counts_runs_with_readings_and_leaves_this_run_out(tmp_path):
+def test_recent_window_counts_runs_with_readings_and_leaves_this_run_out(tmp_path):
     h = _history(tmp_path, {5: 100, 4: 200, 3: 300, 2: 400, 1: 500},
                  prolog_at=[NOW - DAY // 2, NOW - DAY // 3])
-    assert h.recent_since("n01", 3, RUN) == NOW - 3 * DAY  # the prologs have no readings
-    assert h.recent_since("n01", 1, RUN) == NOW - DAY
-    assert h.recent_since("n01", 9, RUN) == NOW - 5 * DAY  # fewer runs: the oldest
-    assert h.recent_since("n01", 3) == NOW - 2 * DAY  # this run counts when not left out
-    assert h.recent_since("nobody", 3, RUN) is None
+    # the prologs have no readings; this run is not its own past
+    assert h.recent_window("n01", 3, RUN) == (NOW - 3 * DAY, NOW - DAY)
+    assert h.recent_window("n01", 1, RUN) == (NOW - DAY, NOW - DAY)
+    assert h.recent_window("n01", 9, RUN) == (NOW - 5 * DAY, NOW - DAY)  # fewer: the oldest
+    assert h.recent_window("n01", 3) == (NOW - 2 * DAY, NOW)  # counted when not left out
+    assert h.recent_window("nobody", 3, RUN) is None
+    # an older run looks back from its own time: what came after it is not its past
+    assert h.recent_window("n01", 2, "night003") == (NOW - 5 * DAY, NOW - 4 * DAY)
+    assert h.recent_window("n01", 2, "night005") is None
     h.close()
     only = History(tmp_path / "only.db")
     only.record(RUN, "sweep", [NodeRun("n01", "p", [], _metrics(900))], when=NOW)
-    assert only.recent_since("n01", 3, RUN) is None
+    assert only.recent_window("n01", 3, RUN) is None
     only.close()
 
 
 def test_a_rise_in_the_last_runs_is_found_reading_only_them(tmp_path, monkeypatch):
     """A year of flat nights, then growth 100 a night: n01 is trending, and the read that
-    found it started at its third-newest earlier run, with prologs between the nights."""
+    found it went from its third-newest earlier run to its newest, with prologs between."""
     nights = {k: 100.0 for k in range(365, 3, -1)} | {3: 200, 2: 300, 1: 400}
     h = _history(tmp_path, nights, prolog_at=[NOW - DAY // 2])
-    seen: list[float] = []
+    seen: list[tuple[float, float | None]] = []
     real = History.samples
 
     def spy(self, node, series_ids, since, until=None):  # type: ignore[no-untyped-def]
-        seen.append(since)
+        seen.append((since, until))
         return real(self, node, series_ids, since, until)
 
     monkeypatch.setattr(History, "samples", spy)
     assert _trending(tmp_path, h) == ["n01"]
-    assert seen == [NOW - trends.TREND_RUNS * DAY]
+    assert seen == [(NOW - trends.TREND_RUNS * DAY, NOW - DAY)]  # this run's own: not read
     h.close()
 
 

@@ -60,12 +60,14 @@ class NodeContext:
         series = self.history.series_of(self.node)
         if not series:
             return {}
-        since: int | None = 0
-        if self.past_runs is not None:
-            since = self.history.recent_since(self.node, self.past_runs, self.run)
-            if since is None:  # no run before this one recorded any reading
-                return {}
-        got = self.history.samples(self.node, [s[0] for s in series], since=since)
+        # up to the newest earlier run's readings (this run's own are not its past), from
+        # the last `past_runs` runs' or the first
+        window = self.history.recent_window(self.node, self.past_runs or 1, self.run)
+        if window is None:  # no run but this one recorded any reading
+            return {}
+        since = window[0] if self.past_runs is not None else 0
+        got = self.history.samples(self.node, [s[0] for s in series], since=since,
+                                   until=window[1])
         out: dict[tuple[str, str], dict[str, list[float]]] = {}
         for sid, check, subject, metric, _unit in series:
             pts = got.get(sid)

@@ -58,9 +58,10 @@ class HistoryBackend(Protocol):
                   ) -> list[tuple[int, str, str, str, str]]:
         """A node's metric series: (series id, check, subject, metric, unit)."""
 
-    def recent_since(self, node: str, runs: int, before: str = "") -> int | None:
-        """Where a node's last `runs` runs with readings (other than `before`) start: the
-        `since` of a trend's read (None: no such run)."""
+    def recent_window(self, node: str, runs: int, before: str = ""
+                      ) -> tuple[int, int] | None:
+        """The times of a node's last `runs` runs with readings other than `before`: first
+        and last (None: no such run), what a trend reads between."""
 
     def samples(self, node: str, series_ids: list[int], since: float,
                 until: float | None = None) -> dict[int, list[Sample]]:

@@ -401,18 +401,26 @@ class History:
             args.append(metric)
         return [tuple(r) for r in self.conn.execute(q + " ORDER BY 2, 3, 4", args)]
 
-    def recent_since(self, node: str, runs: int, before: str = "") -> int | None:
-        """The time of the `runs`-th newest time at which another run than `before` recorded
-        readings of the node (fewer: the oldest such), None where no other run did. A trend
-        that compares a node with its last runs reads from there, not a year of nights: a
-        few index probes, whatever the history's length (the read itself is verified)."""
+    def recent_window(self, node: str, runs: int, before: str = ""
+                      ) -> tuple[int, int] | None:
+        """(first, last): the times of the `runs`-th newest (fewer: the oldest) and the
+        newest time at which another run than `before`, and none after it, recorded
+        readings of the node; None where no such run did. A trend that compares a node
+        with its last runs reads between them: not a year of nights, nor the run being
+        judged itself. A few index probes, whatever the history's length (the read itself
+        is verified)."""
         nid = self.node_id(node)
         if nid is None or runs < 1:
             return None
         row = self.conn.execute("SELECT key FROM runs WHERE id = ?", (before,)).fetchone()
         skip = int(row[0]) if row else -1
-        found, at, cursor = 0, None, 2**62
-        while found < runs:
+        # a run in the history looks back from its own time: what came after it is not its
+        # past (`stetho report` over an older run folder)
+        at = self.conn.execute("SELECT time FROM node_runs WHERE node_id = ? AND run_key = ?",
+                               (nid, skip)).fetchone()
+        found: list[int] = []
+        cursor = int(at[0]) + 1 if at else 2**62
+        while len(found) < runs:
             (t,) = self.conn.execute("SELECT max(time) FROM metrics WHERE node_id = ? AND "
                                      "time < ?", (nid, cursor)).fetchone()
             if t is None:
@@ -420,8 +428,8 @@ class History:
             cursor = int(t)
             if self.conn.execute("SELECT 1 FROM metrics WHERE node_id = ? AND time = ? AND "
                                  "run_key != ? LIMIT 1", (nid, cursor, skip)).fetchone():
-                found, at = found + 1, cursor
-        return at
+                found.append(cursor)
+        return (found[-1], found[0]) if found else None
 
     def samples(self, node: str, series_ids: list[int], since: float,
                 until: float | None = None) -> dict[int, list[Sample]]:
