@@ -711,7 +711,7 @@ def test_a_big_rejudgement_is_spread_over_the_cores_with_the_same_verdicts(
 
     monkeypatch.setattr(check, "run", spy)
     monkeypatch.setattr(finish, "JUDGE_IN_POOL", 1)
-    monkeypatch.setattr(finish, "_cores", lambda: 2)
+    monkeypatch.setattr(finish, "cores", lambda: 2)
     st = finish.HostState("gpu07", done=True, results=node_side)
     finish.judge_windows(tmp_path / "run", {"gpu07": st}, db)
     assert asked == [2]

@@ -199,7 +199,7 @@ def judge_windows(run_dir: Path, hosts: dict[str, HostState], db: Path) -> None:
     run = check.run(check.CheckRequest(
         command="sweep", evidence=tuple(str(p) for p in files.values()), metrics=False,
         summaries=False, select=" or ".join(WINDOWED_CHECKS), db=db, fleet=False,
-        workers=_cores() if len(files) >= JUDGE_IN_POOL and _cores() > 1 else None))
+        workers=cores() if len(files) >= JUDGE_IN_POOL and cores() > 1 else None))
     judged: dict[str, list[Result]] = {}
     for r in run.results:
         if r.check in WINDOWED_CHECKS:  # -k selects by name: only these replace the node's
@@ -299,7 +299,7 @@ def results_doc(results: list[Result]) -> dict[str, Any]:
 JUDGE_IN_POOL = 128
 
 
-def _cores() -> int:
+def cores() -> int:
     """The cores this process may run on (a cgroup or taskset's, not the machine's)."""
     import os
 

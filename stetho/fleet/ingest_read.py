@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stetho.evidence import busy as busy_mod
-from stetho.fleet.finish import save_host
+from stetho.fleet.finish import cores, save_host
 from stetho.spool.files import SpoolError, SpoolFile
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def read_all(reader: Reader, files: list[SpoolFile], workers: int | None = None,
     """Each file read, in order. `workers`: processes (None: one a core from READ_IN_POOL
     files on; 0 or 1: in this process). `keep_fd`: the lock descriptor workers close."""
     if workers is None:
-        workers = _cores() if len(files) >= READ_IN_POOL else 0
+        workers = cores() if len(files) >= READ_IN_POOL else 0
     workers = min(workers, len(files))
     if workers <= 1:
         yield from map(reader, files)
@@ -95,14 +95,6 @@ def read_all(reader: Reader, files: list[SpoolFile], workers: int | None = None,
                                                                  // 8)))
         pool.close()  # every file is read: the workers exit on their own
         pool.join()
-
-
-def _cores() -> int:
-    """The cores this process may run on (a cgroup or taskset's, not the machine's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def share(results: list[Result], seen: dict[str, str]) -> None:
