@@ -19,7 +19,8 @@ def _metrics(sbe: float) -> list[list[object]]:
     return [["gpu", "gpu3", "ecc_correctable", sbe, ""], ["gpu", "gpu0", "ecc_correctable", 5, ""]]
 
 
-def _history(tmp_path, nights: dict[int, float], prolog_at: list[int] = ()) -> History:
+def _history(tmp_path, nights: dict[int, float], prolog_at: tuple[int, ...] = ()
+             ) -> History:
     """n01's history: one sweep a night (nights ago -> its gpu3 SBE count), a prolog gate
     without readings at each time in `prolog_at`, and this run's readings (SBE 900)."""
     h = History(tmp_path / "h.db")
@@ -43,7 +44,7 @@ def _trending(tmp_path, h: History) -> list[str]:
 
 def test_recent_window_counts_runs_with_readings_and_leaves_this_run_out(tmp_path):
     h = _history(tmp_path, {5: 100, 4: 200, 3: 300, 2: 400, 1: 500},
-                 prolog_at=[NOW - DAY // 2, NOW - DAY // 3])
+                 prolog_at=(NOW - DAY // 2, NOW - DAY // 3))
     # the prologs have no readings; this run is not its own past
     assert h.recent_window("n01", 3, RUN) == (NOW - 3 * DAY, NOW - DAY)
     assert h.recent_window("n01", 1, RUN) == (NOW - DAY, NOW - DAY)
@@ -64,7 +65,7 @@ def test_a_rise_in_the_last_runs_is_found_reading_only_them(tmp_path, monkeypatc
     """A year of flat nights, then growth 100 a night: n01 is trending, and the read that
     found it went from its third-newest earlier run to its newest, with prologs between."""
     nights = {k: 100.0 for k in range(365, 3, -1)} | {3: 200, 2: 300, 1: 400}
-    h = _history(tmp_path, nights, prolog_at=[NOW - DAY // 2])
+    h = _history(tmp_path, nights, prolog_at=(NOW - DAY // 2,))
     seen: list[tuple[float, float | None]] = []
     real = History.samples
 
@@ -87,7 +88,7 @@ def test_a_flat_recent_history_is_not_a_trend_whatever_came_before(tmp_path):
 
 
 def test_a_node_without_earlier_readings_reads_nothing(tmp_path, monkeypatch):
-    h = _history(tmp_path, {}, prolog_at=[NOW - DAY])
+    h = _history(tmp_path, {}, prolog_at=(NOW - DAY,))
 
     def fail(*a, **k):  # type: ignore[no-untyped-def]
         raise AssertionError("read samples for a node with no earlier readings")

@@ -292,8 +292,6 @@ def results_doc(results: list[Result]) -> dict[str, Any]:
     return json_out.document(results)
 
 
-
-
 #: From this many nodes the re-judgement of counter windows is spread over one process a
 #: core (pytest-xdist, as a replay is): below, the workers' start costs more than it saves.
 JUDGE_IN_POOL = 128
