@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable, Container, Iterable
 from typing import Any
 
+from stetho.core import fastjson
 from stetho.history.errors import HistoryCorrupt
 from stetho.results import Result, adopt
 
@@ -87,7 +88,7 @@ def decode(node: str, run: str, blob: bytes, known: Container[str] = (),
     HistoryCorrupt where the blob is unreadable."""
     try:
         text = zlib.decompress(blob).decode("utf-8", "surrogatepass")
-        dicts = json.loads(text)
+        dicts = fastjson.loads(text)
         kept = [(i, d) for i, d in enumerate(dicts) if not (
             d["check"] in known or (keep is not None and d["check"] not in keep))]
         results = [adopt(d) for _, d in kept]
