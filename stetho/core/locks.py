@@ -12,8 +12,6 @@ import fcntl
 import getpass
 import json
 import os
-import random
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +37,8 @@ def hold(path: Path, what: str, timeout_s: float) -> Iterator[None]:
                 if time.monotonic() > deadline:
                     raise StethoError(f"another stetho process has held {what} for "
                                       f"{timeout_s:.0f}s (lock {path})") from None
+                import random  # only when contended: a gate's lock is free
+
                 time.sleep(0.02 + random.random() * 0.08)
         try:
             yield
@@ -69,7 +69,7 @@ class SweepLock:
                 f"{holder.get('host', '?')} (user {holder.get('user', '?')}), run "
                 f"{holder.get('run_id', '?')} since {holder.get('started', '?')}; lock "
                 f"{self.path}") from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "user": _user(),
+        info = {"pid": os.getpid(), "host": os.uname().nodename, "user": _user(),
                 "run_id": self.run_id,
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)

@@ -32,7 +32,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import sqlite3
 import stat
 from pathlib import Path
@@ -53,6 +52,8 @@ Chain = tuple[int, str, str]
 
 
 def new_key() -> bytes:
+    import secrets  # only where a key is made: every reader of history imports this module
+
     return secrets.token_bytes(KEY_BYTES)
 
 
@@ -115,6 +116,8 @@ def load_or_create(path: Path) -> bytes:
     key = load(path)
     if key is not None:
         return key
+    import secrets
+
     key = new_key()
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
     try:

@@ -24,7 +24,7 @@ together: one file, so that a column is never written in one shape and read in a
 from __future__ import annotations
 
 import json
-import socket
+import os
 import sqlite3
 import time
 import zlib
@@ -111,11 +111,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 
 def new_run_id() -> str:
-    """A run's id: its UTC start time and a random suffix (sortable, unique across hosts)."""
-    import secrets
+    """A run's id: its UTC start time and a random suffix (sortable, unique across hosts).
+    os.urandom is what secrets.token_hex reads, without importing secrets (random, base64)
+    on every gate."""
     from datetime import datetime, timezone
 
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + os.urandom(3).hex()
 
 
 #: A bundle (or a clock) at most this far ahead of the controller is still believed.
@@ -277,7 +278,7 @@ class History:
                 "INSERT INTO runs (id, kind, time, started, host, stetho_version, command, "
                 "exit_code, nodes, run_dir) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (run_id, kind, t, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
-                 socket.gethostname(), _version(), command, 0, 0, run_dir))
+                 os.uname().nodename, _version(), command, 0, 0, run_dir))
             run_key = int(cur.lastrowid or 0)
             sealed = self.chained.to_extend(key)
             new = chain.Seal(dict(sealed.heads), True, sealed.path, dict(sealed.pins))
