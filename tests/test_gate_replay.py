@@ -397,6 +397,43 @@ def test_workers_give_the_same_replay(world, stetho_env):
     assert ("go", ()) == two.policies[1].verdicts[one.points.index(("n05", at(5), "sweep-5"))]
 
 
+def test_workers_end_when_the_caller_catches_sigterm(world, stetho_env, tmp_path):
+    """A caller with its own SIGTERM handler (a CLI that finishes its batch first) still gets
+    its replay back, and the pool's forked workers die when the pool terminates them instead
+    of running the caller's handler: a worker that ran it went on waiting on the task queue,
+    and the pool's exit then joined it forever (seen once as a hung suite)."""
+    import signal
+
+    from stetho.gate import policy as gatepolicy
+    from stetho.gate import replay as engine
+
+    for name, value in world["env"].items():
+        stetho_env.setenv(name, value)
+    pols = [gatepolicy.load("cand"), gatepolicy.load("cur")]
+    args = (world["db"], pols, at(0) - HOUR, int(time.time()), str(world["repo"]))
+    me = os.getpid()
+
+    def on_term(_sig, _frame):  # in whichever process it runs: a worker leaves its pid
+        if os.getpid() != me:
+            (tmp_path / f"term-{os.getpid()}").touch()
+
+    def hung(*_):
+        raise AssertionError("the replay's pool did not end within 60 s")
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    old_alarm = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        got = engine.run(*args, workers=3, parallel_rows=0)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        signal.signal(signal.SIGTERM, old_term)
+    assert len(got.points) == 59
+    time.sleep(1.0)  # a worker that kept the handler runs it as the pool ends, or just after
+    assert sorted(p.name for p in tmp_path.glob("term-*")) == []
+
+
 def test_a_node_whose_rows_were_deleted_is_left_out_named(world, tmp_path):
     """Deleting rows (the history's chain, stetho.history.chain) is not a healthier past: n02
     missing its day-4 row (a gap) and n03 its newest (the seal names it) are each left out
