@@ -126,22 +126,58 @@ def run_playbook(*, playbook: Path, inventory: Path, private_data_dir: Path, ide
     control_dir = _short_control_dir(ident)
     env = {**FAST_ENV, "PATH": path, "ANSIBLE_HOME": str(private_data_dir / "ansible-home"),
            "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir, **(envvars or {})}
+    signals = _Signals() if cancel is None else None
     try:
         runner = ansible_runner.run(
             private_data_dir=str(private_data_dir), ident=ident,
             playbook=str(playbook.resolve()), inventory=str(inventory.resolve()),
             limit=",".join(limit) if limit else None, forks=forks, extravars=extravars or {},
             envvars=env, quiet=True, suppress_env_files=True, event_handler=handler,
-            timeout=timeout_s, cancel_callback=cancel, settings={"pexpect_timeout": 1},
+            timeout=timeout_s, cancel_callback=cancel or (signals and signals.caught),
+            settings={"pexpect_timeout": 1},
         )
     finally:  # the masters it left exit on their own (ControlPersist); their sockets go now
         import shutil
 
         shutil.rmtree(control_dir, ignore_errors=True)
+        if signals is not None:
+            signals.restore()  # and a signal that canceled the run takes its usual effect
     return PlaybookRun(status=str(runner.status), rc=int(runner.rc or 0),
                        stats=dict(runner.stats or {}), events=events,
                        artifacts=private_data_dir / "artifacts" / ident,
                        steps=of_events(timings))
+
+
+class _Signals:
+    """SIGTERM and SIGINT while a playbook runs for a caller that gave no `cancel`: the run is
+    canceled (ansible-playbook's process group killed), then the handlers the caller had come
+    back and the signal is raised again, so it does what it would have done. Left to itself,
+    ansible-runner installs handlers that only set a flag and never removes them: afterwards
+    a SIGTERM no longer ended the process, and a fork of it (a worker pool) inherited them."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self.signum: int | None = None
+        self._before: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():  # only it may set them
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._before[sig] = signal.signal(sig, self._on)
+
+    def _on(self, signum: int, _frame: object) -> None:
+        self.signum = self.signum or signum
+
+    def caught(self) -> bool:
+        return self.signum is not None
+
+    def restore(self) -> None:
+        import signal
+
+        for sig, handler in self._before.items():  # None: one set outside Python, unknowable
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if self._before and self.signum is not None:
+            signal.raise_signal(self.signum)
 
 
 def _tool(name: str) -> str:
