@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stetho.core.forked import worker_signals
 from stetho.evidence import busy as busy_mod
 from stetho.fleet.finish import cores, save_host
 from stetho.spool.files import SpoolError, SpoolFile
@@ -109,10 +110,7 @@ def share(results: list[Result], seen: dict[str, str]) -> None:
 
 
 def _worker_start(parent: int, lock_fd: int | None) -> None:
-    # the CLI's SIGTERM/SIGINT handlers (finish the batch) are the main process's: a worker
-    # ends when told (the pool's terminate), Ctrl-C is for the main one to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker_signals()  # the CLI's handlers (finish the batch) are the main process's
     if lock_fd is not None:
         try:
             os.close(lock_fd)

@@ -151,8 +151,10 @@ def run(db: Path, policies: list[GatePolicy], since: int, until: int,
                     for i in range(workers)]
             import multiprocessing
 
+            from stetho.core.forked import worker_signals
+
             with multiprocessing.get_context("fork").Pool(workers,
-                                                          initializer=_worker_start) as pool:
+                                                          initializer=worker_signals) as pool:
                 parts = pool.map(_part, jobs)
         else:
             parts = [_part((db, policies, since, until, out.timelines, None))]
@@ -169,17 +171,6 @@ def run(db: Path, policies: list[GatePolicy], since: int, until: int,
         ex.pruned.update(more.pruned)
         ex.why.update(more.why)
     return out
-
-
-def _worker_start() -> None:
-    """A forked worker ends when the pool terminates it: a SIGTERM handler the parent had (a
-    CLI's "finish first", a caller's own) would run in the worker instead, and the pool's
-    exit then waited forever for a worker blocked on its task queue. Ctrl-C is the parent's
-    to handle."""
-    import signal
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 _Job = tuple[Path, list[GatePolicy], int, int, Sequence["Timeline | Frozen"],
