@@ -247,3 +247,33 @@ def test_terminal_columns_is_what_shutil_says(columns: str | None,
     else:
         monkeypatch.setenv("COLUMNS", columns)
     assert configsource.terminal_columns() == shutil.get_terminal_size().columns
+
+
+_FROZEN_AT_EXIT = (
+    "import atexit, gc, sys\n"
+    "atexit.register(lambda: sys.__stderr__.write(f'FROZEN {gc.get_freeze_count()}\\n'))\n"
+    "sys.argv = ['stetho', *sys.argv[1:]]\n"
+    "from stetho.cli import main\n"
+    "main()\n")
+
+
+def test_the_process_entry_freezes_the_gc_as_it_ends_and_a_library_call_never_does():
+    """main() without argv ends the process: its objects are frozen out of the last GC (the
+    exit's collection walked them all), and the exit code and atexit handlers are as
+    before. main(argv) is a library call (tests, other tools): the caller's GC untouched."""
+    import gc
+
+    before = gc.get_freeze_count()
+    with pytest.raises(SystemExit) as exc:
+        from stetho.cli import main
+
+        main(["--version"])
+    assert exc.value.code == 0 and gc.get_freeze_count() == before
+    for args, code in ((["--version"], 0), (["gate", "--nodes", "x"], 2)):
+        proc = subprocess.run([sys.executable, "-c", _FROZEN_AT_EXIT, *args],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == code, proc.stderr[-2000:]
+        frozen = [ln for ln in proc.stderr.splitlines() if ln.startswith("FROZEN ")]
+        assert frozen and int(frozen[-1].split()[1]) > 1000, proc.stderr[-2000:]
+    assert "version" in subprocess.run([sys.executable, "-c", _FROZEN_AT_EXIT, "--version"],
+                                       capture_output=True, text=True, timeout=120).stdout

@@ -32,7 +32,28 @@ def __getattr__(name: str) -> click.Group:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: build the configuration, run the CLI, and turn every failure into a
-    message and an exit code."""
+    message and an exit code. Without `argv` it runs the process's own command line (the
+    `stetho` script, `python -m stetho`) and the process ends with it (`_ending`)."""
+    try:
+        _main(argv)
+    finally:
+        if argv is None:
+            _ending()
+
+
+def _ending() -> None:
+    """The process exits next: every object still alive is frozen out of the cyclic GC, so
+    the interpreter's last collection at exit has nothing to walk (after a 64-node gate it
+    walked the imports and what the run kept, 5-8 ms of a 190 ms command; bench/gate.py).
+    Exit still runs atexit handlers, flushes the standard streams and releases every object
+    by reference count; only a finalizer inside a reference cycle is left to the OS, and
+    no stetho writer relies on one (each closes its file before it returns)."""
+    import gc
+
+    gc.freeze()
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     if args in (["--help"], ["-h"]) and _help_without_click():
         sys.exit(0)
