@@ -62,3 +62,18 @@ def test_the_helper_never_follows_a_planted_link_and_leaves_no_temporary(tmp_pat
     mask = os.umask(0o022)
     os.umask(mask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+
+
+def test_a_temporary_name_already_taken_is_never_written_through(tmp_path, monkeypatch):
+    """The temporary file is created O_EXCL|O_NOFOLLOW: a file or a symlink already at the
+    name drawn (planted, or another writer's) is left alone and another name drawn."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    taken = tmp_path / ".out.json.000000000000.tmp"
+    taken.symlink_to(victim)
+    draws = iter([bytes(6), bytes(6), b"\x01" * 6])
+    monkeypatch.setattr(atomic.os, "urandom", lambda n: next(draws))
+    atomic.write(tmp_path / "out.json", "{}")
+    assert (tmp_path / "out.json").read_text() == "{}" and victim.read_text() == "keep"
+    assert taken.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == [
+        ".out.json.000000000000.tmp", "out.json", "victim"]

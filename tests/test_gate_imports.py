@@ -26,7 +26,10 @@ NOT_ON_A_GO_GATE = ("jinja2", "ansible", "ansible_runner", "pytest", "_pytest", 
                     "stetho.sinks.runpage", "stetho.gate.overrides", "stetho.gate.override_store",
                     "stetho.gate.signatures",
                     "stetho.fleet.sweep", "stetho.checking.plugin", "stetho.checking.run",
-                    "stetho.localize", "stetho.jobs")
+                    "stetho.localize", "stetho.jobs",
+                    # the standard library's heavier modules, each replaced by a few lines
+                    # on the gate's path (shutil's which, tempfile's mkstemp, html's escape)
+                    "shutil", "tempfile", "html", "bz2", "lzma", "getpass")
 
 
 def _history(db: Path, nodes: list[str]) -> None:

@@ -416,3 +416,23 @@ def test_real_unknown_node_and_unreachable_controller(slurm_testbed: testbed.Tes
     assert (d.done, d.failed) == (False, True)
     assert "gpu04" in d.message and (
         "Unable to contact slurm controller" in d.message or "timed out" in d.message), d.message
+
+
+def test_scontrol_is_found_as_shutil_which_finds_it(tmp_path):
+    """The gate's own lookup (no shutil on its path): the first executable file on PATH,
+    never a directory or a file without the execute bit; an empty PATH finds nothing."""
+    import shutil
+
+    from stetho.gate.slurm import _which
+
+    a, b, c = (tmp_path / x for x in "abc")
+    for d in (a, b, c):
+        d.mkdir()
+    (a / "scontrol").mkdir()  # a directory of that name
+    (b / "scontrol").write_text("#!/bin/sh\n")  # not executable
+    (c / "scontrol").write_text("#!/bin/sh\n")
+    (c / "scontrol").chmod(0o755)
+    path = os.pathsep.join(map(str, (a, b, c)))
+    assert _which("scontrol", path) == str(c / "scontrol") == shutil.which("scontrol", path=path)
+    assert _which("scontrol", str(a)) is None is shutil.which("scontrol", path=str(a))
+    assert _which("scontrol", "") is None is shutil.which("scontrol", path="")

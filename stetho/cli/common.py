@@ -3,7 +3,6 @@ files written atomically, the results table and exit code, and progress on stder
 
 from __future__ import annotations
 
-import shutil
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -48,8 +47,11 @@ def history_db(cfg: config.Config, sim: str | None) -> Path:
 
 
 def terminal_width() -> int:
-    """The terminal's columns ($COLUMNS wins, as everywhere else), 80 when not a terminal."""
-    return shutil.get_terminal_size((80, 24)).columns
+    """The terminal's columns ($COLUMNS wins, as everywhere else), 80 when not a terminal;
+    without shutil, which a gate's run would import for this alone."""
+    from stetho.configsource import terminal_columns
+
+    return terminal_columns(80)
 
 
 def write(path: str, text: str | Iterable[str]) -> None:

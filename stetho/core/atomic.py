@@ -1,15 +1,15 @@
 """Whole-or-nothing file writes, the one helper every stetho writer uses.
 
 The temporary file gets an unpredictable name in the target's own folder, created with
-O_EXCL|O_NOFOLLOW (tempfile.mkstemp): a symlink planted under a predictable `.tmp` name can
-not redirect the write elsewhere, and the rename stays on one filesystem. Then it is renamed
+O_EXCL|O_NOFOLLOW, mode 0600 (what tempfile.mkstemp does, without importing tempfile and
+random on a gate's path): a symlink planted under a predictable `.tmp` name can not redirect
+the write elsewhere, and the rename stays on one filesystem. Then it is renamed
 over the target, which replaces a symlink there rather than writing through it.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,7 +37,7 @@ def write(path: str | os.PathLike[str], data: str | bytes | Iterable[str], *,
     the folder reach the disk before this returns (a crash never leaves half a file)."""
     target = Path(path)
     folder = target.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=folder)
+    fd, tmp = _create(folder, f".{target.name[:64]}.")
     try:
         with os.fdopen(fd, "wb") as fh:
             if isinstance(data, bytes):
@@ -61,6 +61,22 @@ def write(path: str | os.PathLike[str], data: str | bytes | Iterable[str], *,
     if fsync:
         _sync_folder(folder)
     return target
+
+
+#: as tempfile.mkstemp opens its file
+_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+          | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+
+
+def _create(folder: Path, prefix: str) -> tuple[int, str]:
+    """A new file `folder/<prefix><12 random hex>.tmp`, 0600, never an existing one."""
+    for _ in range(100):
+        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(path, _FLAGS, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
 
 
 def _sync_folder(folder: Path) -> None:

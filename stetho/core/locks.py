@@ -9,7 +9,6 @@ by. The kernel drops an flock when its holder dies, so a crash never leaves a st
 from __future__ import annotations
 
 import fcntl
-import getpass
 import json
 import os
 import time
@@ -95,6 +94,8 @@ def _read(fd: int) -> dict[str, str]:
 
 
 def _user() -> str:
+    import getpass  # only a contended lock names its holder
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):

@@ -6,15 +6,14 @@ counted per status and every check that did not pass named; then the problems (f
 errors) with what to do about them. A GO node's passing results are counted, not drawn one by
 one: the sweep's grid (stetho.sinks.runpage) drew a 64-node gate's 8,000 results as cells
 through Jinja2, most of the gate's time. Written without a template engine, so every value
-that came from a node or a check goes through `_e` (html.escape, quotes included) and every
-report link through `href` (no scheme survives); tests/test_gatepage.py holds both to hostile
-names and messages.
+that came from a node or a check goes through `_e` (what html.escape does, quotes included,
+without importing html's entity tables) and every report link through `href` (no scheme
+survives); tests/test_gatepage.py holds both to hostile names and messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from html import escape
 from pathlib import Path
 
 from stetho.results import SEVERITY, Result, counts, format_value
@@ -32,7 +31,8 @@ _STYLE = (
 
 
 def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+    return (str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;").replace("'", "&#x27;"))
 
 
 def render(results: Iterable[Result], *, title: str, reports: Mapping[str, str] | None = None,

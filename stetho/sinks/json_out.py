@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stetho import __version__
 from stetho.results import (
@@ -16,7 +16,9 @@ from stetho.results import (
     exit_code_of,
 )
 from stetho.sinks import safe
-from stetho.sinks.spool import Results
+
+if TYPE_CHECKING:  # a spool's module (sqlite3, tempfile) only where a spool is written
+    from stetho.sinks.spool import Results
 
 
 def _head(results: Sequence[Result], **meta: Any) -> dict[str, Any]:
