@@ -375,3 +375,24 @@ def test_latest_per_check_folds_runs_newest_first(tmp_path):
                              "disk_rotational": (now - 200, "whole")}
     assert [r.check for r in latest.results] == ["gpu_count", "disk_rotational"]
     assert latest.runs() == ["narrow", "whole"] and latest.oldest == now - 200
+
+
+def test_unevaluated_follows_the_decisions_results_when_they_change():
+    """`unevaluated` is worked out once per results (a gate asks five times); a result added,
+    the results or the blocking replaced: asked again, it says so. What it hands out is a
+    copy: changing it changes nothing the next caller sees."""
+    from stetho.gate import policy as policies
+    from stetho.gate.decision import Decision
+    from stetho.results import Result
+
+    d = Decision(policies.load("pre-job"), [Result("a", "gpu_xid", "", "error", "boom")], [],
+                 {})
+    assert d.unevaluated == {"a": "gpu_xid error: boom"}
+    d.results.append(Result("b", "gpu_ecc", "", "error", "x"))
+    assert set(d.unevaluated) == {"a", "b"}
+    d.results = [Result("c", "gpu_xid", "", "error", "y")]
+    got = d.unevaluated
+    got["z"] = "changed by a caller"
+    assert d.unevaluated == {"c": "gpu_xid error: y"} and "c" not in d.go_nodes
+    d.blocking = [d.results[0]]  # blocked, so not also "not evaluated"
+    assert d.unevaluated == {} and d.blocked_nodes == ["c"]

@@ -436,3 +436,113 @@ def test_scontrol_is_found_as_shutil_which_finds_it(tmp_path):
     assert _which("scontrol", path) == str(c / "scontrol") == shutil.which("scontrol", path=path)
     assert _which("scontrol", str(a)) is None is shutil.which("scontrol", path=str(a))
     assert _which("scontrol", "") is None is shutil.which("scontrol", path="")
+
+
+# -- read ahead: the gate asks scontrol while it reads history ------------------------------------
+
+
+def test_read_ahead_answers_a_dry_runs_drains_and_resumes_with_one_call(
+        fake: testbed.FakeScontrol) -> None:
+    """A dry run's drains and resumes, each answered from one `show` started before: the
+    same actions as asking at each step, one scontrol call instead of two."""
+    fake.set_node("gpu02", "IDLE+DRAIN", "stetho: old: reason")
+    fake.set_node("gpu03", "DOWN+DRAIN", "RMA 4711 (alice)")
+    asked = S.Slurm(act=False, env=fake.env)
+    want = asked.drain({"gpu01": "stetho: a: b", "gpu03": "stetho: a: b"}) + asked.resume(
+        ["gpu02", "gpu04"])
+    fake.clear_calls()
+    ahead = S.Slurm(act=False, env=fake.env)
+    ahead.read_ahead(["gpu01", "gpu02", "gpu03", "gpu04"])
+    got = ahead.drain({"gpu01": "stetho: a: b", "gpu03": "stetho: a: b"}) + ahead.resume(
+        ["gpu02", "gpu04"])
+    ahead.close()
+    assert got == want and fake.calls() == [["show", "node", "-o", "gpu01,gpu02,gpu03,gpu04"]]
+    # a node it did not ask about: scontrol is asked, as without it
+    ahead.read_ahead(["gpu01"])
+    assert set(ahead.show(["gpu01"])) == {"gpu01"}
+    ahead.resume(["gpu01", "gpu02"])
+    ahead.close()
+    assert fake.calls()[1:] == [["show", "node", "-o", "gpu01"],
+                                ["show", "node", "-o", "gpu01,gpu02"]]
+
+
+def test_read_ahead_is_asked_again_after_stetho_acts_or_once_it_is_old(
+        fake: testbed.FakeScontrol, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What was read ahead says how things stood: after a drain ran, or past AHEAD_FRESH_S
+    (a gate's live checks ran for minutes; a person may have drained a node since), the
+    next read asks scontrol again."""
+    fake.set_node("gpu02", "IDLE+DRAIN", "stetho: old: reason")
+    sl = S.Slurm(act=True, env=fake.env)
+    sl.read_ahead(["gpu01", "gpu02"])
+    (d,) = sl.drain({"gpu01": "stetho: a: b"})
+    (r,) = sl.resume(["gpu02"])
+    assert d.done and r.done
+    assert [c if c[0] == "show" else c[:3] for c in fake.calls()] == [
+        ["show", "node", "-o", "gpu01,gpu02"], ["update", "NodeName=gpu01", "State=DRAIN"],
+        ["show", "node", "-o", "gpu02"], ["update", "NodeName=gpu02", "State=RESUME"]]
+    fake.clear_calls()
+    fake.set_node("gpu03", "DOWN", "")
+    dry = S.Slurm(act=False, env=fake.env)
+    dry.read_ahead(["gpu03"])
+    assert dry.show(["gpu03"])["gpu03"].reason == ""  # what it read ahead
+    monkeypatch.setattr(S, "AHEAD_FRESH_S", 0.0)
+    fake.set_node("gpu03", "DOWN+DRAIN", "a person, meanwhile")
+    (skip,) = dry.drain({"gpu03": "stetho: a: b"})
+    assert skip.kind == "skip" and "a person, meanwhile" in skip.message
+    assert fake.calls() == [["show", "node", "-o", "gpu03"]] * 2
+
+
+def test_read_ahead_fails_where_asking_would(fake: testbed.FakeScontrol, tmp_path: Path
+                                             ) -> None:
+    """scontrol missing, a controller down, a timeout: read_ahead starts and raises nothing;
+    the read that uses it fails with the same words as asking then (a drain fails, a dry
+    run shows its plan saying the state is unknown)."""
+    for env, timeout in (({"PATH": str(tmp_path)}, 30.0),
+                         ({**fake.env, "FAKE_SLURMCTLD_DOWN": "1"}, 30.0),
+                         ({**fake.env, "FAKE_SCONTROL_SLEEP": "5"}, 0.5)):
+        for act in (True, False):
+            plain = S.Slurm(act=act, env=env, timeout_s=timeout).drain({"gpu01": "stetho: a"})
+            sl = S.Slurm(act=act, env=env, timeout_s=timeout)
+            sl.read_ahead(["gpu01"])
+            got = sl.drain({"gpu01": "stetho: a"})
+            sl.close()
+            assert got == plain and got[0].failed is act, (env, act, got)
+            with pytest.raises(S.SlurmError):
+                sl.read_ahead(["gpu01"])
+                sl.show(["gpu01"])
+
+
+def test_close_ends_an_answer_nobody_read(fake: testbed.FakeScontrol) -> None:
+    sl = S.Slurm(act=False, env={**fake.env, "FAKE_SCONTROL_SLEEP": "60"})
+    sl.read_ahead(["gpu01"])
+    assert sl._ahead is not None
+    (_, _, proc), = sl._ahead[1]
+    sl.close()
+    assert isinstance(proc, subprocess.Popen) and proc.returncode is not None
+    assert sl._ahead is None
+
+
+def test_a_gate_from_history_asks_scontrol_once_for_all_its_nodes(fake: testbed.FakeScontrol,
+                                                                  tmp_path: Path) -> None:
+    """`stetho gate --nodes` reads its nodes' state ahead, while it reads history: one
+    `show` for the dry run's resumes, and the lines it prints are the state's."""
+    import sys
+
+    from tests.test_gate_imports import _history
+
+    fake.set_node("gpu02", "IDLE+DRAIN", "stetho: gpu_xid: old")
+    fake.set_node("gpu03", "IDLE+DRAIN", "RMA 4711 (alice)")
+    db = tmp_path / "h.db"
+    _history(db, S.hostlist.expand("gpu[01-04]"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STETHO_")}
+    env.update(PATH=fake.env["PATH"], HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "c"),
+               STETHO_CACHE=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-m", "stetho", "gate", "--policy", "pre-job",
+                           "--nodes", "gpu[01-04]", "--db", str(db), "--out",
+                           str(tmp_path / "runs")], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert fake.calls() == [["show", "node", "-o", "gpu01,gpu02,gpu03,gpu04"]]
+    assert "DRY RUN resume gpu02: gpu02: dry run, would run: scontrol update NodeName=gpu02 " \
+           "State=RESUME" in proc.stdout
+    assert re.search(r"gpu03: .*RMA 4711", proc.stdout), proc.stdout

@@ -58,7 +58,20 @@ class Decision:
     def unevaluated(self) -> dict[str, str]:
         """Nodes not blocked that could not be evaluated (a check errored, was not run, or
         its result was stale or partial), each with the first reason. Never GO: exit 3, and
-        `--act` leaves them as they are."""
+        `--act` leaves them as they are. Worked out once for these results: a gate asks five
+        times, each a pass over its 8,000 results; asked again after `results` or `blocking`
+        is replaced or changes length, it is worked out again (a copy, never the cache)."""
+        memo = self.__dict__.get("_unevaluated_memo")
+        if (memo is not None and memo[0] is self.results and memo[1] is self.blocking
+                and memo[2] == (len(self.results), len(self.blocking))):
+            return dict(memo[3])
+        out = self._find_unevaluated()
+        # the lists themselves are held: a new list can never take an old one's identity
+        self.__dict__["_unevaluated_memo"] = (self.results, self.blocking,
+                                         (len(self.results), len(self.blocking)), out)
+        return dict(out)
+
+    def _find_unevaluated(self) -> dict[str, str]:
         blocked = set(self.blocked_nodes)
         out: dict[str, str] = {}
         # the errors alone are sorted: sorting a 64-node gate's 8,000 results, several times a

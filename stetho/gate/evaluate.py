@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from stetho.checking.nodes import NodeSummary
     from stetho.diagnosis.model import Diagnosis
     from stetho.gate.breaker import Trip
-    from stetho.gate.slurm import Action
+    from stetho.gate.slurm import Action, Slurm
     from stetho.localize.topology import Topology
 
 __all__ = ["GateOutcome", "GateRequest", "run"]
@@ -45,7 +45,6 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
     `progress` and `steps` hear the live checks' sweep (stetho.fleet.sweep.SweepOptions)."""
     from stetho.core import hostlist
     from stetho.gate import policy as policies
-    from stetho.history.store import new_run_id
 
     if bool(req.nodes) == bool(req.local):
         from stetho.errors import ConfigError
@@ -63,6 +62,27 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         from stetho.errors import ConfigError
 
         raise ConfigError("--slurm goes with --local: it is how Slurm runs the gate on a node")
+    slurm = None
+    if policy.drain and not req.local:  # Slurm answers while history is read
+        from stetho.gate.slurm import Slurm
+
+        slurm = Slurm(act=req.act)
+        slurm.read_ahead(hostlist.expand(req.nodes or ""))
+    try:
+        return _decided(req, policy, topo, db, now, clock, slurm, progress, steps)
+    finally:
+        if slurm is not None:
+            slurm.close()
+
+
+def _decided(req: GateRequest, policy: GatePolicy, topo: Topology | None, db: Path, now: float,
+             clock: float, slurm: Slurm | None,
+             progress: Callable[[str, int, int, int], None] | None,
+             steps: Callable[[str], None] | None) -> GateOutcome:
+    """`run` once the request is checked; `slurm`: the scheduler, its state read ahead."""
+    from stetho.core import hostlist
+    from stetho.history.store import new_run_id
+
     judged: dict[str, dict[str, str]] = {}
     summaries: dict[str, NodeSummary] = {}  # --local: the node's own, as a check spools it
     stored: dict[int, tuple[Result, str]] = {}  # results read as history stored them
@@ -92,7 +112,7 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         outcome.output_problems += problems
     if policy.drain and not req.local:
         outcome.actions, outcome.circuit, outcome.breaker_preview = _scheduler(
-            decision, names, req.act, policy, now, db)
+            decision, names, req.act, policy, now, db, slurm)
     if req.slurm == "health-check":
         from stetho.gate.slurm_hooks import act_on_own_node
 
@@ -271,7 +291,8 @@ def _local(policy: GatePolicy, req: GateRequest, db: Path, judged: dict[str, dic
 
 
 def _scheduler(decision: Decision, names: list[str], act: bool, policy: GatePolicy,
-               now: float, db: Path) -> tuple[list[Action], Trip | None, str | None]:
+               now: float, db: Path, slurm: Slurm | None = None
+               ) -> tuple[list[Action], Trip | None, str | None]:
     """Drain the blocked nodes and resume the rest, behind the drain budget: with `--act`, a
     run that would take the scope's drains in the window past the policy's limit drains none
     of them (stetho.gate.drains); a dry run says what the budget would allow."""
@@ -281,7 +302,7 @@ def _scheduler(decision: Decision, names: list[str], act: bool, policy: GatePoli
     blocked: dict[str, str] = {}
     for r in decision.blocking:
         blocked.setdefault(r.node, drain_reason(r.check, r.message))
-    slurm = Slurm(act=act)
+    slurm = Slurm(act=act) if slurm is None else slurm
     budget = drains.budget_for(policy.circuit, db)
     trip, preview = None, None
     if blocked and act:

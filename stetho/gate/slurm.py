@@ -29,6 +29,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import field
@@ -44,6 +45,10 @@ REASON_PREFIX = "stetho:"
 MAX_REASON = 200
 #: Nodes per `scontrol show node` call: keeps argv short on big clusters.
 SHOW_CHUNK = 200
+#: Seconds a state read ahead (Slurm.read_ahead) is used for after it was asked for: a gate
+#: from history uses it within a second; one whose live checks ran for minutes asks again
+#: (a person may have drained a node meanwhile, and stetho never overwrites their reason).
+AHEAD_FRESH_S = 5.0
 
 ActionKind = Literal["drain", "resume", "skip"]
 
@@ -269,6 +274,13 @@ class Slurm:
 
         self.env: dict[str, str] = config.child_environment(env)
         self.timeout_s = timeout_s
+        #: read_ahead's scontrol calls: the nodes asked for, each chunk's (argv, chunk, the
+        #: running scontrol or why it could not start), and, once collected, the answer
+        self._ahead: tuple[frozenset[str], list[tuple[tuple[str, ...], list[str],
+                                                      subprocess.Popen[str] | SlurmError]]
+                           ] | None = None
+        self._ahead_state: dict[str, NodeInfo] | SlurmError | None = None
+        self._ahead_at = 0.0
 
     # - plumbing -
 
@@ -303,30 +315,94 @@ class Slurm:
     # - reading -
 
     def show(self, nodes: Iterable[str]) -> dict[str, NodeInfo]:
-        """The current state of these nodes (those Slurm does not know are absent).
+        """The current state of these nodes (those Slurm does not know are absent): what
+        `read_ahead` read, where it asked for all of them and nothing was done to a node since.
 
         Raises ConfigError for an invalid name, SlurmError when scontrol cannot answer."""
         names = [_valid(n) for n in nodes]
+        if self._ahead is not None and time.monotonic() - self._ahead_at > AHEAD_FRESH_S:
+            self.close()  # e.g. a gate's live checks ran meanwhile: that answer is too old
+        if self._ahead is not None and self._ahead[0].issuperset(names):
+            state = self._collect_ahead()
+            return {n: state[n] for n in names if n in state}
         out: dict[str, NodeInfo] = {}
         for i in range(0, len(names), SHOW_CHUNK):
             chunk = names[i:i + SHOW_CHUNK]
-            argv = (self.scontrol, "show", "node", "-o", ",".join(chunk))
-            # a fixed time format: the reason's ` [user@time]` stamp is how it is parsed
-            r = self._run(argv, {"SLURM_TIME_FORMAT": "standard"})
-            stray = [x for x in (r.stdout + "\n" + r.stderr).splitlines()
-                     if x.strip() and not x.startswith(("NodeName=", " "))
-                     and not _NOT_FOUND.match(x.strip())]
-            if r.returncode != 0 and stray:
-                raise SlurmError(f"`{shlex.join(argv)}` exited {r.returncode}: "
-                                 f"{_oneline(r.stderr or r.stdout)}")
-            out.update({k: v for k, v in parse_show_node(r.stdout).items() if k in chunk})
+            argv = self._show_argv(chunk)
+            r = self._run(argv, _SHOW_ENV)
+            out.update(_chunk_state(argv, chunk, r.returncode, r.stdout, r.stderr))
         return out
+
+    def read_ahead(self, nodes: Iterable[str]) -> None:
+        """Start asking scontrol for these nodes' state now, and go on: a gate reads history
+        meanwhile (on the other core; a real slurmctld takes tens of ms to answer), and its
+        drains and resumes then read the answer through `show`. Errors (scontrol missing,
+        refusing, timing out) are raised by that `show`, as if it had asked. The answer
+        holds for AHEAD_FRESH_S and until this Slurm runs a command on a node (`--act`);
+        then `show` asks again. `close` ends an answer never asked for."""
+        self.close()
+        names = list(dict.fromkeys(_valid(n) for n in nodes))
+        started = []
+        for i in range(0, len(names), SHOW_CHUNK):
+            chunk = names[i:i + SHOW_CHUNK]
+            argv = self._show_argv(chunk)
+            try:
+                proc: subprocess.Popen[str] | SlurmError = subprocess.Popen(
+                    [self._resolve(), *argv[1:]], env={**self.env, **_SHOW_ENV},
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True)
+            except SlurmError as e:
+                proc = e
+            except OSError as e:
+                proc = SlurmError(f"`{shlex.join(argv)}` could not be run: {e}")
+            started.append((argv, chunk, proc))
+        self._ahead = (frozenset(names), started)
+        self._ahead_at = time.monotonic()
+
+    def close(self) -> None:
+        """Stop and reap what `read_ahead` started and nobody read."""
+        ahead, self._ahead, self._ahead_state = self._ahead, None, None
+        for _, _, proc in ahead[1] if ahead is not None else ():
+            if isinstance(proc, subprocess.Popen):
+                if proc.poll() is None:
+                    proc.kill()
+                proc.communicate()
+
+    def _collect_ahead(self) -> dict[str, NodeInfo]:
+        if self._ahead_state is None:
+            assert self._ahead is not None
+            known: dict[str, NodeInfo] = {}
+            failed: SlurmError | None = None
+            for argv, chunk, proc in self._ahead[1]:
+                if isinstance(proc, SlurmError):
+                    failed = proc
+                    break
+                try:
+                    out, err = proc.communicate(timeout=self.timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.communicate()
+                    failed = SlurmError(f"`{shlex.join(argv)}` timed out after "
+                                        f"{self.timeout_s:g}s (is slurmctld reachable?)")
+                    break
+                try:
+                    known.update(_chunk_state(argv, chunk, proc.returncode, out, err))
+                except SlurmError as e:
+                    failed = e
+                    break
+            self._ahead_state = known if failed is None else failed
+        if isinstance(self._ahead_state, SlurmError):
+            raise SlurmError(str(self._ahead_state))
+        return self._ahead_state
+
+    def _show_argv(self, chunk: list[str]) -> tuple[str, ...]:
+        return (self.scontrol, "show", "node", "-o", ",".join(chunk))
 
     def show_all(self) -> dict[str, NodeInfo]:
         """Every node the controller knows: the scope of a node's own health check, whose
         circuit breaker counts the whole cluster's recent drains."""
         argv = (self.scontrol, "show", "node", "-o")
-        r = self._run(argv, {"SLURM_TIME_FORMAT": "standard"})
+        r = self._run(argv, _SHOW_ENV)
         if r.returncode != 0:
             raise SlurmError(f"`{shlex.join(argv)}` exited {r.returncode}: "
                              f"{_oneline(r.stderr or r.stdout)}")
@@ -444,6 +520,7 @@ class Slurm:
         shown = shlex.join(argv)
         if not self.act:
             return Action(node, kind, argv, False, f"{node}: dry run, would run: {shown}")
+        self.close()  # a node changes: what was read ahead no longer says how things stand
         try:
             r = self._run(argv)
         except SlurmError as e:
@@ -453,6 +530,22 @@ class Slurm:
                           f"{node}: {kind} failed: `{shown}` exited {r.returncode}: "
                           f"{_oneline(r.stderr or r.stdout) or '(no output)'}", failed=True)
         return Action(node, kind, argv, True, f"{node}: {what} (`{shown}`)")
+
+
+#: a fixed time format: the reason's ` [user@time]` stamp is how a reason is parsed
+_SHOW_ENV = {"SLURM_TIME_FORMAT": "standard"}
+
+
+def _chunk_state(argv: tuple[str, ...], chunk: list[str], code: int, stdout: str, stderr: str
+                 ) -> dict[str, NodeInfo]:
+    """One `scontrol show node -o CHUNK`'s answer: the chunk's nodes Slurm knows. A non-zero
+    exit with anything besides nodes and "Node X not found" lines is SlurmError."""
+    stray = [x for x in (stdout + "\n" + stderr).splitlines()
+             if x.strip() and not x.startswith(("NodeName=", " "))
+             and not _NOT_FOUND.match(x.strip())]
+    if code != 0 and stray:
+        raise SlurmError(f"`{shlex.join(argv)}` exited {code}: {_oneline(stderr or stdout)}")
+    return {k: v for k, v in parse_show_node(stdout).items() if k in chunk}
 
 
 def _oneline(text: str) -> str:
