@@ -52,4 +52,4 @@ def test_a_stored_row_reads_back_the_same(reader):
                           float("nan"), expected={"max": 18446744073709551615}))
     got = blob.decode("n1", "r1", blob.encode(results))
     assert _same([r.to_json() for r in got.results], [r.to_json() for r in results])
-    assert got.lines[0] == json.dumps(results[0].to_json(), separators=(",", ":"))
+    assert got.lines[0] == json.dumps(results[0].to_json(), separators=(",", ":")).encode()

@@ -41,7 +41,7 @@ def test_decode_round_trips_and_gives_each_results_line() -> None:
     got = blob.decode("n01", "r1", blob.encode(rs))
     assert got.results == rs
     enc = blob.line_encoder()
-    assert got.lines == [enc(r.to_json()) for r in rs]
+    assert got.lines == [enc(r.to_json()).encode() for r in rs]
 
 
 def test_decode_keeps_only_wanted_checks_unknown_to_a_newer_run() -> None:
@@ -107,7 +107,7 @@ def test_a_narrow_newer_run_replaces_only_its_checks(tmp_path: Path) -> None:
     # each result is stored as its line (results.json copies it)
     assert {id(r) for r in got.results} == set(got.stored)
     enc = blob.line_encoder()
-    assert all(line == enc(r.to_json()) for r, line in got.stored.values())
+    assert all(line == enc(r.to_json()).encode() for r, line in got.stored.values())
 
 
 def test_a_row_whose_blob_was_rewritten_is_that_nodes_error(tmp_path: Path) -> None:
@@ -136,3 +136,16 @@ def test_a_row_whose_checks_are_interleaved_or_escaped_reads_the_same() -> None:
         assert got.results == [r for r in rs if r.check in keep], keep
     got = blob.decode("n01", "r1", blob.encode(rs[3:]), keep={"c"}, known={'q"\\é'})
     assert got.results == [rs[4]]
+
+
+def test_a_row_past_ascii_is_read_and_never_copied() -> None:
+    """The lines results.json copies are the row's bytes: only where the row is ASCII (as
+    stetho writes every row) is one copied; a row with UTF-8 text in it (another writer)
+    reads the same, and results.json encodes those results itself."""
+    r = Result("n01", "gpu_ecc", "gpu0", "pass", "80 °C, ok")
+    text = "[\n" + json.dumps(r.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n]"
+    got = blob.decode("n01", "r1", zlib.compress(text.encode()), keep={"gpu_ecc"})
+    assert got.results == [r] and got.lines == [None]
+    ascii_row = blob.decode("n01", "r1", blob.encode([r]))
+    assert ascii_row.results == [r] and ascii_row.lines[0] is not None
+    assert ascii_row.lines[0].isascii() and b"\\u00b0C" in ascii_row.lines[0]

@@ -29,9 +29,9 @@ def umask() -> int:
     return mask
 
 
-def write(path: str | os.PathLike[str], data: str | bytes | Iterable[str], *,
+def write(path: str | os.PathLike[str], data: str | bytes | Iterable[str | bytes], *,
           mode: int | None = None, fsync: bool = False) -> Path:
-    """Write `data` (text, bytes, or text in pieces) to `path` atomically and return it.
+    """Write `data` (text, bytes, or pieces of either) to `path` atomically and return it.
     `mode`: the file's permissions (default 0666 less the umask, as open() would make it;
     mkstemp alone would leave 0600 and hide a report from its readers). `fsync`: the data and
     the folder reach the disk before this returns (a crash never leaves half a file)."""
@@ -46,7 +46,7 @@ def write(path: str | os.PathLike[str], data: str | bytes | Iterable[str], *,
                 fh.write(data.encode("utf-8"))
             else:
                 for piece in data:
-                    fh.write(piece.encode("utf-8"))
+                    fh.write(piece if isinstance(piece, bytes) else piece.encode("utf-8"))
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())

@@ -98,15 +98,16 @@ def write_json(path: Path, data: Any) -> None:
 
 
 class Encoded(list):  # type: ignore[type-arg]
-    """A top-level list whose elements are JSON texts already (encoded as `encoder()` does,
-    e.g. results history stored so: stetho.history.blob): dumps copies them."""
+    """A top-level list whose elements are JSON texts already, as ASCII bytes (encoded as
+    `encoder()` does, e.g. results history stored so: stetho.history.blob): copied as they
+    are, never decoded and encoded again."""
 
 
 def dumps(data: Any) -> str:
     """JSON a person can still read and grep: each top-level key on its own line and each
     element of a top-level list (a result) on its own, compact inside. `indent` would send
     json to its pure-Python encoder, most of a 64-node gate's time on real-size results."""
-    return "".join(pieces(data))
+    return "".join(p if isinstance(p, str) else p.decode("ascii") for p in pieces(data))
 
 
 #: Elements of a top-level list written at a time: a gate's 8,000 results are 5 MB of text,
@@ -115,8 +116,9 @@ def dumps(data: Any) -> str:
 PIECE = 256
 
 
-def pieces(data: Any) -> Iterator[str]:
-    """`dumps(data)` in pieces, in order (stetho.core.atomic writes them as they come)."""
+def pieces(data: Any) -> Iterator[str | bytes]:
+    """`dumps(data)` in pieces, in order (stetho.core.atomic writes them as they come): text,
+    and an Encoded list's elements as the bytes they are."""
     enc = json.JSONEncoder(separators=(",", ":"), default=str).encode
     if not isinstance(data, dict) or not data:
         yield enc(data) + "\n"
@@ -129,8 +131,10 @@ def pieces(data: Any) -> Iterator[str]:
             texts = v if isinstance(v, Encoded) else None
             for i in range(0, len(v), PIECE):
                 part = v[i:i + PIECE]
-                yield ("" if i == 0 else ",\n  ") + ",\n  ".join(
-                    part if texts is not None else map(one, part))
+                if texts is not None:
+                    yield (b"" if i == 0 else b",\n  ") + b",\n  ".join(part)
+                else:
+                    yield ("" if i == 0 else ",\n  ") + ",\n  ".join(map(one, part))
             yield "\n ]"
         else:
             yield f"{sep}{enc(str(k))}:{enc(v)}"

@@ -200,7 +200,7 @@ class FromHistory:
     #: node -> check -> the profile its result was judged against ("" none recorded)
     profiles: dict[str, dict[str, str]] = field(default_factory=dict)
     #: id(result) -> (result, its JSON as history stored it): results.json copies the text
-    stored: dict[int, tuple[Result, str]] = field(default_factory=dict)
+    stored: dict[int, tuple[Result, bytes]] = field(default_factory=dict)
 
 
 def required_checks(policy: GatePolicy) -> frozenset[str]:

@@ -85,7 +85,7 @@ def _decided(req: GateRequest, policy: GatePolicy, topo: Topology | None, db: Pa
 
     judged: dict[str, dict[str, str]] = {}
     summaries: dict[str, NodeSummary] = {}  # --local: the node's own, as a check spools it
-    stored: dict[int, tuple[Result, str]] = {}  # results read as history stored them
+    stored: dict[int, tuple[Result, bytes]] = {}  # results read as history stored them
     if req.local:
         import socket
 
@@ -166,7 +166,7 @@ def _fleet(policy: GatePolicy, req: GateRequest, names: list[str], db: Path, now
            progress: Callable[[str, int, int, int], None] | None,
            steps: Callable[[str], None] | None = None,
            judged: dict[str, dict[str, str]] | None = None,
-           stored: dict[int, tuple[Result, str]] | None = None
+           stored: dict[int, tuple[Result, bytes]] | None = None
            ) -> tuple[list[Result], dict[str, str], str | None]:
     """Fresh history per node and check; the nodes lacking any required check run live
     through the sweep (all their checks), or cannot be evaluated. `judged` gets each node's

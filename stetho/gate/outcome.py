@@ -75,7 +75,7 @@ class GateOutcome:
     shadow: ShadowOutcome | None = None
     #: id(result) -> (result, its JSON as history stored it), for results read unchanged
     #: (stetho.history.blob): results.json copies that text instead of encoding the result
-    stored: dict[int, tuple[Result, str]] = field(default_factory=dict)
+    stored: dict[int, tuple[Result, bytes]] = field(default_factory=dict)
 
     def action_lines(self) -> list[str]:
         """One line per scheduler action, saying whether it happened or was only a dry run,
@@ -123,7 +123,7 @@ class GateOutcome:
 
             one, stored = encoder(), self.stored
             texts = Encoded([s[1] if (s := stored.get(id(r))) is not None and s[0] is r
-                             else one(r.to_json()) for r in self.decision.results])
+                             else one(r.to_json()).encode() for r in self.decision.results])
         doc = json_out.document(
             self.decision.results, encoded=texts, policy=self.policy.name, job=job,
             nodes=self.names,

@@ -68,13 +68,14 @@ def encode(results: Iterable[Result]) -> bytes:
 
 class Decoded:
     """A node's results of one run as read back, and for each the line it was stored as,
-    where that line is exactly the result's JSON (results.json may copy it): None for a row
-    stored before lines (parsed whole), or a result not read as stored (an unknown status made
-    an error, another version's key order)."""
+    where that line is exactly the result's JSON (results.json may copy it): ASCII bytes, as
+    the row holds them and the file is written (never decoded to text and encoded again);
+    None for a row stored before lines (parsed whole), one with text past ASCII, or a result
+    not read as stored (an unknown status made an error, another version's key order)."""
 
     __slots__ = ("results", "lines")
 
-    def __init__(self, results: list[Result], lines: list[str | None]) -> None:
+    def __init__(self, results: list[Result], lines: list[bytes | None]) -> None:
         self.results = results
         self.lines = lines
 
@@ -87,8 +88,8 @@ def decode(node: str, run: str, blob: bytes, known: Container[str] = (),
     measured); a row with one result a line also gives each kept result's line. A named
     HistoryCorrupt where the blob is unreadable."""
     try:
-        text = zlib.decompress(blob).decode("utf-8", "surrogatepass")
-        dicts = fastjson.loads(text)
+        raw = zlib.decompress(blob)
+        dicts = fastjson.loads(raw)  # bytes as UTF-8 with surrogatepass (json's own rule)
         kept = [(i, d) for i, d in enumerate(dicts) if not (
             d["check"] in known or (keep is not None and d["check"] not in keep))]
         results = [adopt(d) for _, d in kept]
@@ -96,9 +97,9 @@ def decode(node: str, run: str, blob: bytes, known: Container[str] = (),
         raise HistoryCorrupt(f"the results of {node} in run {run} are unreadable "
                              f"({type(exc).__name__}: {exc})") from None
     lines = None
-    if text.startswith("[\n{") and text.endswith("}\n]"):
-        lines = text[2:-2].split(",\n")  # a line break only ever ends a line (JSON escapes
-        if len(lines) != len(dicts):      # them): as many lines as results, each is one
+    if raw.startswith(b"[\n{") and raw.endswith(b"}\n]") and raw.isascii():
+        lines = raw[2:-2].split(b",\n")  # a line break only ever ends a line (JSON escapes
+        if len(lines) != len(dicts):        # them): as many lines as results, each is one
             lines = None
     if lines is None:  # before lines, or written otherwise: nothing to copy
         return Decoded(results, [None] * len(results))

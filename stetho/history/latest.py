@@ -37,10 +37,10 @@ class NodeLatest:
     folded: int = 0
     #: id(result) -> (the result, the JSON line history stored it as), for the results read
     #: exactly as stored (stetho.history.blob): results.json copies the line
-    stored: dict[int, tuple[Result, str]] = field(default_factory=dict)
+    stored: dict[int, tuple[Result, bytes]] = field(default_factory=dict)
 
     def add(self, t: int, run: str, results: list[Result], profile: str = "",
-            lines: list[str | None] | None = None) -> None:
+            lines: list[bytes | None] | None = None) -> None:
         """Fold in one older run (runs arrive newest first); `lines`: each result's stored
         JSON, where it is exactly the result's."""
         first = self.folded == 0
