@@ -98,9 +98,12 @@ def decode(node: str, run: str, blob: bytes, known: Container[str] = (),
                              f"({type(exc).__name__}: {exc})") from None
     lines = None
     if raw.startswith(b"[\n{") and raw.endswith(b"}\n]") and raw.isascii():
-        lines = raw[2:-2].split(b",\n")  # a line break only ever ends a line (JSON escapes
-        if len(lines) != len(dicts):        # them): as many lines as results, each is one
+        lines = raw.split(b",\n")  # a line break only ever ends a line (JSON escapes
+        if len(lines) != len(dicts):  # them): as many lines as results, each is one
             lines = None
+        else:  # the list's brackets off the first and last (not a copy of the whole row)
+            lines[0] = lines[0][2:]
+            lines[-1] = lines[-1][:-2]
     if lines is None:  # before lines, or written otherwise: nothing to copy
         return Decoded(results, [None] * len(results))
     # a result whose dict is the one parsed (stetho.results.adopt): its line parses to
