@@ -51,9 +51,10 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from stetho.core.record import record
 from stetho.errors import StethoError
 from stetho.gate.breaker import Circuit, Trip
 
@@ -91,7 +92,7 @@ class LedgerError(StethoError):
     exit_code = 3
 
 
-@dataclass(frozen=True)
+@record
 class Ruling:
     """The budget's answer to one request.
 
@@ -109,7 +110,7 @@ class Ruling:
     room: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     """One row of `status`: a drain (grant), a repeat, a refusal or a reset."""
 
@@ -124,7 +125,7 @@ class Entry:
                 "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@record
 class Status:
     """The breaker of one scope now: what counts, the limit, and what was refused."""
 

@@ -11,16 +11,17 @@ fails and says why, and a person decides.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from stetho.core.record import record
 from stetho.gate import breaker
 from stetho.gate.breaker import Circuit, Trip
 from stetho.gate.budget import DrainBudget, LedgerError, Ruling, ledger_path
 from stetho.gate.slurm import Action, NodeInfo, Slurm, SlurmError
 
 
-@dataclass
+@record(frozen=False)
 class Drained:
     """What a drain request did: one Action per node, the trip when the breaker refused,
     whether this refusal is the window's first (alert now), and the budget's ruling."""
