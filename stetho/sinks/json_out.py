@@ -15,7 +15,6 @@ from stetho.results import (
     counts,
     exit_code_of,
 )
-from stetho.sinks import safe
 
 if TYPE_CHECKING:  # a spool's module (sqlite3, tempfile) only where a spool is written
     from stetho.sinks.spool import Results
@@ -48,6 +47,8 @@ INDENT_UP_TO = 5000
 def render(results: list[Result], **meta: Any) -> str:
     """Strict JSON (no NaN, no lone surrogate): a result that cannot be written as it is
     is written through stetho.sinks.safe, with every other result unchanged."""
+    from stetho.sinks import safe  # not on a gate's path: its results.json is run_folder's
+
     try:
         out = _render(results, **meta)
         if safe.json_text_ok(out):
