@@ -354,3 +354,32 @@ def test_the_profile_pin_cannot_be_moved_by_editing_or_deleting_rows(tmp_path, t
     assert proc.returncode == 3, proc.stdout + proc.stderr  # never GO
     assert errors == {"nA": [f"gate: judged as generic, pinned {PROFILE} (last recorded with "
                              "it in run old): gpu_count"]}
+
+
+def test_a_seal_verifies_whichever_encoder_writes_its_text_and_never_once_edited(tmp_path):
+    """The seal's MAC is checked against orjson's text of its heads and pins, and where
+    that differs from json's (a name past ASCII, which json escapes) against json's: a seal
+    stetho wrote always reads; an edited head, pin or MAC never does."""
+    import orjson
+
+    from stetho.history import chain
+    from stetho.history.errors import HistoryKeyError
+
+    key = b"k" * 32
+    path = tmp_path / "h.db.seal"
+    for profile, same in (("h100-sxm-8gpu", True), ("h100-\u00e9t\u00e9", False)):
+        seal = chain.Seal({"gpu01": (7, "ab" * 32), "gpu02": (3, "cd" * 32)}, True, str(path),
+                          {"gpu01": (profile, "run-1")})
+        texts = chain._canonical(seal)
+        assert (orjson.dumps(texts) == json.dumps(texts, separators=(",", ":")).encode()) \
+            is same
+        data = chain.dump(key, seal)
+        got = chain.parse(path, data, key)
+        assert (got.heads, got.pins) == (seal.heads, seal.pins)
+        for edit in (data.replace(b"[7,", b"[8,"), data.replace(b"h100-", b"h200-"),
+                     data.replace(b'"mac":"', b'"mac":"0')):
+            assert edit != data
+            with pytest.raises(HistoryKeyError):
+                chain.parse(path, edit, key)
+        with pytest.raises(HistoryKeyError):
+            chain.parse(path, data, b"x" * 32)  # another key
