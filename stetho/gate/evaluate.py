@@ -62,25 +62,26 @@ def run(req: GateRequest, *, db: Path, now: float | None = None,
         from stetho.errors import ConfigError
 
         raise ConfigError("--slurm goes with --local: it is how Slurm runs the gate on a node")
+    names = [] if req.local else hostlist.expand(req.nodes or "")
     slurm = None
     if policy.drain and not req.local:  # Slurm answers while history is read
         from stetho.gate.slurm import Slurm
 
         slurm = Slurm(act=req.act)
-        slurm.read_ahead(hostlist.expand(req.nodes or ""))
+        slurm.read_ahead(names)
     try:
-        return _decided(req, policy, topo, db, now, clock, slurm, progress, steps)
+        return _decided(req, policy, topo, db, now, clock, names, slurm, progress, steps)
     finally:
         if slurm is not None:
             slurm.close()
 
 
 def _decided(req: GateRequest, policy: GatePolicy, topo: Topology | None, db: Path, now: float,
-             clock: float, slurm: Slurm | None,
+             clock: float, names: list[str], slurm: Slurm | None,
              progress: Callable[[str, int, int, int], None] | None,
              steps: Callable[[str], None] | None) -> GateOutcome:
-    """`run` once the request is checked; `slurm`: the scheduler, its state read ahead."""
-    from stetho.core import hostlist
+    """`run` once the request is checked: `names`, the nodes given (--local: none yet, the
+    node's own name comes from its check); `slurm`, the scheduler, its state read ahead."""
     from stetho.history.store import new_run_id
 
     judged: dict[str, dict[str, str]] = {}
@@ -93,7 +94,6 @@ def _decided(req: GateRequest, policy: GatePolicy, topo: Topology | None, db: Pa
         results, names, sources, unavailable = _local_hooked(policy, req, db, judged,
                                                              summaries, pins)
     else:
-        names = hostlist.expand(req.nodes or "")
         pins, _ = pins_for(names, db, _inventory_vars(req.inventory, names))
         results, sources, unavailable = _fleet(policy, req, names, db, now, progress, steps,
                                                judged, stored)
