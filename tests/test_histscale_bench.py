@@ -40,5 +40,7 @@ def test_the_gate_bench_runs_in_its_tiny_mode() -> None:
     assert "gate pre-job: GO: 64 nodes, 64 go, 0 blocked" in r.stdout
     assert re.search(r"floor: p50 \d+ ms, p95 \d+ ms wall", r.stdout), r.stdout
     assert re.search(r"ratio: the gate's p50 is \d+\.\d\dx the floor's", r.stdout)
+    assert re.search(r"the seal's first read in a process .*: p50 \d+\.\d ms, p95 \d+\.\d ms",
+                     r.stdout), r.stdout
     assert re.search(r"goal: gate p95 \d+ ms \(goal <= 200 ms\): (met|NOT MET)", r.stdout)
     assert set(REPO.glob("runs/gate-*")) == before, "the bench wrote a run folder in the repo"
